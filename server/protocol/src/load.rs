@@ -1,0 +1,148 @@
+//! Load-time options: how the server tells a runner what to load and with which engine settings.
+//! They travel as command-line flags (`to_args`), so a runner's process list shows them and the
+//! scheduler can compare them to decide on reloads (Ollama's `needsReload`).
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum FlashAttention {
+    On,
+    Off,
+    #[default]
+    Auto,
+}
+
+impl FlashAttention {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlashAttention::On => "on",
+            FlashAttention::Off => "off",
+            FlashAttention::Auto => "auto",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "on" | "true" | "1" => Some(Self::On),
+            "off" | "false" | "0" => Some(Self::Off),
+            "auto" | "" => Some(Self::Auto),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum KvCacheType {
+    #[default]
+    F16,
+    Q8_0,
+    Q4_0,
+}
+
+impl KvCacheType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KvCacheType::F16 => "f16",
+            KvCacheType::Q8_0 => "q8_0",
+            KvCacheType::Q4_0 => "q4_0",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "" | "f16" => Some(Self::F16),
+            "q8_0" => Some(Self::Q8_0),
+            "q4_0" => Some(Self::Q4_0),
+            _ => None,
+        }
+    }
+
+    /// Bytes per element, for memory estimates (block overhead included).
+    pub fn bytes_per_element(self) -> f64 {
+        match self {
+            KvCacheType::F16 => 2.0,
+            KvCacheType::Q8_0 => 34.0 / 32.0,
+            KvCacheType::Q4_0 => 18.0 / 32.0,
+        }
+    }
+}
+
+/// Everything a runner needs at start. Two runners with equal `LoadOptions` are interchangeable.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LoadOptions {
+    pub model: PathBuf,
+    /// Context length per slot.
+    pub ctx_size: u32,
+    pub parallel: u32,
+    pub batch: u32,
+    pub ubatch: u32,
+    /// Layers to offload; negative = all that fit (engine decides).
+    pub gpu_layers: i32,
+    pub main_gpu: Option<u32>,
+    pub flash_attention: FlashAttention,
+    pub kv_cache_type: KvCacheType,
+    /// 0 = engine default.
+    pub threads: u32,
+    pub mmap: bool,
+    /// Load for embeddings (pooling) instead of generation.
+    pub embedding: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        Self {
+            model: PathBuf::new(),
+            ctx_size: 4096,
+            parallel: 1,
+            batch: 512,
+            ubatch: 512,
+            gpu_layers: -1,
+            main_gpu: None,
+            flash_attention: FlashAttention::Auto,
+            kv_cache_type: KvCacheType::F16,
+            threads: 0,
+            mmap: true,
+            embedding: false,
+        }
+    }
+}
+
+impl LoadOptions {
+    /// Command-line flags for a runner binary; `--socket` is added by the spawner.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut a = vec![
+            "--model".into(),
+            self.model.to_string_lossy().into_owned(),
+            "--ctx-size".into(),
+            self.ctx_size.to_string(),
+            "--parallel".into(),
+            self.parallel.to_string(),
+            "--batch".into(),
+            self.batch.to_string(),
+            "--ubatch".into(),
+            self.ubatch.to_string(),
+            "--gpu-layers".into(),
+            self.gpu_layers.to_string(),
+            "--flash-attn".into(),
+            self.flash_attention.as_str().into(),
+            "--cache-type".into(),
+            self.kv_cache_type.as_str().into(),
+            "--threads".into(),
+            self.threads.to_string(),
+        ];
+        if let Some(g) = self.main_gpu {
+            a.push("--main-gpu".into());
+            a.push(g.to_string());
+        }
+        if !self.mmap {
+            a.push("--no-mmap".into());
+        }
+        if self.embedding {
+            a.push("--embedding".into());
+        }
+        a
+    }
+}

@@ -1,0 +1,1 @@
+//! Configuration: parsed once (clap derive + env). (placeholder)

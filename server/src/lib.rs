@@ -1,0 +1,17 @@
+//! herd's control plane: the HTTP API, the model store, prompt rendering, and the scheduler that
+//! supervises runner processes. The `herd` binary (`main.rs`) is a thin shell over this library so
+//! tests can build the same application in-process.
+
+pub mod api;
+pub mod cli;
+pub mod config;
+pub mod error;
+pub mod gguf;
+pub mod prompt;
+pub mod runner;
+pub mod scheduler;
+pub mod store;
+pub mod telemetry;
+
+/// Version reported by `herd --version` and `/api/version`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,1 @@
+//! tracing setup. (placeholder)
