@@ -199,21 +199,8 @@ fn build(
             "tar",
         )?;
         let src = unpack.join(&lock.source_dir);
-        for (name, _) in patches {
-            sh(
-                Command::new("patch")
-                    .args([
-                        "-p1",
-                        "--forward",
-                        "--batch",
-                        "--no-backup-if-mismatch",
-                        "-i",
-                    ])
-                    .arg(patch_dir.join(name))
-                    .current_dir(&src),
-                &format!("applying patch {name}"),
-            )?;
-        }
+        let names: Vec<String> = patches.iter().map(|(n, _)| n.clone()).collect();
+        recipe::apply_patches(&src, patch_dir, &names)?;
         let staged = base.join("work.src");
         let _ = fs::remove_dir_all(&staged);
         fs::rename(&src, &staged).map_err(|e| e.to_string())?;

@@ -7,6 +7,8 @@
 
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
 
 /// Bump when the build steps change in a way the flags do not show (install layout, extraction).
 pub const RECIPE_VERSION: &str = "1";
@@ -181,6 +183,35 @@ pub fn patch_order(names: &[String]) -> Vec<String> {
     v
 }
 
+/// Apply `names` (already in `patch_order`) from `patch_dir` to the tree at `src`, in order, with
+/// `patch -p1`. The text before a patch's first diff line is its header, which `patch` skips.
+/// A patch that does not apply cleanly is an error naming it (no fuzz: `--fuzz=0`).
+pub fn apply_patches(src: &Path, patch_dir: &Path, names: &[String]) -> Result<(), String> {
+    for name in names {
+        let out = Command::new("patch")
+            .args([
+                "-p1",
+                "--forward",
+                "--batch",
+                "--fuzz=0",
+                "--no-backup-if-mismatch",
+                "-i",
+            ])
+            .arg(patch_dir.join(name))
+            .current_dir(src)
+            .output()
+            .map_err(|e| format!("applying {name}: cannot run `patch`: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "patch {name} does not apply to the pinned llama.cpp: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Cache key: 16 hex digits of sha256 over every input that changes the installed libraries.
 pub fn cache_key(
     archive_sha256: &str,
@@ -286,6 +317,39 @@ mod tests {
             patch_order(&names),
             vec!["0001-a.patch", "0002-b.patch", "0010-c.patch"]
         );
+    }
+
+    #[test]
+    fn patches_apply_in_order_and_a_stale_one_fails_with_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let (src, pdir) = (dir.path().join("llama.cpp"), dir.path().join("patches"));
+        std::fs::create_dir_all(src.join("src")).unwrap();
+        std::fs::create_dir_all(&pdir).unwrap();
+        std::fs::write(src.join("src/a.txt"), "one\ntwo\n").unwrap();
+        let header = "Why: test.\nUpstream: not sent.\nDrop when: never.\n\n";
+        std::fs::write(
+            pdir.join("0001-two.patch"),
+            format!(
+                "{header}--- a/src/a.txt\n+++ b/src/a.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+TWO\n"
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            pdir.join("0002-three.patch"),
+            format!(
+                "{header}--- a/src/a.txt\n+++ b/src/a.txt\n@@ -1,2 +1,3 @@\n one\n TWO\n+three\n"
+            ),
+        )
+        .unwrap();
+        let names = patch_order(&["0002-three.patch".into(), "0001-two.patch".into()]);
+        apply_patches(&src, &pdir, &names).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(src.join("src/a.txt")).unwrap(),
+            "one\nTWO\nthree\n"
+        );
+        // Applying again: the first patch no longer matches the tree.
+        let err = apply_patches(&src, &pdir, &names).unwrap_err();
+        assert!(err.contains("0001-two.patch"), "{err}");
     }
 
     #[test]

@@ -6,7 +6,8 @@ use common::*;
 use http_body_util::BodyExt;
 use hyper::StatusCode;
 use runner_protocol::{
-    DoneReason, EmbedResponse, ErrorBody, ErrorKind, Health, Info, TokenizeResponse,
+    CompletionChunk, DoneReason, EmbedResponse, ErrorBody, ErrorKind, Health, Info,
+    TokenizeResponse,
 };
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -92,6 +93,47 @@ async fn stop_strings_cut_the_output_and_num_predict_gives_length() {
     assert_eq!(five.reason, DoneReason::Length);
     assert_eq!(five.timings.eval_count, 5);
     assert!(full.text.starts_with(&five.text));
+
+    // Logprobs: one entry per token; greedy picks the most likely alternative.
+    let mut req = greedy(prompt, 4);
+    req["logprobs"] = json!(true);
+    req["top_logprobs"] = json!(3);
+    let lp = complete(&r.socket, req).await;
+    let entries: Vec<_> = lp
+        .chunks
+        .iter()
+        .flat_map(|c| match c {
+            CompletionChunk::Token { logprobs, .. } => logprobs.clone(),
+            _ => Vec::new(),
+        })
+        .collect();
+    assert_eq!(entries.len(), 4);
+    assert_eq!(
+        entries.iter().map(|e| e.token.as_str()).collect::<String>(),
+        lp.text
+    );
+    for e in &entries {
+        assert!(e.logprob <= 0.0 && e.logprob.is_finite());
+        assert_eq!(e.top_logprobs.len(), 3);
+        assert_eq!(e.top_logprobs[0].token, e.token);
+        assert_eq!(e.top_logprobs[0].logprob, e.logprob);
+        assert!(e.top_logprobs[1].logprob <= e.top_logprobs[0].logprob);
+    }
+
+    // Seeded sampling repeats itself when the evaluation is the same (no prefix reuse: a
+    // re-evaluated last token alone can differ from the full-prompt batch in the last float
+    // bits, which moves a temperature-1 draw); another seed (very likely) differs somewhere.
+    let sampled = |seed: i64| {
+        json!({"prompt": "My favourite animal is", "num_predict": 12, "cache_prompt": false,
+               "sampling": {"temperature": 1.0, "top_k": 100, "top_p": 1.0, "seed": seed}})
+    };
+    let a = complete(&r.socket, sampled(7)).await.text;
+    assert_eq!(a, complete(&r.socket, sampled(7)).await.text);
+    let mut differs = false;
+    for seed in 8..12 {
+        differs |= complete(&r.socket, sampled(seed)).await.text != a;
+    }
+    assert!(differs, "four other seeds all reproduced {a:?}");
 }
 
 #[tokio::test]
