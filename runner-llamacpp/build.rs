@@ -292,6 +292,8 @@ fn bindings(install: &Path) -> Res<()> {
         .allowlist_function("llama_.*")
         .allowlist_function("mtmd_.*")
         .allowlist_function("ggml_backend_load_all_from_path")
+        .allowlist_function("ggml_backend_reg_count")
+        .allowlist_function("ggml_backend_dev_count")
         .allowlist_function("ggml_log_set")
         .allowlist_type("llama_.*")
         .allowlist_var("LLAMA_.*")

@@ -70,8 +70,9 @@ unsafe extern "C" fn log_cb(level: sys::ggml_log_level, text: *const c_char, _: 
 }
 
 /// Load the backend modules (`libggml-cpu*.so`, GPU modules) from `lib_dir` and initialise
-/// llama.cpp once per process. Must run before any model load.
-pub fn init_backends(lib_dir: &Path, log: LogLevel) {
+/// llama.cpp once per process. Must run before any model load. Returns the number of compute
+/// devices found (0: no backend module could be loaded).
+pub fn init_backends(lib_dir: &Path, log: LogLevel) -> usize {
     static INIT: Once = Once::new();
     LOG_MIN.store(
         match log {
@@ -91,6 +92,7 @@ pub fn init_backends(lib_dir: &Path, log: LogLevel) {
             sys::llama_backend_init();
         }
     });
+    unsafe { sys::ggml_backend_dev_count() }
 }
 
 /// Model load settings (the subset of `llama_model_params` the runner exposes).

@@ -202,9 +202,19 @@ fn load_and_run(args: &Args, state: &State, jobs: std::sync::mpsc::Receiver<engi
     } else {
         ffi::LogLevel::Warn
     };
-    ffi::init_backends(&lib_dir, log);
-
-    match load(args, state) {
+    let devices = ffi::init_backends(&lib_dir, log);
+    let loaded = if devices == 0 {
+        Err(RunnerError::new(
+            ErrorKind::ModelLoad,
+            format!(
+                "no ggml backend module (libggml-cpu*.so) found in {}",
+                lib_dir.display()
+            ),
+        ))
+    } else {
+        load(args, state)
+    };
+    match loaded {
         Ok(loaded) => {
             let _ = state.loaded.set(loaded.0);
             state.health.send_replace(Health::Ready);

@@ -359,6 +359,36 @@ async fn a_bad_model_path_reports_model_load() {
 }
 
 #[tokio::test]
+async fn a_missing_backend_module_is_a_clear_load_error() {
+    // The binary and its linked libraries, but no libggml-cpu*.so beside them.
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_runner-llamacpp"));
+    let from = exe.parent().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let linked = ["libllama.so", "libggml.so", "libggml-base.so", "libmtmd.so"];
+        if linked.iter().any(|l| name.starts_with(l)) {
+            std::fs::copy(e.path(), dir.path().join(&name)).unwrap();
+        }
+    }
+    let copy = dir.path().join("runner-llamacpp");
+    std::fs::copy(exe, &copy).unwrap();
+    let r = Runner::spawn_exe(&copy, &gemma(), &[]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match r.health().await {
+            Health::Failed { kind, message } => {
+                assert_eq!(kind, ErrorKind::ModelLoad);
+                assert!(message.contains("no ggml backend"), "{message}");
+                break;
+            }
+            h => assert!(Instant::now() < deadline, "still {h:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
 async fn sigterm_cancels_in_flight_and_exits_zero() {
     let _g = serial().await;
     let mut r = Runner::spawn(&gemma(), &["--ctx-size", "256"]);

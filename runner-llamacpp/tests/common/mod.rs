@@ -53,9 +53,17 @@ impl Runner {
     /// Start the runner with `extra` flags (after --model/--socket/--threads 1) and wait until
     /// its socket exists (not until it is ready).
     pub fn spawn(model: &Path, extra: &[&str]) -> Runner {
+        Runner::spawn_exe(
+            Path::new(env!("CARGO_BIN_EXE_runner-llamacpp")),
+            model,
+            extra,
+        )
+    }
+
+    pub fn spawn_exe(exe: &Path, model: &Path, extra: &[&str]) -> Runner {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("runner.sock");
-        let child = Command::new(env!("CARGO_BIN_EXE_runner-llamacpp"))
+        let child = Command::new(exe)
             .arg("--model")
             .arg(model)
             .arg("--socket")
