@@ -57,7 +57,8 @@ fn run() -> Res<()> {
         target.contains("apple"),
     )?;
     let cuda_archs = env::var("CMAKE_CUDA_ARCHITECTURES").unwrap_or_else(|_| "90".into());
-    let defines = recipe::cmake_defines(&lock, gpu, &cuda_archs);
+    let apple = target.contains("apple");
+    let defines = recipe::cmake_defines(&lock, gpu, &cuda_archs, apple);
 
     let mut names = Vec::new();
     for entry in fs::read_dir(&patch_dir).map_err(|e| format!("{}: {e}", patch_dir.display()))? {
@@ -89,7 +90,7 @@ fn run() -> Res<()> {
     }
 
     bindings(&install)?;
-    link(&install, gpu)?;
+    link(&install, apple)?;
     println!("cargo:rustc-env=HERD_LLAMA_BUILD={}", lock.build);
     println!("cargo:rustc-env=HERD_LLAMA_KEY={key}");
     Ok(())
@@ -308,17 +309,17 @@ fn bindings(install: &Path) -> Res<()> {
 
 /// Link llama + ggml + mtmd from the cache and copy every shared object (backend modules too)
 /// next to the binaries, where RUNPATH `$ORIGIN` and `ggml_backend_load_all_from_path` find them.
-fn link(install: &Path, gpu: Gpu) -> Res<()> {
+fn link(install: &Path, apple: bool) -> Res<()> {
     let lib = install.join("lib");
     println!("cargo:rustc-link-search=native={}", lib.display());
     for l in ["llama", "ggml", "ggml-base", "mtmd"] {
         println!("cargo:rustc-link-lib=dylib={l}");
     }
-    if gpu != Gpu::Metal {
-        println!("cargo:rustc-link-arg=-Wl,-rpath,$ORIGIN");
-    } else {
-        println!("cargo:rustc-link-arg=-Wl,-rpath,@executable_path");
-    }
+    // The binary looks beside itself (`@loader_path` is the executable's dir for an executable).
+    println!(
+        "cargo:rustc-link-arg=-Wl,-rpath,{}",
+        recipe::origin_rpath(apple)
+    );
     // OUT_DIR = target/<profile>/build/<pkg>-<hash>/out.
     let out = PathBuf::from(env::var("OUT_DIR").map_err(|e| e.to_string())?);
     let profile_dir = out

@@ -114,7 +114,12 @@ impl Gpu {
 /// tests, HTTPS. OpenMP stays on (ggml's default and the path llama.cpp tunes; the runner uses
 /// one engine thread, and ggml's own threadpool spun badly under contention, research/native.md
 /// §6). Libraries get RUNPATH `$ORIGIN` so they find each other next to the runner binary.
-pub fn cmake_defines(lock: &Lock, gpu: Gpu, cuda_archs: &str) -> Vec<(String, String)> {
+pub fn cmake_defines(
+    lock: &Lock,
+    gpu: Gpu,
+    cuda_archs: &str,
+    apple: bool,
+) -> Vec<(String, String)> {
     let mut d: BTreeMap<&str, String> = BTreeMap::new();
     let on = |s: &str| s.to_string();
     for k in [
@@ -145,7 +150,7 @@ pub fn cmake_defines(lock: &Lock, gpu: Gpu, cuda_archs: &str) -> Vec<(String, St
     }
     d.insert("CMAKE_BUILD_TYPE", on("Release"));
     d.insert("CMAKE_INSTALL_LIBDIR", on("lib"));
-    d.insert("CMAKE_INSTALL_RPATH", on("$ORIGIN"));
+    d.insert("CMAKE_INSTALL_RPATH", origin_rpath(apple).to_string());
     d.insert("LLAMA_BUILD_NUMBER", lock.build_number().to_string());
     d.insert("LLAMA_BUILD_COMMIT", lock.commit.clone());
     match gpu {
@@ -165,6 +170,15 @@ pub fn cmake_defines(lock: &Lock, gpu: Gpu, cuda_archs: &str) -> Vec<(String, St
         }
     }
     d.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+/// The run-time search path meaning "the directory of this binary or library".
+pub fn origin_rpath(apple: bool) -> &'static str {
+    if apple {
+        "@loader_path"
+    } else {
+        "$ORIGIN"
+    }
 }
 
 /// Patch files to apply, in order: `NNNN-name.patch`, sorted by name; other files are ignored.
@@ -281,7 +295,7 @@ mod tests {
     #[test]
     fn defines_follow_design_5() {
         let l = Lock::parse(LOCK).unwrap();
-        let d = cmake_defines(&l, Gpu::Cpu, "90");
+        let d = cmake_defines(&l, Gpu::Cpu, "90", false);
         let get = |k: &str| d.iter().find(|(a, _)| a == k).map(|(_, v)| v.as_str());
         assert_eq!(get("GGML_BACKEND_DL"), Some("ON"));
         assert_eq!(get("BUILD_SHARED_LIBS"), Some("ON"));
@@ -290,7 +304,11 @@ mod tests {
         assert_eq!(get("LLAMA_BUILD_MTMD"), Some("ON"));
         assert_eq!(get("GGML_CUDA"), Some("OFF"));
         assert_eq!(get("CMAKE_CUDA_ARCHITECTURES"), None);
-        let c = cmake_defines(&l, Gpu::Cuda, "90;120");
+        assert_eq!(get("CMAKE_INSTALL_RPATH"), Some("$ORIGIN"));
+        let mac = cmake_defines(&l, Gpu::Metal, "90", true);
+        assert!(mac.contains(&("CMAKE_INSTALL_RPATH".into(), "@loader_path".into())));
+        assert!(mac.contains(&("GGML_METAL".into(), "ON".into())));
+        let c = cmake_defines(&l, Gpu::Cuda, "90;120", false);
         assert!(c.contains(&("CMAKE_CUDA_ARCHITECTURES".into(), "90;120".into())));
         let mut sorted = d.clone();
         sorted.sort();
@@ -355,7 +373,7 @@ mod tests {
     #[test]
     fn key_changes_with_every_input_and_only_with_them() {
         let l = Lock::parse(LOCK).unwrap();
-        let d = cmake_defines(&l, Gpu::Cpu, "90");
+        let d = cmake_defines(&l, Gpu::Cpu, "90", false);
         let p = vec![("0001-a.patch".to_string(), b"diff".to_vec())];
         let t = "x86_64-unknown-linux-gnu";
         let k = cache_key(&l.sha256, &p, &d, t);
@@ -374,7 +392,7 @@ mod tests {
         );
         assert_ne!(
             k,
-            cache_key(&l.sha256, &p, &cmake_defines(&l, Gpu::Cuda, "90"), t)
+            cache_key(&l.sha256, &p, &cmake_defines(&l, Gpu::Cuda, "90", false), t)
         );
         assert_ne!(k, cache_key(&l.sha256, &p, &d, "aarch64-apple-darwin"));
     }
