@@ -329,3 +329,83 @@ fn load(args: &Args, state: &State) -> Result<(Loaded, ffi::Context), RunnerErro
 #[cfg(test)]
 #[path = "../build/recipe.rs"]
 mod recipe;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use runner_protocol::LoadOptions;
+
+    fn parse(o: &LoadOptions) -> Args {
+        let mut argv = vec!["runner-llamacpp".to_string()];
+        argv.extend(o.to_args());
+        argv.extend(["--socket".into(), "/tmp/s.sock".into()]);
+        Args::try_parse_from(argv).unwrap()
+    }
+
+    #[test]
+    fn accepts_exactly_what_load_options_emit() {
+        let d = parse(&LoadOptions {
+            model: "/m/a.gguf".into(),
+            ..LoadOptions::default()
+        });
+        assert_eq!(d.model, PathBuf::from("/m/a.gguf"));
+        assert_eq!(
+            (
+                d.ctx_size,
+                d.parallel,
+                d.batch,
+                d.ubatch,
+                d.gpu_layers,
+                d.threads
+            ),
+            (4096, 1, 512, 512, -1, 0)
+        );
+        assert_eq!((d.main_gpu, d.no_mmap, d.embedding), (None, false, false));
+        assert_eq!(d.flash_attn, FlashAttention::Auto);
+
+        let o = LoadOptions {
+            model: "/m/b.gguf".into(),
+            ctx_size: 8192,
+            parallel: 4,
+            batch: 256,
+            ubatch: 128,
+            gpu_layers: 12,
+            main_gpu: Some(1),
+            flash_attention: FlashAttention::On,
+            kv_cache_type: KvCacheType::Q8_0,
+            threads: 3,
+            mmap: false,
+            embedding: true,
+        };
+        let a = parse(&o);
+        assert_eq!(
+            (
+                a.ctx_size,
+                a.parallel,
+                a.batch,
+                a.ubatch,
+                a.gpu_layers,
+                a.threads
+            ),
+            (8192, 4, 256, 128, 12, 3)
+        );
+        assert_eq!((a.main_gpu, a.no_mmap, a.embedding), (Some(1), true, true));
+        assert_eq!(
+            (a.flash_attn, a.cache_type),
+            (FlashAttention::On, KvCacheType::Q8_0)
+        );
+        assert_eq!(a.socket, PathBuf::from("/tmp/s.sock"));
+    }
+
+    #[test]
+    fn unknown_flags_and_bad_values_are_rejected() {
+        let base = ["runner-llamacpp", "--model", "m", "--socket", "s"];
+        assert!(Args::try_parse_from(base.iter().chain(&["--bogus"])).is_err());
+        assert!(Args::try_parse_from(base.iter().chain(&["--cache-type", "q3"])).is_err());
+        assert!(Args::try_parse_from(base.iter().chain(&["--flash-attn", "maybe"])).is_err());
+        assert!(
+            Args::try_parse_from(["runner-llamacpp", "--model", "m"]).is_err(),
+            "--socket is required"
+        );
+    }
+}

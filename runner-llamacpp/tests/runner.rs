@@ -329,6 +329,9 @@ async fn health_reports_loading_then_ready() {
     let _g = serial().await;
     let r = Runner::spawn(&gemma(), &["--ctx-size", "256", "--load-delay-ms", "1500"]);
     assert!(matches!(r.health().await, Health::Loading { .. }));
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&r.socket).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "socket is private");
     // A request made while loading waits for the load instead of failing.
     let c = complete(&r.socket, greedy("Hi", 1)).await;
     assert_eq!(c.timings.eval_count, 1);
