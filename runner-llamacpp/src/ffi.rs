@@ -10,13 +10,6 @@
 //! - Slices handed out (logits, embeddings) borrow the context, so the next `decode` (which needs
 //!   `&mut`) cannot run while they are alive.
 #![allow(unsafe_code)]
-#![allow(
-    non_camel_case_types,
-    non_snake_case,
-    non_upper_case_globals,
-    dead_code
-)]
-#![allow(clippy::all)]
 
 mod sys {
     #![allow(
@@ -42,10 +35,10 @@ pub type Token = i32;
 /// Which messages llama.cpp/ggml may print to stderr (the server forwards runner stderr).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogLevel {
-    Debug,
+    /// Info and above (OLLAMA_DEBUG).
     Info,
+    /// Warnings and errors only.
     Warn,
-    Error,
 }
 
 static LOG_MIN: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(3);
@@ -76,10 +69,8 @@ pub fn init_backends(lib_dir: &Path, log: LogLevel) -> usize {
     static INIT: Once = Once::new();
     LOG_MIN.store(
         match log {
-            LogLevel::Debug => 1,
             LogLevel::Info => 2,
             LogLevel::Warn => 3,
-            LogLevel::Error => 4,
         },
         Ordering::Relaxed,
     );
@@ -163,36 +154,6 @@ impl Model {
     }
     pub fn size_bytes(&self) -> u64 {
         unsafe { sys::llama_model_size(self.ptr.as_ptr()) }
-    }
-    pub fn has_encoder(&self) -> bool {
-        unsafe { sys::llama_model_has_encoder(self.ptr.as_ptr()) }
-    }
-    pub fn has_decoder(&self) -> bool {
-        unsafe { sys::llama_model_has_decoder(self.ptr.as_ptr()) }
-    }
-
-    /// A GGUF metadata value as a string, if present.
-    pub fn meta(&self, key: &str) -> Option<String> {
-        let k = CString::new(key).ok()?;
-        let mut buf = vec![0u8; 256];
-        loop {
-            let n = unsafe {
-                sys::llama_model_meta_val_str(
-                    self.ptr.as_ptr(),
-                    k.as_ptr(),
-                    buf.as_mut_ptr() as *mut c_char,
-                    buf.len(),
-                )
-            };
-            if n < 0 {
-                return None;
-            }
-            if (n as usize) < buf.len() {
-                buf.truncate(n as usize);
-                return Some(String::from_utf8_lossy(&buf).into_owned());
-            }
-            buf.resize(n as usize + 1, 0);
-        }
     }
 
     pub fn is_eog(&self, t: Token) -> bool {
@@ -398,14 +359,8 @@ impl Context {
         self.abort.clone()
     }
 
-    pub fn n_ctx(&self) -> u32 {
-        unsafe { sys::llama_n_ctx(self.ptr.as_ptr()) }
-    }
     pub fn n_ctx_seq(&self) -> u32 {
         unsafe { sys::llama_n_ctx_seq(self.ptr.as_ptr()) }
-    }
-    pub fn n_seq_max(&self) -> u32 {
-        unsafe { sys::llama_n_seq_max(self.ptr.as_ptr()) }
     }
     pub fn state_size(&self) -> usize {
         unsafe { sys::llama_state_get_size(self.ptr.as_ptr()) }
@@ -426,7 +381,7 @@ impl Context {
     }
 
     pub fn decode(&mut self, batch: &Batch) -> Result<(), DecodeError> {
-        if batch.len() == 0 {
+        if batch.is_empty() {
             return Ok(());
         }
         match unsafe { sys::llama_decode(self.ptr.as_ptr(), batch.raw) } {
@@ -470,17 +425,8 @@ impl Context {
         unsafe { sys::llama_memory_seq_add(self.mem(), seq, p0, p1, delta) }
     }
 
-    pub fn seq_pos_min(&self, seq: i32) -> i32 {
-        unsafe { sys::llama_memory_seq_pos_min(self.mem(), seq) }
-    }
-    pub fn seq_pos_max(&self, seq: i32) -> i32 {
-        unsafe { sys::llama_memory_seq_pos_max(self.mem(), seq) }
-    }
     pub fn can_shift(&self) -> bool {
         unsafe { sys::llama_memory_can_shift(self.mem()) }
-    }
-    pub fn clear(&mut self) {
-        unsafe { sys::llama_memory_clear(self.mem(), true) }
     }
 }
 
@@ -596,9 +542,6 @@ impl SamplerChain {
     pub fn dist(&mut self, seed: u32) {
         self.add(unsafe { sys::llama_sampler_init_dist(seed) })
     }
-    pub fn greedy(&mut self) {
-        self.add(unsafe { sys::llama_sampler_init_greedy() })
-    }
 
     /// Run the chain over `cands`; returns the selected token id, if the chain selected one.
     pub fn select(&mut self, cands: &mut [TokenData]) -> Option<Token> {
@@ -626,17 +569,5 @@ impl SamplerChain {
 impl Drop for SamplerChain {
     fn drop(&mut self) {
         unsafe { sys::llama_sampler_free(self.ptr.as_ptr()) }
-    }
-}
-
-/// `llama_print_system_info()`: the CPU features and backends in use.
-pub fn system_info() -> String {
-    unsafe {
-        let p = sys::llama_print_system_info();
-        if p.is_null() {
-            String::new()
-        } else {
-            CStr::from_ptr(p).to_string_lossy().into_owned()
-        }
     }
 }

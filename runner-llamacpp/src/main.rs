@@ -79,6 +79,13 @@ fn parse_kv(s: &str) -> Result<KvCacheType, String> {
 }
 
 fn main() {
+    // Fail fast: a panic on any thread (the engine's above all) ends the process, so the server
+    // sees the exit at once instead of a runner that is `ready` but never answers.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default_hook(info);
+        std::process::exit(101);
+    }));
     let args = Args::parse();
     if args.parallel == 0 || args.ctx_size == 0 || args.batch == 0 {
         eprintln!("runner-llamacpp: --parallel, --ctx-size and --batch must be positive");
