@@ -44,18 +44,17 @@ pub enum LogLevel {
 static LOG_MIN: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(3);
 
 unsafe extern "C" fn log_cb(level: sys::ggml_log_level, text: *const c_char, _: *mut c_void) {
+    static LAST: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(2);
     if text.is_null() {
         return;
     }
-    let lvl = level as i32;
-    // CONT (continuation) lines follow the previous message's fate; treat them as info.
-    let rank = match lvl {
-        1 => 1, // debug
-        2 => 2, // info
-        3 => 3, // warn
-        4 => 4, // error
+    // 1 debug, 2 info, 3 warn, 4 error; 5 (CONT) continues the previous message at its level.
+    let rank = match level as i32 {
+        r @ 1..=4 => r,
+        5 => LAST.load(Ordering::Relaxed),
         _ => 2,
     };
+    LAST.store(rank, Ordering::Relaxed);
     if rank >= LOG_MIN.load(Ordering::Relaxed) {
         let s = CStr::from_ptr(text).to_string_lossy();
         eprint!("{s}");
