@@ -5,9 +5,10 @@ same model, same threads, same slots. Measures, from the client's wall clock:
   prefill tok/s = prompt tokens / time, requests of --prompt-tokens tokens with 1 generated token
   decode  tok/s = generated tokens / time, short prompts with --decode-tokens generated tokens
 
-at 1 and 4 concurrent streams, prompt caching off on both sides. Prints a table and the ratios
-runner / llama-server (> 1 means the runner is faster). One run each; no warm-up beyond one
-small request per engine.
+at 1 and 4 concurrent streams, prompt caching off on both sides. Each rate is given per wall
+second and per CPU second of the engine process (utime + stime from /proc): on a shared machine
+the CPU-second rate is the steadier comparison. Prints a table and the ratios runner /
+llama-server (> 1 means the runner is faster). One run each; one small warm-up request per engine.
 """
 
 import argparse
@@ -121,9 +122,16 @@ class Server:
         self.proc.wait(timeout=30)
 
 
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def concurrent(engine, prompts, n):
-    """Run one request per prompt at once; (total prompt tokens, total generated, seconds)."""
+    """Run one request per prompt at once; (prompt tokens, generated tokens, wall s, CPU s)."""
     results = [None] * len(prompts)
+    cpu0 = cpu_seconds(engine.proc.pid)
 
     def one(i):
         results[i] = engine.complete(prompts[i], n)
@@ -135,7 +143,8 @@ def concurrent(engine, prompts, n):
     for t in threads:
         t.join()
     took = time.perf_counter() - start
-    return sum(r[0] for r in results), sum(r[1] for r in results), took
+    cpu = max(cpu_seconds(engine.proc.pid) - cpu0, 1e-9)
+    return sum(r[0] for r in results), sum(r[1] for r in results), took, cpu
 
 
 def main():
@@ -164,23 +173,23 @@ def main():
         try:
             eng.complete(prompts_short[0], 4)  # warm-up
             for streams in (1, 4):
-                p, _, t = concurrent(eng, prompts_long[:streams], 1)
-                rows[(cls.name, "prefill", streams)] = p / t
-                _, g, t2 = concurrent(eng, prompts_short[:streams], a.decode_tokens)
-                rows[(cls.name, "decode", streams)] = g / t2
-                print(f"{cls.name:13s} streams={streams}: prefill {p / t:8.1f} tok/s ({p} tok)  "
-                      f"decode {g / t2:7.1f} tok/s ({g} tok)", file=sys.stderr)
+                p, _, t, c = concurrent(eng, prompts_long[:streams], 1)
+                rows[(cls.name, "prefill", streams)] = (p / t, p / c)
+                _, g, t2, c2 = concurrent(eng, prompts_short[:streams], a.decode_tokens)
+                rows[(cls.name, "decode", streams)] = (g / t2, g / c2)
+                print(f"{cls.name:13s} streams={streams}: prefill {p} tok in {t:.2f} s ({c:.2f} CPU s), "
+                      f"decode {g} tok in {t2:.2f} s ({c2:.2f} CPU s)", file=sys.stderr)
         finally:
             eng.stop()
 
     print(f"\ngemma-3-270m Q4_K_M, CPU, threads={a.threads}, prompt {a.prompt_tokens} tok, "
-          f"decode {a.decode_tokens} tok, one run")
-    print(f"{'metric':18s} {'runner':>10s} {'llama-server':>13s} {'ratio':>7s}")
+          f"decode {a.decode_tokens} tok, one run; tok/s per wall second | per CPU second")
+    print(f"{'metric':12s} {'runner':>17s} {'llama-server':>17s} {'ratio wall':>11s} {'ratio CPU':>10s}")
     for kind in ("prefill", "decode"):
         for streams in (1, 4):
-            x, y = rows[("runner", kind, streams)], rows[("llama-server", kind, streams)]
-            print(f"{kind + ' x' + str(streams):18s} {x:10.1f} {y:13.1f} {x / y:7.2f}")
-
+            (xw, xc), (yw, yc) = rows[("runner", kind, streams)], rows[("llama-server", kind, streams)]
+            print(f"{kind + ' x' + str(streams):12s} {xw:8.1f} | {xc:6.1f} {yw:8.1f} | {yc:6.1f} "
+                  f"{xw / yw:11.2f} {xc / yc:10.2f}")
 
 if __name__ == "__main__":
     main()
