@@ -20,10 +20,10 @@ mod tests;
 use std::fmt;
 
 pub use funcs::ts_type;
-pub use parser::{Arg, Node};
-pub use value::{json_string, GoMap, GoStruct, Value};
+pub use parser::{Arg, Branch, Command, Node, Pipe};
+pub use value::{json_string, GoList, GoMap, GoStruct, Value};
 
-use parser::{Defines, Pipe};
+use parser::Defines;
 
 /// A parse or execution error with the 1-based line and column in the template source.
 #[derive(Debug, Clone, PartialEq, Eq)]

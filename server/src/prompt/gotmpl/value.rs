@@ -17,9 +17,24 @@ pub enum Value {
     Int(i64),
     Float(f64),
     Str(Arc<str>),
-    List(Arc<Vec<Value>>),
+    List(Arc<GoList>),
     Map(Arc<GoMap>),
     Struct(Arc<GoStruct>),
+}
+
+/// A Go slice. `stringer_json` marks a slice type whose `String()` is its JSON (Ollama's
+/// `templateTools`); it otherwise behaves as a plain slice.
+#[derive(Debug, Clone, Default)]
+pub struct GoList {
+    pub items: Vec<Value>,
+    pub stringer_json: bool,
+}
+
+impl std::ops::Deref for GoList {
+    type Target = Vec<Value>;
+    fn deref(&self) -> &Vec<Value> {
+        &self.items
+    }
 }
 
 /// A Go `map[string]T`: `range` and `json.Marshal` visit keys in sorted order.
@@ -55,7 +70,7 @@ impl Value {
     }
 
     pub fn list(v: Vec<Value>) -> Value {
-        Value::List(Arc::new(v))
+        Value::List(Arc::new(GoList { items: v, stringer_json: false }))
     }
 
     pub fn map(entries: BTreeMap<String, Value>) -> Value {
@@ -124,6 +139,7 @@ impl Value {
             }
             Value::Float(f) => out.push_str(&format_float_g(*f)),
             Value::Str(s) => out.push_str(s),
+            Value::List(l) if l.stringer_json => write_json(&self.to_json(), out),
             Value::List(l) => {
                 out.push('[');
                 for (i, v) in l.iter().enumerate() {
