@@ -69,7 +69,14 @@ fn infer(list: &[Node], in_messages: bool, open: &mut String, close: &mut String
 pub fn tool_call_tag(t: &GoTemplate) -> String {
     let tag = find_tool_if(t.root())
         .and_then(first_text)
-        .map(|s| s.replace("\r\n", "\n").split('{').next().unwrap_or("").trim().to_string())
+        .map(|s| {
+            s.replace("\r\n", "\n")
+                .split('{')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_string()
+        })
         .unwrap_or_default();
     if tag.is_empty() {
         "{".into()
@@ -82,21 +89,22 @@ fn find_tool_if(nodes: &[Node]) -> Option<&[Node]> {
     for n in nodes {
         match n {
             Node::If(b) => {
-                let names_calls = b
-                    .pipe
-                    .cmds
-                    .iter()
-                    .flat_map(|c| c.args.iter())
-                    .any(|a| matches!(a, Arg::Field(chain) if chain.iter().any(|f| f == "ToolCalls")));
+                let names_calls = b.pipe.cmds.iter().flat_map(|c| c.args.iter()).any(
+                    |a| matches!(a, Arg::Field(chain) if chain.iter().any(|f| f == "ToolCalls")),
+                );
                 if names_calls {
                     return Some(&b.list);
                 }
-                if let Some(r) = find_tool_if(&b.list).or_else(|| b.else_list.as_deref().and_then(find_tool_if)) {
+                if let Some(r) =
+                    find_tool_if(&b.list).or_else(|| b.else_list.as_deref().and_then(find_tool_if))
+                {
                     return Some(r);
                 }
             }
             Node::Range(b) | Node::With(b) => {
-                if let Some(r) = find_tool_if(&b.list).or_else(|| b.else_list.as_deref().and_then(find_tool_if)) {
+                if let Some(r) =
+                    find_tool_if(&b.list).or_else(|| b.else_list.as_deref().and_then(find_tool_if))
+                {
                     return Some(r);
                 }
             }

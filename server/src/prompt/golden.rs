@@ -10,7 +10,11 @@ fn user() -> Vec<Message> {
 }
 
 fn multi() -> Vec<Message> {
-    vec![Message::new("user", "Hello!"), Message::new("assistant", "Hi there."), Message::new("user", "How are you?")]
+    vec![
+        Message::new("user", "Hello!"),
+        Message::new("assistant", "Hi there."),
+        Message::new("user", "How are you?"),
+    ]
 }
 
 fn system() -> Vec<Message> {
@@ -20,15 +24,30 @@ fn system() -> Vec<Message> {
 }
 
 fn chat(t: &Template, messages: Vec<Message>) -> String {
-    render_chat(t, &RenderRequest { messages, ..Default::default() }).unwrap()
+    render_chat(
+        t,
+        &RenderRequest {
+            messages,
+            ..Default::default()
+        },
+    )
+    .unwrap()
 }
 
 /// Asserts the three standard conversations against `<dir>/{user,multi,system}.txt`.
 fn check_family(name: &str, src: &str, want_user: &str, want_multi: &str, want_system: &str) {
     let t = Template::parse_go(src).unwrap();
     assert_eq!(chat(&t, user()), want_user, "{name}: user");
-    assert_eq!(chat(&t, multi()), want_multi, "{name}: user, assistant, user");
-    assert_eq!(chat(&t, system()), want_system, "{name}: system, user, assistant, user");
+    assert_eq!(
+        chat(&t, multi()),
+        want_multi,
+        "{name}: user, assistant, user"
+    );
+    assert_eq!(
+        chat(&t, system()),
+        want_system,
+        "{name}: system, user, assistant, user"
+    );
 }
 
 macro_rules! family {
@@ -75,13 +94,32 @@ fn golden_chatml_tools_round_trip() {
     let mut args = serde_json::Map::new();
     args.insert("unit".into(), json!("celsius"));
     args.insert("location".into(), json!("Paris"));
-    let call = ToolCall { id: "call_abc12345".into(), index: 0, name: "get_weather".into(), arguments: args };
+    let call = ToolCall {
+        id: "call_abc12345".into(),
+        index: 0,
+        name: "get_weather".into(),
+        arguments: args,
+    };
     let messages = vec![
         Message::new("user", "Weather in Paris?"),
-        Message { tool_calls: vec![call], ..Message::new("assistant", "") },
-        Message { tool_name: Some("get_weather".into()), ..Message::new("tool", "22C") },
+        Message {
+            tool_calls: vec![call],
+            ..Message::new("assistant", "")
+        },
+        Message {
+            tool_name: Some("get_weather".into()),
+            ..Message::new("tool", "22C")
+        },
     ];
-    let out = render_chat(&t, &RenderRequest { messages, tools, think: None }).unwrap();
+    let out = render_chat(
+        &t,
+        &RenderRequest {
+            messages,
+            tools,
+            think: None,
+        },
+    )
+    .unwrap();
     assert_eq!(out, include_str!("testdata/chatml/tools.txt"));
     assert!(t.uses_tools());
     assert_eq!(t.tool_call_tag(), "<tool_call>");
@@ -96,8 +134,14 @@ fn smollm2() -> Template {
 fn golden_smollm2_jinja() {
     let t = smollm2();
     // No system message: the template injects its default system prompt.
-    assert_eq!(chat(&t, multi()), include_str!("testdata/smollm2/multi.txt"));
-    assert_eq!(chat(&t, system()), include_str!("testdata/smollm2/system.txt"));
+    assert_eq!(
+        chat(&t, multi()),
+        include_str!("testdata/smollm2/multi.txt")
+    );
+    assert_eq!(
+        chat(&t, system()),
+        include_str!("testdata/smollm2/system.txt")
+    );
     assert!(!t.uses_tools());
     assert!(t.thinking_tags().is_none());
 }

@@ -22,33 +22,59 @@ pub struct JinjaChat {
 
 impl std::fmt::Debug for JinjaChat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("JinjaChat").field("bos", &self.bos).field("eos", &self.eos).finish()
+        f.debug_struct("JinjaChat")
+            .field("bos", &self.bos)
+            .field("eos", &self.eos)
+            .finish()
     }
 }
 
 impl JinjaChat {
-    pub fn new(source: String, bos: String, eos: String) -> std::result::Result<Self, minijinja::Error> {
+    pub fn new(
+        source: String,
+        bos: String,
+        eos: String,
+    ) -> std::result::Result<Self, minijinja::Error> {
         let mut env = Environment::new();
         env.set_trim_blocks(true);
         env.set_lstrip_blocks(true);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
-        env.add_function("raise_exception", |msg: String| -> std::result::Result<JValue, minijinja::Error> {
-            Err(minijinja::Error::new(ErrorKind::InvalidOperation, msg))
-        });
+        env.add_function(
+            "raise_exception",
+            |msg: String| -> std::result::Result<JValue, minijinja::Error> {
+                Err(minijinja::Error::new(ErrorKind::InvalidOperation, msg))
+            },
+        );
         env.add_function("strftime_now", |fmt: String| strftime_now(&fmt));
         env.add_filter("tojson", tojson);
         env.add_template_owned(NAME, source.clone())?;
-        Ok(JinjaChat { env, src: source, bos, eos })
+        Ok(JinjaChat {
+            env,
+            src: source,
+            bos,
+            eos,
+        })
     }
 
     pub fn source(&self) -> &str {
         &self.src
     }
 
-    pub fn render(&self, messages: &[Message], tools: &[J], think: Option<&Think>) -> Result<String> {
-        let tmpl = self.env.get_template(NAME).map_err(|e| Error::Internal(e.to_string()))?;
+    pub fn render(
+        &self,
+        messages: &[Message],
+        tools: &[J],
+        think: Option<&Think>,
+    ) -> Result<String> {
+        let tmpl = self
+            .env
+            .get_template(NAME)
+            .map_err(|e| Error::Internal(e.to_string()))?;
         let mut ctx = Map::new();
-        ctx.insert("messages".into(), J::Array(messages.iter().map(message_json).collect()));
+        ctx.insert(
+            "messages".into(),
+            J::Array(messages.iter().map(message_json).collect()),
+        );
         if !tools.is_empty() {
             ctx.insert("tools".into(), J::Array(tools.to_vec()));
         }
@@ -81,7 +107,10 @@ fn message_json(m: &Message) -> J {
                     call.insert("id".into(), J::String(c.id.clone()));
                 }
                 call.insert("type".into(), J::String("function".into()));
-                call.insert("function".into(), json!({"name": c.name, "arguments": c.arguments}));
+                call.insert(
+                    "function".into(),
+                    json!({"name": c.name, "arguments": c.arguments}),
+                );
                 J::Object(call)
             })
             .collect();
@@ -98,13 +127,18 @@ fn message_json(m: &Message) -> J {
 
 /// `tojson(value, indent=None)` formatted like Python's `json.dumps(..., ensure_ascii=False)`:
 /// `", "` and `": "` separators when compact, newline + indent otherwise.
-fn tojson(v: JValue, indent: Option<usize>, kwargs: Kwargs) -> std::result::Result<JValue, minijinja::Error> {
+fn tojson(
+    v: JValue,
+    indent: Option<usize>,
+    kwargs: Kwargs,
+) -> std::result::Result<JValue, minijinja::Error> {
     let indent = match kwargs.get::<Option<usize>>("indent")? {
         Some(i) => Some(i),
         None => indent,
     };
     kwargs.assert_all_used()?;
-    let j: J = serde_json::to_value(&v).map_err(|e| minijinja::Error::new(ErrorKind::InvalidOperation, e.to_string()))?;
+    let j: J = serde_json::to_value(&v)
+        .map_err(|e| minijinja::Error::new(ErrorKind::InvalidOperation, e.to_string()))?;
     let mut out = String::new();
     py_dump(&j, indent, 0, &mut out);
     Ok(JValue::from_safe_string(out))
@@ -215,12 +249,28 @@ mod tests {
         // trim_blocks eats the newline after `{% endif %}`; `-%}` eats the one after endfor.
         let src = "{%- for m in messages %}{{ m.content.strip() | upper }}{% if m.content.startswith(' h') %}!{% endif %}\n{% endfor -%}\n{{ bos_token }}{{ tools | tojson }}{% for i in [1,2,3] %}{% if i == 2 %}{% break %}{% endif %}{{ i }}{% endfor %}";
         let j = JinjaChat::new(src.into(), "<s>".into(), "</s>".into()).unwrap();
-        let out = j.render(&[Message::new("user", " hi ")], &[json!({"type": "function"})], None).unwrap();
+        let out = j
+            .render(
+                &[Message::new("user", " hi ")],
+                &[json!({"type": "function"})],
+                None,
+            )
+            .unwrap();
         assert_eq!(out, "HI!<s>[{\"type\": \"function\"}]1");
-        let j = JinjaChat::new("{{ raise_exception('bad roles') }}".into(), String::new(), String::new()).unwrap();
+        let j = JinjaChat::new(
+            "{{ raise_exception('bad roles') }}".into(),
+            String::new(),
+            String::new(),
+        )
+        .unwrap();
         let e = j.render(&[], &[], None).unwrap_err();
         assert!(e.to_string().contains("bad roles"), "{e}");
-        let j = JinjaChat::new("{{ strftime_now('%Y-%m-%d') }}".into(), String::new(), String::new()).unwrap();
+        let j = JinjaChat::new(
+            "{{ strftime_now('%Y-%m-%d') }}".into(),
+            String::new(),
+            String::new(),
+        )
+        .unwrap();
         assert_eq!(j.render(&[], &[], None).unwrap().len(), 10);
     }
 }

@@ -20,10 +20,13 @@ mod values;
 
 #[cfg(test)]
 mod golden;
+#[cfg(test)]
+mod render_tests;
 
 pub use gotmpl::TemplateError;
 pub use render::{
-    collate, render_chat, render_generate, tag_images, GenerateRequest, Message, RenderRequest, Think, ToolCall,
+    collate, render_chat, render_generate, tag_images, GenerateRequest, Message, RenderRequest,
+    Think, ToolCall,
 };
 
 use crate::error::{Error, Result};
@@ -99,7 +102,9 @@ impl Template {
     pub fn thinking_tags(&self) -> Option<(String, String)> {
         match self {
             Template::Go(g) => caps::thinking_tags(&g.tmpl),
-            Template::Jinja(j) => caps::jinja_thinks(j.source()).then(|| ("<think>".into(), "</think>".into())),
+            Template::Jinja(j) => {
+                caps::jinja_thinks(j.source()).then(|| ("<think>".into(), "</think>".into()))
+            }
         }
     }
 

@@ -35,7 +35,11 @@ pub struct Message {
 
 impl Message {
     pub fn new(role: &str, content: &str) -> Self {
-        Message { role: role.into(), content: content.into(), ..Default::default() }
+        Message {
+            role: role.into(),
+            content: content.into(),
+            ..Default::default()
+        }
     }
 }
 
@@ -105,7 +109,10 @@ pub fn render_chat(t: &Template, req: &RenderRequest) -> Result<String> {
             }
             let mut data = d;
             data.insert("System".into(), Value::str(system));
-            data.insert("Messages".into(), Value::list(collated.iter().map(values::message).collect()));
+            data.insert(
+                "Messages".into(),
+                Value::list(collated.iter().map(values::message).collect()),
+            );
             data.insert("Tools".into(), values::tools(&req.tools));
             data.insert("Response".into(), Value::str(""));
             g.tmpl.execute(&Value::map(data)).map_err(exec_err)
@@ -131,14 +138,30 @@ pub fn render_generate(t: &Template, req: &GenerateRequest) -> Result<String> {
         messages.push(Message::new("system", &req.system));
     }
     messages.extend(req.messages.iter().cloned());
-    messages.push(Message { images: req.images, ..Message::new("user", &req.prompt) });
-    render_chat(t, &RenderRequest { messages, tools: Vec::new(), think: req.think.clone() })
+    messages.push(Message {
+        images: req.images,
+        ..Message::new("user", &req.prompt)
+    });
+    render_chat(
+        t,
+        &RenderRequest {
+            messages,
+            tools: Vec::new(),
+            think: req.think.clone(),
+        },
+    )
 }
 
 fn think_values(think: &Option<Think>) -> BTreeMap<String, Value> {
     let mut m = BTreeMap::new();
-    m.insert("Think".into(), Value::Bool(think.as_ref().is_some_and(Think::enabled)));
-    m.insert("ThinkLevel".into(), Value::str(think.as_ref().map(Think::level).unwrap_or_default()));
+    m.insert(
+        "Think".into(),
+        Value::Bool(think.as_ref().is_some_and(Think::enabled)),
+    );
+    m.insert(
+        "ThinkLevel".into(),
+        Value::str(think.as_ref().map(Think::level).unwrap_or_default()),
+    );
     m.insert("IsThinkSet".into(), Value::Bool(think.is_some()));
     m
 }
@@ -206,7 +229,11 @@ fn legacy(g: &super::GoChat, msgs: &[Message], think: &BTreeMap<String, Value>) 
             _ => false,
         };
         if flush {
-            out.push_str(&g.tmpl.execute(&data(&system, &prompt, &response)).map_err(exec_err)?);
+            out.push_str(
+                &g.tmpl
+                    .execute(&data(&system, &prompt, &response))
+                    .map_err(exec_err)?,
+            );
             system.clear();
             prompt.clear();
             response.clear();
@@ -219,6 +246,10 @@ fn legacy(g: &super::GoChat, msgs: &[Message], think: &BTreeMap<String, Value>) 
         }
     }
     let cut = g.tmpl.root_cut_at_response();
-    out.push_str(&g.tmpl.execute_nodes(&cut, &data(&system, &prompt, &response)).map_err(exec_err)?);
+    out.push_str(
+        &g.tmpl
+            .execute_nodes(&cut, &data(&system, &prompt, &response))
+            .map_err(exec_err)?,
+    );
     Ok(out)
 }

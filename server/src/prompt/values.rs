@@ -15,13 +15,26 @@ fn s(v: &str) -> Value {
     Value::str(v)
 }
 
-fn strukt(kind: &'static str, fields: Vec<(&'static str, Value)>, json: Option<J>, display: Option<String>) -> Value {
-    Value::Struct(Arc::new(GoStruct { kind, fields, json, display }))
+fn strukt(
+    kind: &'static str,
+    fields: Vec<(&'static str, Value)>,
+    json: Option<J>,
+    display: Option<String>,
+) -> Value {
+    Value::Struct(Arc::new(GoStruct {
+        kind,
+        fields,
+        json,
+        display,
+    }))
 }
 
 /// A Go map with a JSON `String()` (Ollama's `templateArgs` / `templateProperties`).
 fn json_map(entries: BTreeMap<String, Value>) -> Value {
-    Value::Map(Arc::new(GoMap { entries, stringer_json: true }))
+    Value::Map(Arc::new(GoMap {
+        entries,
+        stringer_json: true,
+    }))
 }
 
 /// `templateMessage` (no JSON tags, so `json .` uses the Go field names).
@@ -45,20 +58,37 @@ pub fn message(m: &Message) -> Value {
 }
 
 fn tool_call(c: &ToolCall) -> Value {
-    let args = json_map(c.arguments.iter().map(|(k, v)| (k.clone(), Value::from_json_any(v))).collect());
+    let args = json_map(
+        c.arguments
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::from_json_any(v)))
+            .collect(),
+    );
     let function = strukt(
         "ToolCallFunction",
-        vec![("Index", Value::Int(c.index)), ("Name", s(&c.name)), ("Arguments", args)],
+        vec![
+            ("Index", Value::Int(c.index)),
+            ("Name", s(&c.name)),
+            ("Arguments", args),
+        ],
         None,
         None,
     );
-    strukt("ToolCall", vec![("ID", s(&c.id)), ("Function", function)], None, None)
+    strukt(
+        "ToolCall",
+        vec![("ID", s(&c.id)), ("Function", function)],
+        None,
+        None,
+    )
 }
 
 /// `.Tools`: a `templateTools` slice (prints as its JSON array), or a nil slice when empty.
 pub fn tools(tools: &[J]) -> Value {
     let items: Vec<Value> = tools.iter().map(tool).collect();
-    Value::List(Arc::new(GoList { items, stringer_json: true }))
+    Value::List(Arc::new(GoList {
+        items,
+        stringer_json: true,
+    }))
 }
 
 fn str_field(o: &J, k: &str) -> String {
@@ -77,14 +107,24 @@ fn tool(t: &J) -> Value {
     let required: Vec<String> = p
         .get("required")
         .and_then(J::as_array)
-        .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default();
     let props_in = p.get("properties").and_then(J::as_object);
     // templateProperties is a Go map: sorted keys in JSON and in range.
-    let props: BTreeMap<String, Value> =
-        props_in.map(|o| o.iter().map(|(k, v)| (k.clone(), property(v))).collect()).unwrap_or_default();
+    let props: BTreeMap<String, Value> = props_in
+        .map(|o| o.iter().map(|(k, v)| (k.clone(), property(v))).collect())
+        .unwrap_or_default();
     let props_json = match props_in {
-        Some(_) => J::Object(props.iter().map(|(k, v)| (k.clone(), v.to_json())).collect()),
+        Some(_) => J::Object(
+            props
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_json()))
+                .collect(),
+        ),
         None => J::Null,
     };
 
@@ -103,9 +143,18 @@ fn tool(t: &J) -> Value {
         "ToolFunctionParameters",
         vec![
             ("Type", s(&str_field(&p, "type"))),
-            ("Defs", p.get("$defs").map(Value::from_json_any).unwrap_or_default()),
-            ("Items", p.get("items").map(Value::from_json_any).unwrap_or_default()),
-            ("Required", Value::list(required.iter().map(|r| s(r)).collect())),
+            (
+                "Defs",
+                p.get("$defs").map(Value::from_json_any).unwrap_or_default(),
+            ),
+            (
+                "Items",
+                p.get("items").map(Value::from_json_any).unwrap_or_default(),
+            ),
+            (
+                "Required",
+                Value::list(required.iter().map(|r| s(r)).collect()),
+            ),
             ("Properties", json_map(props)),
         ],
         Some(J::Object(pj.clone())),
@@ -138,7 +187,10 @@ fn tool(t: &J) -> Value {
         "Tool",
         vec![
             ("Type", s(&str_field(t, "type"))),
-            ("Items", t.get("items").map(Value::from_json_any).unwrap_or_default()),
+            (
+                "Items",
+                t.get("items").map(Value::from_json_any).unwrap_or_default(),
+            ),
             ("Function", function),
         ],
         Some(tj),
@@ -151,21 +203,39 @@ fn tool(t: &J) -> Value {
 fn property(v: &J) -> Value {
     let types: Vec<String> = match v.get("type") {
         Some(J::String(t)) => vec![t.clone()],
-        Some(J::Array(a)) => a.iter().filter_map(|x| x.as_str().map(String::from)).collect(),
+        Some(J::Array(a)) => a
+            .iter()
+            .filter_map(|x| x.as_str().map(String::from))
+            .collect(),
         _ => Vec::new(),
     };
-    let any_of: Vec<Value> = v.get("anyOf").and_then(J::as_array).map(|a| a.iter().map(property).collect()).unwrap_or_default();
-    let enum_: Vec<J> = v.get("enum").and_then(J::as_array).cloned().unwrap_or_default();
+    let any_of: Vec<Value> = v
+        .get("anyOf")
+        .and_then(J::as_array)
+        .map(|a| a.iter().map(property).collect())
+        .unwrap_or_default();
+    let enum_: Vec<J> = v
+        .get("enum")
+        .and_then(J::as_array)
+        .cloned()
+        .unwrap_or_default();
     let required: Vec<String> = v
         .get("required")
         .and_then(J::as_array)
-        .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default();
     let nested = v.get("properties").and_then(J::as_object);
 
     let mut j = Map::new();
     if !any_of.is_empty() {
-        j.insert("anyOf".into(), J::Array(any_of.iter().map(Value::to_json).collect()));
+        j.insert(
+            "anyOf".into(),
+            J::Array(any_of.iter().map(Value::to_json).collect()),
+        );
     }
     let type_json = match types.len() {
         0 => None,
@@ -183,9 +253,18 @@ fn property(v: &J) -> Value {
         j.insert("description".into(), J::String(desc.clone()));
     }
     if !enum_.is_empty() {
-        j.insert("enum".into(), J::Array(enum_.iter().map(any_json).collect()));
+        j.insert(
+            "enum".into(),
+            J::Array(enum_.iter().map(any_json).collect()),
+        );
     }
-    let nested_json = nested.map(|o| J::Object(o.iter().map(|(k, p)| (k.clone(), property(p).to_json())).collect()));
+    let nested_json = nested.map(|o| {
+        J::Object(
+            o.iter()
+                .map(|(k, p)| (k.clone(), property(p).to_json()))
+                .collect(),
+        )
+    });
     if let Some(n) = &nested_json {
         j.insert("properties".into(), n.clone());
     }
@@ -199,9 +278,19 @@ fn property(v: &J) -> Value {
         1 => types[0].clone(),
         _ => format!("[{}]", types.join(" ")),
     };
-    let type_value = strukt("PropertyType", Vec::new(), Some(type_json.unwrap_or(J::Null)), Some(type_display));
+    let type_value = strukt(
+        "PropertyType",
+        Vec::new(),
+        Some(type_json.unwrap_or(J::Null)),
+        Some(type_display),
+    );
     let nested_value = match &nested_json {
-        Some(n) => strukt("ToolPropertiesMap", Vec::new(), Some(n.clone()), Some(json_string(n))),
+        Some(n) => strukt(
+            "ToolPropertiesMap",
+            Vec::new(),
+            Some(n.clone()),
+            Some(json_string(n)),
+        ),
         None => Value::Nil,
     };
     strukt(
@@ -209,11 +298,20 @@ fn property(v: &J) -> Value {
         vec![
             ("AnyOf", Value::list(any_of)),
             ("Type", type_value),
-            ("Items", v.get("items").map(Value::from_json_any).unwrap_or_default()),
+            (
+                "Items",
+                v.get("items").map(Value::from_json_any).unwrap_or_default(),
+            ),
             ("Description", s(&desc)),
-            ("Enum", Value::list(enum_.iter().map(Value::from_json_any).collect())),
+            (
+                "Enum",
+                Value::list(enum_.iter().map(Value::from_json_any).collect()),
+            ),
             ("Properties", nested_value),
-            ("Required", Value::list(required.iter().map(|r| s(r)).collect())),
+            (
+                "Required",
+                Value::list(required.iter().map(|r| s(r)).collect()),
+            ),
         ],
         Some(J::Object(j)),
         None,

@@ -29,7 +29,13 @@ type R<T> = Result<T, TemplateError>;
 
 impl<'a> Exec<'a> {
     pub fn new(src: &'a str, defines: &'a Defines, data: Value) -> Self {
-        Exec { src, defines, vars: vec![("$".into(), data)], depth: 0, out: String::new() }
+        Exec {
+            src,
+            defines,
+            vars: vec![("$".into(), data)],
+            depth: 0,
+            out: String::new(),
+        }
     }
 
     fn err(&self, pos: usize, msg: impl Into<String>) -> TemplateError {
@@ -114,15 +120,30 @@ impl<'a> Exec<'a> {
     fn range(&mut self, b: &Branch, dot: &Value) -> R<()> {
         let mark = self.vars.len();
         // The declaration names the iteration variables; evaluate the pipeline without it.
-        let bare = Pipe { decl: Vec::new(), is_assign: false, ..b.pipe.clone() };
+        let bare = Pipe {
+            decl: Vec::new(),
+            is_assign: false,
+            ..b.pipe.clone()
+        };
         let v = self.eval_pipe(dot, &bare)?;
         let items: Vec<(Value, Value)> = match &v {
-            Value::List(l) => l.iter().enumerate().map(|(i, v)| (Value::Int(i as i64), v.clone())).collect(),
-            Value::Map(m) => m.entries.iter().map(|(k, v)| (Value::str(k.as_str()), v.clone())).collect(),
+            Value::List(l) => l
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (Value::Int(i as i64), v.clone()))
+                .collect(),
+            Value::Map(m) => m
+                .entries
+                .iter()
+                .map(|(k, v)| (Value::str(k.as_str()), v.clone()))
+                .collect(),
             Value::Int(n) => (0..*n).map(|i| (Value::Int(i), Value::Int(i))).collect(),
             Value::Nil => Vec::new(),
             other => {
-                return Err(self.err(b.pos, format!("range can't iterate over {}", other.go_string())));
+                return Err(self.err(
+                    b.pos,
+                    format!("range can't iterate over {}", other.go_string()),
+                ));
             }
         };
         if items.is_empty() {
@@ -184,7 +205,10 @@ impl<'a> Exec<'a> {
             return self.call(dot, c.pos, name, &c.args[1..], piped);
         }
         if c.args.len() > 1 || piped.is_some() {
-            return Err(self.err(c.pos, format!("can't give argument to non-function {}", arg_text(first))));
+            return Err(self.err(
+                c.pos,
+                format!("can't give argument to non-function {}", arg_text(first)),
+            ));
         }
         if matches!(first, Arg::Nil) {
             return Err(self.err(c.pos, "nil is not a command"));
@@ -231,11 +255,15 @@ impl<'a> Exec<'a> {
                 Value::Struct(s) => match s.field(name) {
                     Some(f) => f.clone(),
                     None => {
-                        return Err(self.err(pos, format!("can't evaluate field {name} in type struct")));
+                        return Err(
+                            self.err(pos, format!("can't evaluate field {name} in type struct"))
+                        );
                     }
                 },
                 Value::Nil => {
-                    return Err(self.err(pos, format!("nil pointer evaluating interface {{}}.{name}")));
+                    return Err(
+                        self.err(pos, format!("nil pointer evaluating interface {{}}.{name}"))
+                    );
                 }
                 other => {
                     return Err(self.err(
@@ -248,12 +276,22 @@ impl<'a> Exec<'a> {
         Ok(v)
     }
 
-    fn call(&mut self, dot: &Value, pos: usize, name: &str, args: &[Arg], piped: Option<Value>) -> R<Value> {
+    fn call(
+        &mut self,
+        dot: &Value,
+        pos: usize,
+        name: &str,
+        args: &[Arg],
+        piped: Option<Value>,
+    ) -> R<Value> {
         // `and`/`or` evaluate lazily and return the deciding operand itself.
         if name == "and" || name == "or" {
             let n = args.len() + usize::from(piped.is_some());
             if n == 0 {
-                return Err(self.err(pos, format!("wrong number of args for {name}: want at least 1 got 0")));
+                return Err(self.err(
+                    pos,
+                    format!("wrong number of args for {name}: want at least 1 got 0"),
+                ));
             }
             let mut last = Value::Nil;
             for a in args {

@@ -9,8 +9,25 @@ use super::value::{json_string, Value};
 
 /// Every name a template may call; parse rejects anything else, as Go does.
 pub const NAMES: &[&str] = &[
-    "and", "or", "not", "len", "index", "slice", "eq", "ne", "lt", "le", "gt", "ge", "print", "printf",
-    "println", "json", "currentDate", "yesterdayDate", "toTypeScriptType",
+    "and",
+    "or",
+    "not",
+    "len",
+    "index",
+    "slice",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "print",
+    "printf",
+    "println",
+    "json",
+    "currentDate",
+    "yesterdayDate",
+    "toTypeScriptType",
 ];
 
 pub fn call(name: &str, a: &[Value]) -> Result<Value, String> {
@@ -100,7 +117,11 @@ fn date_offset(days: i64) -> String {
 
 /// Ollama's `ToolProperty.ToTypeScriptType`, over the property's JSON form.
 pub fn ts_type(p: &serde_json::Value) -> String {
-    if let Some(any_of) = p.get("anyOf").and_then(|v| v.as_array()).filter(|a| !a.is_empty()) {
+    if let Some(any_of) = p
+        .get("anyOf")
+        .and_then(|v| v.as_array())
+        .filter(|a| !a.is_empty())
+    {
         return any_of.iter().map(ts_type).collect::<Vec<_>>().join(" | ");
     }
     let types: Vec<&str> = match p.get("type") {
@@ -129,7 +150,10 @@ pub fn ts_type(p: &serde_json::Value) -> String {
 fn as_index(v: &Value) -> Result<i64, String> {
     match v {
         Value::Int(i) => Ok(*i),
-        v => Err(format!("cannot index slice/array with type {}", v.type_name())),
+        v => Err(format!(
+            "cannot index slice/array with type {}",
+            v.type_name()
+        )),
     }
 }
 
@@ -148,11 +172,19 @@ fn index(a: &[Value]) -> Result<Value, String> {
             }
             (Value::Str(s), k) => {
                 let i = as_index(k)?;
-                let b = s.as_bytes().get(i as usize).ok_or_else(|| format!("index out of range: {i}"))?;
+                let b = s
+                    .as_bytes()
+                    .get(i as usize)
+                    .ok_or_else(|| format!("index out of range: {i}"))?;
                 Value::Int(*b as i64)
             }
             (Value::Map(m), Value::Str(k)) => m.entries.get(&**k).cloned().unwrap_or_default(),
-            (Value::Map(_), k) => return Err(format!("value has type {}; should be string", k.type_name())),
+            (Value::Map(_), k) => {
+                return Err(format!(
+                    "value has type {}; should be string",
+                    k.type_name()
+                ))
+            }
             (Value::Nil, _) => return Err("index of untyped nil".into()),
             (v, _) => return Err(format!("can't index item of type {}", v.type_name())),
         };
@@ -307,14 +339,23 @@ pub fn sprintf(f: &str, args: &[Value]) -> String {
     }
     if next_arg < args.len() {
         out.push_str("%!(EXTRA ");
-        let extra: Vec<String> = args[next_arg..].iter().map(|a| format!("{}={}", a.type_name(), a.go_string())).collect();
+        let extra: Vec<String> = args[next_arg..]
+            .iter()
+            .map(|a| format!("{}={}", a.type_name(), a.go_string()))
+            .collect();
         out.push_str(&extra.join(", "));
         out.push(')');
     }
     out
 }
 
-fn format_one(verb: char, arg: &Value, prec: Option<usize>, plus: bool, space: bool) -> Option<String> {
+fn format_one(
+    verb: char,
+    arg: &Value,
+    prec: Option<usize>,
+    plus: bool,
+    space: bool,
+) -> Option<String> {
     let signed = |s: String, neg: bool| {
         if !neg && plus {
             format!("+{s}")
@@ -352,7 +393,10 @@ fn format_one(verb: char, arg: &Value, prec: Option<usize>, plus: bool, space: b
             let s = format!("{:.*e}", prec.unwrap_or(6), f);
             let (m, e) = s.split_once('e')?;
             let e: i32 = e.parse().ok()?;
-            signed(format!("{m}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs()), *f < 0.0)
+            signed(
+                format!("{m}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs()),
+                *f < 0.0,
+            )
         }
         ('g', Value::Float(f)) => signed(super::value::format_float_g(*f), *f < 0.0),
         _ => return None,

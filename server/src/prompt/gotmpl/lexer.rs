@@ -60,9 +60,15 @@ pub fn lex(src: &str) -> Result<Vec<Item>, TemplateError> {
         }
         let Some(open) = open else {
             if !text.is_empty() {
-                items.push(Item { tok: Tok::Text(text.to_string()), pos: start });
+                items.push(Item {
+                    tok: Tok::Text(text.to_string()),
+                    pos: start,
+                });
             }
-            items.push(Item { tok: Tok::Eof, pos: b.len() });
+            items.push(Item {
+                tok: Tok::Eof,
+                pos: b.len(),
+            });
             return Ok(items);
         };
         let mut j = open + 2;
@@ -72,7 +78,10 @@ pub fn lex(src: &str) -> Result<Vec<Item>, TemplateError> {
             j += 2;
         }
         if !text.is_empty() {
-            items.push(Item { tok: Tok::Text(text.to_string()), pos: start });
+            items.push(Item {
+                tok: Tok::Text(text.to_string()),
+                pos: start,
+            });
         }
         // Comments: `{{/* ... */}}`, optionally with trim markers around them.
         let k = j;
@@ -86,13 +95,20 @@ pub fn lex(src: &str) -> Result<Vec<Item>, TemplateError> {
             } else if src[end..].starts_with(" -}}") {
                 (end + 4, true)
             } else {
-                return Err(TemplateError::at(src, end, "comment ends before closing delimiter"));
+                return Err(TemplateError::at(
+                    src,
+                    end,
+                    "comment ends before closing delimiter",
+                ));
             };
             trim_next = trims;
             i = close_at;
             continue;
         }
-        items.push(Item { tok: Tok::Open, pos: open });
+        items.push(Item {
+            tok: Tok::Open,
+            pos: open,
+        });
         let (next, trims) = lex_action(src, j, &mut items)?;
         trim_next = trims;
         i = next;
@@ -101,7 +117,11 @@ pub fn lex(src: &str) -> Result<Vec<Item>, TemplateError> {
 
 /// Lexes from inside an action to its closing `}}`; returns the offset after it and whether the
 /// close carried a trim marker.
-fn lex_action(src: &str, mut i: usize, items: &mut Vec<Item>) -> Result<(usize, bool), TemplateError> {
+fn lex_action(
+    src: &str,
+    mut i: usize,
+    items: &mut Vec<Item>,
+) -> Result<(usize, bool), TemplateError> {
     let b = src.as_bytes();
     let mut depth = 0usize;
     loop {
@@ -115,17 +135,26 @@ fn lex_action(src: &str, mut i: usize, items: &mut Vec<Item>) -> Result<(usize, 
                 i += 1;
             }
             if src[i..].starts_with("-}}") {
-                items.push(Item { tok: Tok::Close, pos: i });
+                items.push(Item {
+                    tok: Tok::Close,
+                    pos: i,
+                });
                 return Ok((i + 3, true));
             }
-            items.push(Item { tok: Tok::Space, pos: s });
+            items.push(Item {
+                tok: Tok::Space,
+                pos: s,
+            });
             continue;
         }
         if src[i..].starts_with("}}") {
             if depth > 0 {
                 return Err(TemplateError::at(src, i, "unclosed left paren"));
             }
-            items.push(Item { tok: Tok::Close, pos: i });
+            items.push(Item {
+                tok: Tok::Close,
+                pos: i,
+            });
             return Ok((i + 2, false));
         }
         let pos = i;
@@ -211,7 +240,11 @@ fn lex_action(src: &str, mut i: usize, items: &mut Vec<Item>) -> Result<(usize, 
             b'0'..=b'9' | b'+' | b'-' => {
                 i = lex_number(b, i);
                 if i == pos + 1 && !c.is_ascii_digit() {
-                    return Err(TemplateError::at(src, pos, format!("bad character {:?}", c as char)));
+                    return Err(TemplateError::at(
+                        src,
+                        pos,
+                        format!("bad character {:?}", c as char),
+                    ));
                 }
                 Tok::Number(src[pos..i].to_string())
             }
@@ -228,7 +261,11 @@ fn lex_action(src: &str, mut i: usize, items: &mut Vec<Item>) -> Result<(usize, 
             }
             _ => {
                 let ch = src[i..].chars().next().unwrap_or('?');
-                return Err(TemplateError::at(src, i, format!("unexpected {ch:?} in command")));
+                return Err(TemplateError::at(
+                    src,
+                    i,
+                    format!("unexpected {ch:?} in command"),
+                ));
             }
         };
         items.push(Item { tok, pos });
@@ -245,7 +282,8 @@ fn lex_number(b: &[u8], mut i: usize) -> usize {
     }
     while i < b.len() {
         let c = b[i];
-        let exp_sign = matches!(c, b'+' | b'-') && i > 0 && matches!(b[i - 1], b'e' | b'E' | b'p' | b'P');
+        let exp_sign =
+            matches!(c, b'+' | b'-') && i > 0 && matches!(b[i - 1], b'e' | b'E' | b'p' | b'P');
         if c.is_ascii_alphanumeric() || c == b'.' || c == b'_' || exp_sign {
             i += 1;
         } else {
@@ -302,7 +340,9 @@ fn lex_quoted(src: &str, start: usize) -> Result<(String, usize), TemplateError>
                 };
                 match code.ok() {
                     // \x and octal escapes are bytes; ASCII is all we can represent in a str.
-                    Some(v) if matches!(e, 'x' | '0'..='7') && v < 0x80 => out.push(v as u8 as char),
+                    Some(v) if matches!(e, 'x' | '0'..='7') && v < 0x80 => {
+                        out.push(v as u8 as char)
+                    }
                     Some(v) if matches!(e, 'u' | 'U') => match char::from_u32(v) {
                         Some(ch) => out.push(ch),
                         None => return Err(TemplateError::at(src, at, "invalid escape")),

@@ -38,7 +38,11 @@ impl TemplateError {
         let before = &src[..pos.min(src.len())];
         let line = before.matches('\n').count() + 1;
         let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-        TemplateError { line, col, msg: msg.into() }
+        TemplateError {
+            line,
+            col,
+            msg: msg.into(),
+        }
     }
 }
 
@@ -64,12 +68,20 @@ impl GoTemplate {
         let items = lexer::lex(src)?;
         let mut p = parser::Parser::new(src, items);
         let root = p.parse_root()?;
-        let t = GoTemplate { src: src.to_string(), root, defines: p.defines };
+        let t = GoTemplate {
+            src: src.to_string(),
+            root,
+            defines: p.defines,
+        };
         let mut bad = None;
         t.visit_args(&mut |a, pos| {
             if let Arg::Ident(name) = a {
                 if bad.is_none() && !funcs::NAMES.contains(&name.as_str()) {
-                    bad = Some(TemplateError::at(src, pos, format!("function {name:?} not defined")));
+                    bad = Some(TemplateError::at(
+                        src,
+                        pos,
+                        format!("function {name:?} not defined"),
+                    ));
                 }
             }
         });
@@ -94,7 +106,10 @@ impl GoTemplate {
             pos: self.src.len(),
             decl: Vec::new(),
             is_assign: false,
-            cmds: vec![parser::Command { pos: self.src.len(), args: vec![Arg::Field(vec!["Response".into()])] }],
+            cmds: vec![parser::Command {
+                pos: self.src.len(),
+                args: vec![Arg::Field(vec!["Response".into()])],
+            }],
         };
         self.root.push(Node::Action(pipe));
     }

@@ -15,7 +15,11 @@ pub enum Node {
     If(Branch),
     Range(Branch),
     With(Branch),
-    Template { pos: usize, name: String, pipe: Option<Pipe> },
+    Template {
+        pos: usize,
+        name: String,
+        pipe: Option<Pipe>,
+    },
     Break(usize),
     Continue(usize),
 }
@@ -81,7 +85,13 @@ enum Stop {
 
 impl<'a> Parser<'a> {
     pub fn new(src: &'a str, items: Vec<Item>) -> Self {
-        Parser { src, items, i: 0, defines: HashMap::new(), range_depth: 0 }
+        Parser {
+            src,
+            items,
+            i: 0,
+            defines: HashMap::new(),
+            range_depth: 0,
+        }
     }
 
     fn err(&self, pos: usize, msg: impl Into<String>) -> TemplateError {
@@ -128,8 +138,14 @@ impl<'a> Parser<'a> {
         let (list, stop) = self.parse_list()?;
         match stop {
             Stop::Eof => Ok(list),
-            Stop::End => Err(self.err(self.items[self.i.saturating_sub(1)].pos, "unexpected {{end}}")),
-            Stop::Else => Err(self.err(self.items[self.i.saturating_sub(1)].pos, "unexpected {{else}}")),
+            Stop::End => Err(self.err(
+                self.items[self.i.saturating_sub(1)].pos,
+                "unexpected {{end}}",
+            )),
+            Stop::Else => Err(self.err(
+                self.items[self.i.saturating_sub(1)].pos,
+                "unexpected {{else}}",
+            )),
         }
     }
 
@@ -148,7 +164,9 @@ impl<'a> Parser<'a> {
                             return Ok((nodes, Stop::End));
                         }
                         Tok::Ident(w) if w == "else" => return Ok((nodes, Stop::Else)),
-                        Tok::Ident(w) if w == "if" => nodes.push(Node::If(self.parse_branch(kw.pos, "if")?)),
+                        Tok::Ident(w) if w == "if" => {
+                            nodes.push(Node::If(self.parse_branch(kw.pos, "if")?))
+                        }
                         Tok::Ident(w) if w == "with" => {
                             nodes.push(Node::With(self.parse_branch(kw.pos, "with")?))
                         }
@@ -160,12 +178,20 @@ impl<'a> Parser<'a> {
                         }
                         Tok::Ident(w) if w == "break" || w == "continue" => {
                             if self.range_depth == 0 {
-                                return Err(self.err(kw.pos, format!("{{{{{w}}}}} outside {{{{range}}}}")));
+                                return Err(
+                                    self.err(kw.pos, format!("{{{{{w}}}}} outside {{{{range}}}}"))
+                                );
                             }
                             self.expect_close(w)?;
-                            nodes.push(if w == "break" { Node::Break(kw.pos) } else { Node::Continue(kw.pos) });
+                            nodes.push(if w == "break" {
+                                Node::Break(kw.pos)
+                            } else {
+                                Node::Continue(kw.pos)
+                            });
                         }
-                        Tok::Ident(w) if w == "template" => nodes.push(self.parse_template(kw.pos)?),
+                        Tok::Ident(w) if w == "template" => {
+                            nodes.push(self.parse_template(kw.pos)?)
+                        }
                         Tok::Ident(w) if w == "define" => {
                             self.parse_define(kw.pos, false)?;
                         }
@@ -197,26 +223,39 @@ impl<'a> Parser<'a> {
             Stop::Eof => return Err(self.err(pos, format!("unexpected EOF in {ctx}"))),
             Stop::Else => {
                 self.skip_space();
-                let chained = match self.peek() {
-                    Tok::Ident(w) if (w == "if" && ctx == "if") || (w == "with" && ctx == "with") => true,
-                    _ => false,
-                };
+                let chained = matches!(
+                    self.peek(),
+                    Tok::Ident(w) if (w == "if" && ctx == "if") || (w == "with" && ctx == "with")
+                );
                 if chained {
                     // `{{else if x}}` is `{{else}}{{if x}}...{{end}}{{end}}` sharing one `end`.
                     let kw = self.next();
                     let inner = self.parse_branch(kw.pos, ctx)?;
-                    Some(vec![if ctx == "if" { Node::If(inner) } else { Node::With(inner) }])
+                    Some(vec![if ctx == "if" {
+                        Node::If(inner)
+                    } else {
+                        Node::With(inner)
+                    }])
                 } else {
                     self.expect_close("else")?;
                     let (l, stop) = self.parse_list()?;
                     match stop {
                         Stop::End => Some(l),
-                        _ => return Err(self.err(pos, format!("expected end; found else/EOF in {ctx}"))),
+                        _ => {
+                            return Err(
+                                self.err(pos, format!("expected end; found else/EOF in {ctx}"))
+                            )
+                        }
                     }
                 }
             }
         };
-        Ok(Branch { pos, pipe, list, else_list })
+        Ok(Branch {
+            pos,
+            pipe,
+            list,
+            else_list,
+        })
     }
 
     fn parse_template(&mut self, pos: usize) -> Result<Node, TemplateError> {
@@ -261,7 +300,12 @@ impl<'a> Parser<'a> {
 
     /// A pipeline up to `end` (Close or RParen), with an optional leading declaration.
     fn parse_pipe(&mut self, pos: usize, allow_two: bool, end: Tok) -> Result<Pipe, TemplateError> {
-        let mut pipe = Pipe { pos, decl: Vec::new(), is_assign: false, cmds: Vec::new() };
+        let mut pipe = Pipe {
+            pos,
+            decl: Vec::new(),
+            is_assign: false,
+            cmds: Vec::new(),
+        };
         self.skip_space();
         // Look ahead for `$x :=`, `$x =`, `$i, $v :=`.
         if let Tok::Var(v) = self.peek().clone() {
@@ -356,9 +400,21 @@ impl<'a> Parser<'a> {
             Tok::Bool(b) => Arg::Bool(b),
             Tok::Str(s) => Arg::Str(s),
             Tok::Char(c) => Arg::Int(c as i64),
-            Tok::Number(n) => parse_number(&n).ok_or_else(|| self.err(it.pos, format!("bad number syntax: {n:?}")))?,
+            Tok::Number(n) => parse_number(&n)
+                .ok_or_else(|| self.err(it.pos, format!("bad number syntax: {n:?}")))?,
             Tok::Ident(w) => {
-                if matches!(w.as_str(), "if" | "else" | "end" | "range" | "with" | "define" | "template" | "block" | "break" | "continue") {
+                if matches!(
+                    w.as_str(),
+                    "if" | "else"
+                        | "end"
+                        | "range"
+                        | "with"
+                        | "define"
+                        | "template"
+                        | "block"
+                        | "break"
+                        | "continue"
+                ) {
                     return Err(self.err(it.pos, format!("unexpected <{w}> in command")));
                 }
                 Arg::Ident(w)
@@ -402,7 +458,8 @@ fn parse_number(s: &str) -> Option<Arg> {
         i64::from_str_radix(o, 8).ok()
     } else if let Some(b) = lower.strip_prefix("0b") {
         i64::from_str_radix(b, 2).ok()
-    } else if lower.len() > 1 && lower.starts_with('0') && lower.bytes().all(|c| c.is_ascii_digit()) {
+    } else if lower.len() > 1 && lower.starts_with('0') && lower.bytes().all(|c| c.is_ascii_digit())
+    {
         i64::from_str_radix(&lower[1..], 8).ok()
     } else {
         lower.parse::<i64>().ok()

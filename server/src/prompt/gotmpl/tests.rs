@@ -6,7 +6,8 @@ use serde_json::json;
 
 fn render(src: &str, data: serde_json::Value) -> String {
     let t = GoTemplate::parse(src).unwrap_or_else(|e| panic!("parse {src:?}: {e}"));
-    t.execute(&Value::from_json_any(&data)).unwrap_or_else(|e| panic!("exec {src:?}: {e}"))
+    t.execute(&Value::from_json_any(&data))
+        .unwrap_or_else(|e| panic!("exec {src:?}: {e}"))
 }
 
 fn exec_err(src: &str, data: serde_json::Value) -> TemplateError {
@@ -18,7 +19,10 @@ fn exec_err(src: &str, data: serde_json::Value) -> TemplateError {
 fn text_and_fields() {
     assert_eq!(render("plain text", json!({})), "plain text");
     assert_eq!(render("a{{ .X }}b", json!({"X": "1"})), "a1b");
-    assert_eq!(render("{{ .A.B.C }}", json!({"A": {"B": {"C": "deep"}}})), "deep");
+    assert_eq!(
+        render("{{ .A.B.C }}", json!({"A": {"B": {"C": "deep"}}})),
+        "deep"
+    );
     assert_eq!(render("{{ . }}", json!("dot")), "dot");
 }
 
@@ -41,9 +45,15 @@ fn comments() {
 #[test]
 fn missingkey_zero_and_nil() {
     // A missing key of a map[string]any is a nil interface: falsy, printed as "<no value>".
-    assert_eq!(render("[{{ if .Nope }}yes{{ else }}no{{ end }}]", json!({})), "[no]");
+    assert_eq!(
+        render("[{{ if .Nope }}yes{{ else }}no{{ end }}]", json!({})),
+        "[no]"
+    );
     assert_eq!(render("{{ .Nope }}", json!({})), "<no value>");
-    assert_eq!(render("{{ index .M \"k\" }}|{{ len .M }}", json!({"M": {}})), "<no value>|0");
+    assert_eq!(
+        render("{{ index .M \"k\" }}|{{ len .M }}", json!({"M": {}})),
+        "<no value>|0"
+    );
     // A field of a nil value is an error, not a silent empty string.
     let e = exec_err("x\n  {{ .Nope.Deeper }}", json!({}));
     assert_eq!((e.line, e.col), (2, 6));
@@ -56,7 +66,13 @@ fn struct_fields_error_when_missing() {
     let v = Value::strukt(vec![("Role", Value::str("user"))]);
     let e = t.execute(&v).unwrap_err();
     assert!(e.msg.contains("can't evaluate field Missing"), "{e}");
-    assert_eq!(GoTemplate::parse("{{ .Role }}").unwrap().execute(&v).unwrap(), "user");
+    assert_eq!(
+        GoTemplate::parse("{{ .Role }}")
+            .unwrap()
+            .execute(&v)
+            .unwrap(),
+        "user"
+    );
 }
 
 #[test]
@@ -93,28 +109,69 @@ fn if_else_chains_and_with() {
 
 #[test]
 fn variables_and_scopes() {
-    assert_eq!(render("{{ $x := .A }}{{ $x }}{{ $x = \"b\" }}{{ $x }}", json!({"A": "a"})), "ab");
+    assert_eq!(
+        render(
+            "{{ $x := .A }}{{ $x }}{{ $x = \"b\" }}{{ $x }}",
+            json!({"A": "a"})
+        ),
+        "ab"
+    );
     // `$` is the root even inside range; assignment inside range persists after it.
     let src = "{{ $n := 0 }}{{ range .L }}{{ $n = . }}{{ $.P }}{{ end }}{{ $n }}";
     assert_eq!(render(src, json!({"L": [1, 2], "P": "p"})), "pp2");
     // Declarations inside if are popped at end.
-    let e = GoTemplate::parse("{{ if true }}{{ $y := 1 }}{{ end }}{{ $y }}").unwrap().execute(&Value::Nil);
+    let e = GoTemplate::parse("{{ if true }}{{ $y := 1 }}{{ end }}{{ $y }}")
+        .unwrap()
+        .execute(&Value::Nil);
     assert!(e.unwrap_err().msg.contains("undefined variable: $y"));
-    assert_eq!(render("{{ if $v := .A }}{{ $v }}{{ end }}", json!({"A": "val"})), "val");
+    assert_eq!(
+        render("{{ if $v := .A }}{{ $v }}{{ end }}", json!({"A": "val"})),
+        "val"
+    );
 }
 
 #[test]
 fn range_slices_maps_ints_else() {
-    assert_eq!(render("{{ range .L }}[{{ . }}]{{ end }}", json!({"L": ["a", "b"]})), "[a][b]");
-    assert_eq!(render("{{ range $i, $v := .L }}{{ $i }}={{ $v }};{{ end }}", json!({"L": ["a", "b"]})), "0=a;1=b;");
-    assert_eq!(render("{{ range $v := .L }}{{ $v }}{{ end }}", json!({"L": ["x", "y"]})), "xy");
+    assert_eq!(
+        render("{{ range .L }}[{{ . }}]{{ end }}", json!({"L": ["a", "b"]})),
+        "[a][b]"
+    );
+    assert_eq!(
+        render(
+            "{{ range $i, $v := .L }}{{ $i }}={{ $v }};{{ end }}",
+            json!({"L": ["a", "b"]})
+        ),
+        "0=a;1=b;"
+    );
+    assert_eq!(
+        render(
+            "{{ range $v := .L }}{{ $v }}{{ end }}",
+            json!({"L": ["x", "y"]})
+        ),
+        "xy"
+    );
     // Maps iterate in sorted key order regardless of insertion order.
     let m = json!({"M": {"zeta": 1, "alpha": 2, "mid": 3}});
-    assert_eq!(render("{{ range $k, $v := .M }}{{ $k }}:{{ $v }},{{ end }}", m.clone()), "alpha:2,mid:3,zeta:1,");
+    assert_eq!(
+        render(
+            "{{ range $k, $v := .M }}{{ $k }}:{{ $v }},{{ end }}",
+            m.clone()
+        ),
+        "alpha:2,mid:3,zeta:1,"
+    );
     assert_eq!(render("{{ range .M }}{{ . }}{{ end }}", m), "231");
-    assert_eq!(render("{{ range .L }}x{{ else }}empty{{ end }}", json!({"L": []})), "empty");
-    assert_eq!(render("{{ range .Missing }}x{{ else }}empty{{ end }}", json!({})), "empty");
-    assert_eq!(render("{{ range $i := 3 }}{{ $i }}{{ end }}", json!({})), "012");
+    assert_eq!(
+        render("{{ range .L }}x{{ else }}empty{{ end }}", json!({"L": []})),
+        "empty"
+    );
+    assert_eq!(
+        render("{{ range .Missing }}x{{ else }}empty{{ end }}", json!({})),
+        "empty"
+    );
+    assert_eq!(
+        render("{{ range $i := 3 }}{{ $i }}{{ end }}", json!({})),
+        "012"
+    );
 }
 
 #[test]
@@ -129,46 +186,105 @@ fn define_template_block() {
     let src = "{{ define \"greet\" }}hi {{ . }}{{ end }}{{ template \"greet\" .Name }}|{{ block \"b\" .X }}[{{ . }}]{{ end }}";
     assert_eq!(render(src, json!({"Name": "bob", "X": "x"})), "hi bob|[x]");
     // A called template sees `$` as its argument, not the caller's variables.
-    let e = exec_err("{{ define \"t\" }}{{ $v }}{{ end }}{{ $v := 1 }}{{ template \"t\" }}", json!({}));
+    let e = exec_err(
+        "{{ define \"t\" }}{{ $v }}{{ end }}{{ $v := 1 }}{{ template \"t\" }}",
+        json!({}),
+    );
     assert!(e.msg.contains("undefined variable"), "{e}");
-    assert!(exec_err("{{ template \"nope\" }}", json!({})).msg.contains("no such template"));
+    assert!(exec_err("{{ template \"nope\" }}", json!({}))
+        .msg
+        .contains("no such template"));
 }
 
 #[test]
 fn pipelines_and_parens() {
     assert_eq!(render("{{ .A | printf \"%s!\" }}", json!({"A": "x"})), "x!");
-    assert_eq!(render("{{ .A | printf \"%s-%s\" \"p\" }}", json!({"A": "x"})), "p-x");
-    assert_eq!(render("{{ (index .L 1).N }}", json!({"L": [{"N": 1}, {"N": 2}]})), "2");
-    assert_eq!(render("{{ len (slice .L 1) }}", json!({"L": [1, 2, 3]})), "2");
-    assert!(exec_err("{{ .A .B }}", json!({"A": 1, "B": 2})).msg.contains("non-function"));
+    assert_eq!(
+        render("{{ .A | printf \"%s-%s\" \"p\" }}", json!({"A": "x"})),
+        "p-x"
+    );
+    assert_eq!(
+        render("{{ (index .L 1).N }}", json!({"L": [{"N": 1}, {"N": 2}]})),
+        "2"
+    );
+    assert_eq!(
+        render("{{ len (slice .L 1) }}", json!({"L": [1, 2, 3]})),
+        "2"
+    );
+    assert!(exec_err("{{ .A .B }}", json!({"A": 1, "B": 2}))
+        .msg
+        .contains("non-function"));
 }
 
 #[test]
 fn literals() {
-    assert_eq!(render(r#"{{ "a\tb\n\"q\"\u00e9\x41" }}"#, json!({})), "a\tb\n\"q\"éA");
+    assert_eq!(
+        render(r#"{{ "a\tb\n\"q\"\u00e9\x41" }}"#, json!({})),
+        "a\tb\n\"q\"éA"
+    );
     assert_eq!(render("{{ `raw\\n` }}", json!({})), "raw\\n");
-    assert_eq!(render("{{ 42 }} {{ -7 }} {{ 1.5 }} {{ 0x1F }} {{ true }} {{ 'a' }}", json!({})), "42 -7 1.5 31 true 97");
-    assert_eq!(render("{{ 1e6 }} {{ 100000.0 }}", json!({})), "1e+06 100000");
+    assert_eq!(
+        render(
+            "{{ 42 }} {{ -7 }} {{ 1.5 }} {{ 0x1F }} {{ true }} {{ 'a' }}",
+            json!({})
+        ),
+        "42 -7 1.5 31 true 97"
+    );
+    assert_eq!(
+        render("{{ 1e6 }} {{ 100000.0 }}", json!({})),
+        "1e+06 100000"
+    );
 }
 
 #[test]
 fn logic_and_comparison() {
-    assert_eq!(render("{{ and 1 0 2 }}|{{ and 1 2 }}|{{ or 0 \"\" }}|{{ or 0 \"x\" }}", json!({})), "0|2||x");
+    assert_eq!(
+        render(
+            "{{ and 1 0 2 }}|{{ and 1 2 }}|{{ or 0 \"\" }}|{{ or 0 \"x\" }}",
+            json!({})
+        ),
+        "0|2||x"
+    );
     // and/or short-circuit: the erroring operand is never evaluated.
     assert_eq!(render("{{ or true .Nope.X }}", json!({})), "true");
-    assert_eq!(render("{{ not .E }} {{ not 1 }}", json!({"E": ""})), "true false");
+    assert_eq!(
+        render("{{ not .E }} {{ not 1 }}", json!({"E": ""})),
+        "true false"
+    );
     assert_eq!(render("{{ eq 1 2 3 1 }} {{ ne \"a\" \"b\" }} {{ lt 1 2 }} {{ le 2 2 }} {{ gt \"b\" \"a\" }} {{ ge 1 2 }}", json!({})), "true true true true true false");
     // JSON numbers are float64 in Go; they compare with int constants by value here.
     assert_eq!(render("{{ eq .N 3 }}", json!({"N": 3})), "true");
-    assert!(exec_err("{{ lt \"a\" 1 }}", json!({})).msg.contains("incompatible"));
+    assert!(exec_err("{{ lt \"a\" 1 }}", json!({}))
+        .msg
+        .contains("incompatible"));
 }
 
 #[test]
 fn len_index_slice() {
-    assert_eq!(render("{{ len .S }} {{ len .L }} {{ len .M }}", json!({"S": "héllo", "L": [1, 2], "M": {"a": 1}})), "6 2 1");
-    assert_eq!(render("{{ index .L 1 }} {{ index .M \"a\" }} {{ index .N 0 1 }}", json!({"L": ["x", "y"], "M": {"a": "A"}, "N": [[1, 2]]})), "y A 2");
-    assert_eq!(render("{{ slice .S 1 3 }} {{ slice .L 1 }}", json!({"S": "abcd", "L": [1, 2, 3]})), "bc [2 3]");
-    assert!(exec_err("{{ index .L 5 }}", json!({"L": [1]})).msg.contains("out of range"));
+    assert_eq!(
+        render(
+            "{{ len .S }} {{ len .L }} {{ len .M }}",
+            json!({"S": "héllo", "L": [1, 2], "M": {"a": 1}})
+        ),
+        "6 2 1"
+    );
+    assert_eq!(
+        render(
+            "{{ index .L 1 }} {{ index .M \"a\" }} {{ index .N 0 1 }}",
+            json!({"L": ["x", "y"], "M": {"a": "A"}, "N": [[1, 2]]})
+        ),
+        "y A 2"
+    );
+    assert_eq!(
+        render(
+            "{{ slice .S 1 3 }} {{ slice .L 1 }}",
+            json!({"S": "abcd", "L": [1, 2, 3]})
+        ),
+        "bc [2 3]"
+    );
+    assert!(exec_err("{{ index .L 5 }}", json!({"L": [1]}))
+        .msg
+        .contains("out of range"));
 }
 
 #[test]
@@ -176,20 +292,35 @@ fn print_family_and_printf_verbs() {
     assert_eq!(render("{{ print 1 2 \"a\" \"b\" 3 }}", json!({})), "1 2ab3");
     assert_eq!(render("{{ println 1 \"a\" }}", json!({})), "1 a\n");
     assert_eq!(
-        render(r#"{{ printf "%s|%d|%v|%q|%t|%f|%.2f|%5d|%-4s|%05d|%x|%%" "s" 42 .L "q\"" true 1.5 3.14159 7 "ab" 42 255 }}"#, json!({"L": ["a", 1]})),
+        render(
+            r#"{{ printf "%s|%d|%v|%q|%t|%f|%.2f|%5d|%-4s|%05d|%x|%%" "s" 42 .L "q\"" true 1.5 3.14159 7 "ab" 42 255 }}"#,
+            json!({"L": ["a", 1]})
+        ),
         "s|42|[a 1]|\"q\\\"\"|true|1.500000|3.14|    7|ab  |00042|ff|%"
     );
-    assert_eq!(render(r#"{{ printf "%d" "x" }}"#, json!({})), "%!d(string=x)");
-    assert_eq!(render(r#"{{ printf "%v" .M }}"#, json!({"M": {"b": 1, "a": "x"}})), "map[a:x b:1]");
+    assert_eq!(
+        render(r#"{{ printf "%d" "x" }}"#, json!({})),
+        "%!d(string=x)"
+    );
+    assert_eq!(
+        render(r#"{{ printf "%v" .M }}"#, json!({"M": {"b": 1, "a": "x"}})),
+        "map[a:x b:1]"
+    );
 }
 
 #[test]
 fn json_function_matches_go_marshal() {
     assert_eq!(
-        render("{{ json .V }}", json!({"V": {"z": "<a&b>", "a": [1, 2.5, null, true], "n": "line\nnext\u{2028}"}})),
+        render(
+            "{{ json .V }}",
+            json!({"V": {"z": "<a&b>", "a": [1, 2.5, null, true], "n": "line\nnext\u{2028}"}})
+        ),
         r#"{"a":[1,2.5,null,true],"n":"line\nnext\u2028","z":"\u003ca\u0026b\u003e"}"#
     );
-    assert_eq!(render("{{ json .S }}", json!({"S": "tab\tq\"\\"})), r#""tab\tq\"\\""#);
+    assert_eq!(
+        render("{{ json .S }}", json!({"S": "tab\tq\"\\"})),
+        r#""tab\tq\"\\""#
+    );
     assert_eq!(render("{{ json .F }}", json!({"F": 1e-7})), "1e-7");
 }
 
@@ -201,11 +332,23 @@ fn dates_and_typescript_types() {
     let y = render("{{ yesterdayDate }}", json!({}));
     assert!(y < today, "{y} < {today}");
     assert_eq!(ts_type(&json!({"type": "string"})), "string");
-    assert_eq!(ts_type(&json!({"type": ["integer", "null"]})), "number | null");
-    assert_eq!(ts_type(&json!({"anyOf": [{"type": "array"}, {"type": "object"}]})), "any[] | Record<string, any>");
+    assert_eq!(
+        ts_type(&json!({"type": ["integer", "null"]})),
+        "number | null"
+    );
+    assert_eq!(
+        ts_type(&json!({"anyOf": [{"type": "array"}, {"type": "object"}]})),
+        "any[] | Record<string, any>"
+    );
     assert_eq!(ts_type(&json!({})), "any");
     // Not a ToolProperty: "any".
-    assert_eq!(render("{{ toTypeScriptType .X }}", json!({"X": {"type": "string"}})), "any");
+    assert_eq!(
+        render(
+            "{{ toTypeScriptType .X }}",
+            json!({"X": {"type": "string"}})
+        ),
+        "any"
+    );
 }
 
 #[test]
@@ -224,9 +367,15 @@ fn parse_errors_have_positions() {
 
 #[test]
 fn vars_and_response_cut() {
-    let t = GoTemplate::parse("{{ range $.Messages }}{{ .Content }}{{ end }}{{ define \"x\" }}{{ .Tools }}{{ end }}").unwrap();
+    let t = GoTemplate::parse(
+        "{{ range $.Messages }}{{ .Content }}{{ end }}{{ define \"x\" }}{{ .Tools }}{{ end }}",
+    )
+    .unwrap();
     assert_eq!(t.vars(), vec!["$", "content", "messages", "tools"]);
-    let t = GoTemplate::parse("S{{ .System }}P{{ .Prompt }}R{{ .Response }}E{{ if .Response }}end{{ end }}").unwrap();
+    let t = GoTemplate::parse(
+        "S{{ .System }}P{{ .Prompt }}R{{ .Response }}E{{ if .Response }}end{{ end }}",
+    )
+    .unwrap();
     let cut = t.root_cut_at_response();
     let data = Value::from_json_any(&json!({"System": "s", "Prompt": "p", "Response": "r"}));
     assert_eq!(t.execute_nodes(&cut, &data).unwrap(), "SsPpRr");

@@ -70,15 +70,26 @@ impl Value {
     }
 
     pub fn list(v: Vec<Value>) -> Value {
-        Value::List(Arc::new(GoList { items: v, stringer_json: false }))
+        Value::List(Arc::new(GoList {
+            items: v,
+            stringer_json: false,
+        }))
     }
 
     pub fn map(entries: BTreeMap<String, Value>) -> Value {
-        Value::Map(Arc::new(GoMap { entries, stringer_json: false }))
+        Value::Map(Arc::new(GoMap {
+            entries,
+            stringer_json: false,
+        }))
     }
 
     pub fn strukt(fields: Vec<(&'static str, Value)>) -> Value {
-        Value::Struct(Arc::new(GoStruct { kind: "", fields, json: None, display: None }))
+        Value::Struct(Arc::new(GoStruct {
+            kind: "",
+            fields,
+            json: None,
+            display: None,
+        }))
     }
 
     /// Converts decoded JSON the way Go's `encoding/json` fills an `any`: objects become
@@ -89,10 +100,14 @@ impl Value {
             serde_json::Value::Bool(b) => Value::Bool(*b),
             serde_json::Value::Number(n) => Value::Float(n.as_f64().unwrap_or(0.0)),
             serde_json::Value::String(s) => Value::str(s.as_str()),
-            serde_json::Value::Array(a) => Value::list(a.iter().map(Value::from_json_any).collect()),
-            serde_json::Value::Object(o) => {
-                Value::map(o.iter().map(|(k, v)| (k.clone(), Value::from_json_any(v))).collect())
+            serde_json::Value::Array(a) => {
+                Value::list(a.iter().map(Value::from_json_any).collect())
             }
+            serde_json::Value::Object(o) => Value::map(
+                o.iter()
+                    .map(|(k, v)| (k.clone(), Value::from_json_any(v)))
+                    .collect(),
+            ),
         }
     }
 
@@ -192,13 +207,25 @@ impl Value {
             Value::Nil => J::Null,
             Value::Bool(b) => J::Bool(*b),
             Value::Int(i) => J::from(*i),
-            Value::Float(f) => serde_json::Number::from_f64(*f).map(J::Number).unwrap_or(J::Null),
+            Value::Float(f) => serde_json::Number::from_f64(*f)
+                .map(J::Number)
+                .unwrap_or(J::Null),
             Value::Str(s) => J::String(s.to_string()),
             Value::List(l) => J::Array(l.iter().map(Value::to_json).collect()),
-            Value::Map(m) => J::Object(m.entries.iter().map(|(k, v)| (k.clone(), v.to_json())).collect()),
+            Value::Map(m) => J::Object(
+                m.entries
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.to_json()))
+                    .collect(),
+            ),
             Value::Struct(s) => match &s.json {
                 Some(j) => j.clone(),
-                None => J::Object(s.fields.iter().map(|(k, v)| (k.to_string(), v.to_json())).collect()),
+                None => J::Object(
+                    s.fields
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_json()))
+                        .collect(),
+                ),
             },
         }
     }
@@ -212,10 +239,18 @@ pub fn format_float_g(f: f64) -> String {
         return "NaN".into();
     }
     if f.is_infinite() {
-        return if f > 0.0 { "+Inf".into() } else { "-Inf".into() };
+        return if f > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        };
     }
     if f == 0.0 {
-        return if f.is_sign_negative() { "-0".into() } else { "0".into() };
+        return if f.is_sign_negative() {
+            "-0".into()
+        } else {
+            "0".into()
+        };
     }
     // Rust's `{:e}` gives the shortest round-trip digits: "d.ddde±x".
     let e = format!("{f:e}");
