@@ -60,6 +60,9 @@ impl Template {
     /// 500 (a per-request `template` on /api/generate) — the caller picks.
     pub fn parse_go(src: &str) -> std::result::Result<Template, TemplateError> {
         let mut tmpl = GoTemplate::parse(src)?;
+        if let Some(pos) = tmpl.bare_template_call() {
+            return Err(TemplateError::at(src, pos, "undefined template specified"));
+        }
         let vars = tmpl.vars();
         if !vars.iter().any(|v| v == "messages" || v == "response") {
             tmpl.append_response();

@@ -295,8 +295,31 @@ fn tool_call_tag_defaults_to_brace() {
 }
 
 #[test]
+fn vars_match_ollama() {
+    let vars = |src: &str| match go(src) {
+        Template::Go(g) => g.vars,
+        Template::Jinja(_) => unreachable!(),
+    };
+    assert_eq!(vars("{{ .Prompt }}"), ["prompt", "response"]);
+    assert_eq!(
+        vars("{{ with .Tools }}{{ . }}{{ end }} {{ .System }} {{ .Prompt }}"),
+        ["prompt", "response", "system", "tools"]
+    );
+    assert_eq!(
+        vars("{{ range .Messages }}{{ .Role }} {{ .Content }}{{ end }}"),
+        ["content", "messages", "role"]
+    );
+}
+
+#[test]
 fn parse_errors_surface_positions() {
     let e = Template::parse_go("ok\n{{ if .A }}").unwrap_err();
     assert_eq!(e.line, 2);
+    // Ollama rejects `{{ template "x" }}` without an argument anywhere in the template.
+    let e =
+        Template::parse_go("{{ define \"x\" }}{{ template \"x\" }}{{ end }}{{ template \"x\" . }}")
+            .unwrap_err();
+    assert!(e.msg.contains("undefined template specified"), "{e}");
+    assert!(Template::parse_go("{{ define \"x\" }}x{{ end }}{{ template \"x\" . }}").is_ok());
     assert!(Template::jinja("{% for %}".into(), String::new(), String::new()).is_err());
 }

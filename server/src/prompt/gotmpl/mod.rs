@@ -140,6 +140,25 @@ impl GoTemplate {
         set.into_iter().collect()
     }
 
+    /// Position of the first `{{ template "x" }}` without an argument, in the root or a define.
+    /// (Ollama rejects such templates: its identifier scan errors on them.)
+    pub fn bare_template_call(&self) -> Option<usize> {
+        fn list(nodes: &[Node]) -> Option<usize> {
+            nodes.iter().find_map(|n| match n {
+                Node::Template {
+                    pos, pipe: None, ..
+                } => Some(*pos),
+                Node::If(b) | Node::Range(b) | Node::With(b) => {
+                    list(&b.list).or_else(|| b.else_list.as_deref().and_then(list))
+                }
+                _ => None,
+            })
+        }
+        let mut names: Vec<_> = self.defines.keys().collect();
+        names.sort();
+        list(&self.root).or_else(|| names.into_iter().find_map(|n| list(&self.defines[n])))
+    }
+
     /// Calls `f` on every operand (recursing into parenthesized pipelines) with its position.
     fn visit_args(&self, f: &mut dyn FnMut(&Arg, usize)) {
         fn pipe(p: &Pipe, f: &mut dyn FnMut(&Arg, usize)) {
