@@ -114,6 +114,51 @@ fn message_fields_match_ollama() {
 }
 
 #[test]
+fn message_json_uses_go_field_names() {
+    let t = go("{{ range .Messages }}{{ json . }}{{ end }}");
+    assert_eq!(
+        chat(&t, vec![m("user", "a<b")]),
+        r#"{"Role":"user","Content":"a\u003cb","Thinking":"","Images":null,"ToolCalls":null,"ToolName":"","ToolCallID":""}"#
+    );
+}
+
+#[test]
+fn templates_are_shareable_across_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Template>();
+}
+
+#[test]
+fn jinja_tools_keep_client_key_order() {
+    let t = Template::jinja(
+        "{{ tools | tojson }}|{{ messages[0].tool_calls[0].function.arguments | tojson }}".into(),
+        String::new(),
+        String::new(),
+    )
+    .unwrap();
+    let mut args = serde_json::Map::new();
+    args.insert("z".into(), json!(1));
+    args.insert("a".into(), json!("é"));
+    let call = ToolCall {
+        name: "f".into(),
+        arguments: args,
+        ..Default::default()
+    };
+    let req = RenderRequest {
+        messages: vec![Message {
+            tool_calls: vec![call],
+            ..m("assistant", "")
+        }],
+        tools: vec![json!({"type": "function", "function": {"name": "f", "description": "d"}})],
+        think: None,
+    };
+    assert_eq!(
+        render_chat(&t, &req).unwrap(),
+        r#"[{"type": "function", "function": {"name": "f", "description": "d"}}]|{"z": 1, "a": "é"}"#
+    );
+}
+
+#[test]
 fn tools_print_as_json_and_range_sorted() {
     let t = go("{{ .Tools }}\n{{ range .Tools }}{{ range $k, $v := .Function.Parameters.Properties }}{{ $k }}:{{ toTypeScriptType $v }}:{{ $v.Type }},{{ end }}{{ end }}{{ range .Messages }}{{ end }}");
     let tools = vec![

@@ -37,9 +37,19 @@ fn json_map(entries: BTreeMap<String, Value>) -> Value {
     }))
 }
 
-/// `templateMessage` (no JSON tags, so `json .` uses the Go field names).
+/// `templateMessage` (no JSON tags, so `json .` uses the Go field names; nil slices are `null`).
 pub fn message(m: &Message) -> Value {
     let calls: Vec<Value> = m.tool_calls.iter().map(tool_call).collect();
+    let nil_if_empty = |v: Vec<J>| if v.is_empty() { J::Null } else { J::Array(v) };
+    let json = json!({
+        "Role": m.role,
+        "Content": m.content,
+        "Thinking": m.thinking.as_deref().unwrap_or(""),
+        "Images": nil_if_empty(vec![J::String(String::new()); m.images]),
+        "ToolCalls": nil_if_empty(calls.iter().map(Value::to_json).collect()),
+        "ToolName": m.tool_name.as_deref().unwrap_or(""),
+        "ToolCallID": m.tool_call_id.as_deref().unwrap_or(""),
+    });
     strukt(
         "Message",
         vec![
@@ -52,7 +62,7 @@ pub fn message(m: &Message) -> Value {
             ("ToolName", s(m.tool_name.as_deref().unwrap_or(""))),
             ("ToolCallID", s(m.tool_call_id.as_deref().unwrap_or(""))),
         ],
-        None,
+        Some(json),
         None,
     )
 }
