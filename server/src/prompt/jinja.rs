@@ -80,9 +80,15 @@ impl JinjaChat {
             let msgs = messages.iter().map(|m| message_json(m, shape)).collect();
             let mut ctx = Map::new();
             ctx.insert("messages".into(), J::Array(msgs));
-            if !tools.is_empty() {
-                ctx.insert("tools".into(), J::Array(tools.to_vec()));
-            }
+            // HF passes `tools=None` / `documents=None` when absent; an undefined value would
+            // pass `tools is not none` checks.
+            let tools_val = if tools.is_empty() {
+                J::Null
+            } else {
+                J::Array(tools.to_vec())
+            };
+            ctx.insert("tools".into(), tools_val);
+            ctx.insert("documents".into(), J::Null);
             ctx.insert("add_generation_prompt".into(), J::Bool(true));
             ctx.insert("bos_token".into(), J::String(self.bos.clone()));
             ctx.insert("eos_token".into(), J::String(self.eos.clone()));
@@ -369,6 +375,9 @@ mod tests {
             )
             .unwrap();
         assert_eq!(out, "HI!<s>[{\"type\": \"function\"}]1");
+        let src = "{% if tools is not none %}T{% endif %}{% if documents is none %}D{% endif %}";
+        let j = JinjaChat::new(src.into(), String::new(), String::new()).unwrap();
+        assert_eq!(j.render(&[], &[], None).unwrap(), "D");
         let j = JinjaChat::new(
             "{{ raise_exception('bad roles') }}".into(),
             String::new(),
