@@ -338,3 +338,35 @@ async fn dropping_the_last_handle_kills_the_process() {
     assert!(wait_gone(pid, Duration::from_secs(2)).await);
     assert!(children_mentioning(env.dir.path()).is_empty());
 }
+
+#[tokio::test]
+async fn a_runner_exits_when_the_server_side_of_its_stdin_closes() {
+    // Stands in for the server dying without stopping its runners: the supervisor holds the
+    // write end of the runner's stdin, so its death closes the pipe.
+    let env = Env::new();
+    let socket = env.dir.path().join("orphan.sock");
+    let mut child = tokio::process::Command::new(fake_runner())
+        .arg("--socket")
+        .arg(&socket)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let client = server::runner::RunnerClient::new(&socket);
+    let t = Instant::now();
+    while client.health().await.is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "runner never listened"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(child.stdin.take());
+    let status = tokio::time::timeout(Duration::from_secs(2), child.wait())
+        .await
+        .expect("exits on stdin EOF")
+        .unwrap();
+    assert!(status.success());
+}

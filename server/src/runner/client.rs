@@ -164,11 +164,13 @@ fn error_from(status: StatusCode, bytes: &[u8]) -> Error {
     }
 }
 
+pub(crate) type ChunkStream = Pin<Box<dyn Stream<Item = Result<CompletionChunk>> + Send>>;
+
 /// A completion in progress: `Ok(Token)` items, then exactly one terminal item, `Ok(Done)` or
 /// `Err(_)` — a runner's `error` chunk arrives as `Err(Error::Runner)`, so `Ok` items are never
 /// [`CompletionChunk::Error`]. Nothing follows the terminal item. Dropping the stream cancels.
 pub struct CompletionStream {
-    inner: Pin<Box<dyn Stream<Item = Result<CompletionChunk>> + Send>>,
+    inner: ChunkStream,
     /// Kept alive as long as the stream (e.g. a scheduler lease).
     guard: Option<Box<dyn Send>>,
 }
@@ -187,12 +189,7 @@ impl CompletionStream {
         self
     }
 
-    pub(crate) fn into_parts(
-        self,
-    ) -> (
-        Pin<Box<dyn Stream<Item = Result<CompletionChunk>> + Send>>,
-        Option<Box<dyn Send>>,
-    ) {
+    pub(crate) fn into_parts(self) -> (ChunkStream, Option<Box<dyn Send>>) {
         (self.inner, self.guard)
     }
 }

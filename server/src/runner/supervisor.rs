@@ -10,6 +10,8 @@
 //!   forward whenever reported load progress increases (Ollama's `OLLAMA_LOAD_TIMEOUT`).
 //! - Dropping the last handle to a live runner kills its group (SIGKILL); [`Runner::stop`] is the
 //!   graceful path (SIGTERM, grace period, SIGKILL, reap).
+//! - The child's stdin is a pipe the server never writes to and holds open while the child
+//!   lives: EOF on it means the server is gone (a parent-death signal without `unsafe`).
 
 use super::client::{CompletionStream, RunnerClient};
 use super::output::{self, Tail};
@@ -200,7 +202,7 @@ impl Runner {
             .args(&cfg.extra_args)
             .env_clear()
             .envs(cfg.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
@@ -230,10 +232,14 @@ impl Runner {
         .flatten()
         .collect();
 
+        // Held open until the child exits: if the server dies without stopping its runners, the
+        // runner sees EOF on stdin and can exit instead of lingering as an orphan.
+        let stdin = child.stdin.take();
         let (exit_tx, exit_rx) = watch::channel(None);
         let watch_tail = tail.clone();
         let watch_socket = socket.clone();
         tokio::spawn(async move {
+            let _stdin = stdin;
             let status = match child.wait().await {
                 Ok(s) => s.to_string(),
                 Err(e) => format!("wait failed: {e}"),

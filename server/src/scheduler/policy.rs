@@ -264,6 +264,9 @@ mod tests {
             .collect()
     }
 
+    /// (name, requested options, memory, loaded set, limits, expected plan)
+    type Case = (&'static str, LoadOptions, u64, Vec<L>, Limits, Plan);
+
     const THREE: Limits = Limits {
         max_loaded: 3,
         memory_budget: None,
@@ -292,7 +295,7 @@ mod tests {
             memory_budget: Some(b),
         };
         #[rustfmt::skip]
-        let cases: Vec<(&str, LoadOptions, u64, Vec<L>, Limits, Plan)> = vec![
+        let cases: Vec<Case> = vec![
             ("nothing loaded", opts("/a"), 100, vec![], THREE, Plan::Load),
             ("idle match", opts("/a"), 100, vec![l(1, "/a", 0, Some(5))], THREE, Plan::Reuse(1)),
             ("busy match, one slot", opts("/a"), 100, vec![l(1, "/a", 1, None)], THREE, Plan::WaitBusy),

@@ -6,7 +6,8 @@
 //! - `/completion` streams NDJSON `token` chunks then one `done` chunk; `num_predict` is honoured;
 //!   each request holds one of `--parallel` slots, freed as soon as the client disconnects;
 //! - `/tokenize` is one token per byte (id = byte + 3; BOS = 1, EOS = 2), `/detokenize` inverts it;
-//! - `/embed` returns deterministic vectors derived from each input's bytes.
+//! - `/embed` returns deterministic vectors derived from each input's bytes;
+//! - EOF on a piped stdin means the server died: exit (the supervisor holds the pipe open).
 
 mod script;
 
@@ -86,6 +87,7 @@ async fn run(script: Script) -> std::io::Result<()> {
     });
     tokio::spawn(load(state.clone()));
     tokio::spawn(on_sigterm(state.clone()));
+    tokio::spawn(exit_when_parent_goes(state.clone()));
     loop {
         let (stream, _) = listener.accept().await?;
         let state = state.clone();
@@ -113,6 +115,23 @@ async fn on_sigterm(state: Arc<State>) {
         let _ = std::fs::remove_file(&state.script.socket);
         std::process::exit(0);
     }
+}
+
+/// The server holds our stdin pipe open for our whole life; EOF means it died without stopping
+/// us, so we exit rather than linger. Only when stdin is a pipe (not a terminal or /dev/null).
+async fn exit_when_parent_goes(state: Arc<State>) {
+    use std::os::unix::fs::FileTypeExt;
+    use tokio::io::AsyncReadExt;
+    let is_pipe = std::fs::metadata("/proc/self/fd/0").is_ok_and(|m| m.file_type().is_fifo());
+    if !is_pipe {
+        return;
+    }
+    let mut stdin = tokio::io::stdin();
+    let mut buf = [0u8; 64];
+    while matches!(stdin.read(&mut buf).await, Ok(n) if n > 0) {}
+    eprintln!("fake-runner: stdin closed, the server is gone; exiting");
+    let _ = std::fs::remove_file(&state.script.socket);
+    std::process::exit(0);
 }
 
 /// Simulated model load: progress rises in ten steps over `--slow-load`, then the final state.
