@@ -370,3 +370,39 @@ async fn a_runner_exits_when_the_server_side_of_its_stdin_closes() {
         .unwrap();
     assert!(status.success());
 }
+
+#[tokio::test]
+async fn request_fields_reach_the_runner() {
+    let env = Env::new();
+    let r = Runner::start(&env.spawn_config(), "m", env.options("m", &["--echo"]))
+        .await
+        .unwrap();
+    let req = CompletionRequest {
+        prompt: Prompt::Text("alpha beta gamma".into()),
+        stop: vec!["gam".into()],
+        logprobs: true,
+        top_logprobs: 2,
+        ..Default::default()
+    };
+    let items: Vec<_> = r.completion(&req).await.unwrap().collect().await;
+    let mut text = String::new();
+    for item in &items[..items.len() - 1] {
+        match item {
+            Ok(CompletionChunk::Token { content, logprobs }) => {
+                text.push_str(content);
+                assert_eq!(logprobs.len(), 1);
+                assert_eq!(logprobs[0].top_logprobs.len(), 2);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(text, "alpha beta ");
+    assert!(matches!(
+        items.last(),
+        Some(Ok(CompletionChunk::Done {
+            done_reason: DoneReason::Stop,
+            ..
+        }))
+    ));
+    r.stop().await;
+}

@@ -3,7 +3,8 @@
 //! scripted tokens and faults (see `script.rs` for the flags). Behaviour that the supervisor and
 //! scheduler rely on, and that this binary therefore reproduces faithfully:
 //! - `/health` reports `loading{progress}` (non-decreasing) until ready, or `failed{kind}`;
-//! - `/completion` streams NDJSON `token` chunks then one `done` chunk; `num_predict` is honoured;
+//! - `/completion` streams NDJSON `token` chunks then one `done` chunk; `num_predict`, `stop`
+//!   strings and `logprobs`/`top_logprobs` (made-up values) are honoured;
 //!   each request holds one of `--parallel` slots, freed as soon as the client disconnects;
 //! - `/tokenize` is one token per byte (id = byte + 3; BOS = 1, EOS = 2), `/detokenize` inverts it;
 //! - `/embed` returns deterministic vectors derived from each input's bytes;
@@ -18,7 +19,7 @@ use hyper::body::{Body, Frame, Incoming};
 use runner_protocol::{
     CompletionChunk, CompletionRequest, DetokenizeRequest, DetokenizeResponse, DoneReason,
     EmbedRequest, EmbedResponse, ErrorBody, ErrorKind, Health, Info, Prompt, RunnerError, Timings,
-    TokenizeRequest, TokenizeResponse,
+    TokenLogprob, TokenizeRequest, TokenizeResponse, TopLogprob,
 };
 use script::Script;
 use std::convert::Infallible;
@@ -277,13 +278,17 @@ async fn completion(state: Arc<State>, req: CompletionRequest) -> Response<BoxBo
         let started = Instant::now();
         let prompt_eval_count = prompt_len(&req.prompt, req.add_special);
         let script = &state.script;
-        let limit = if req.num_predict < 0 {
-            usize::MAX
+        let source = if script.echo {
+            match &req.prompt {
+                Prompt::Text(t) => script::split_tokens(t),
+                Prompt::Tokens(t) => script::split_tokens(&detokenize(t, true)),
+            }
         } else {
-            req.num_predict as usize
+            script.tokens.clone()
         };
+        let (tokens, done_reason) = plan_output(&source, &req.stop, req.num_predict);
         let mut eval_count = 0u32;
-        for tok in script.tokens.iter().take(limit) {
+        for tok in tokens {
             tokio::select! {
                 _ = tx.closed() => {
                     println!("fake-runner: client disconnected, slot freed");
@@ -291,9 +296,14 @@ async fn completion(state: Arc<State>, req: CompletionRequest) -> Response<BoxBo
                 }
                 _ = tokio::time::sleep(script.token_delay) => {}
             }
+            let logprobs = if req.logprobs {
+                vec![logprob(&tok, req.top_logprobs)]
+            } else {
+                Vec::new()
+            };
             let chunk = CompletionChunk::Token {
-                content: tok.clone(),
-                logprobs: Vec::new(),
+                content: tok,
+                logprobs,
             };
             if tx.send(line(&chunk)).await.is_err() {
                 println!("fake-runner: client disconnected, slot freed");
@@ -308,11 +318,6 @@ async fn completion(state: Arc<State>, req: CompletionRequest) -> Response<BoxBo
                 std::process::exit(101);
             }
         }
-        let done_reason = if limit < script.tokens.len() {
-            DoneReason::Length
-        } else {
-            DoneReason::Stop
-        };
         let done = CompletionChunk::Done {
             done_reason,
             timings: Timings {
@@ -329,6 +334,54 @@ async fn completion(state: Arc<State>, req: CompletionRequest) -> Response<BoxBo
         .header(http::header::CONTENT_TYPE, runner_protocol::NDJSON)
         .body(ChannelBody(rx).boxed())
         .expect("valid response")
+}
+
+/// What a completion emits: at most `num_predict` chunks (negative = all), cut before the first
+/// stop string (which is not emitted). `Length` only when `num_predict` cut the output short.
+fn plan_output(source: &[String], stop: &[String], num_predict: i32) -> (Vec<String>, DoneReason) {
+    let limit = usize::try_from(num_predict).unwrap_or(usize::MAX);
+    let mut text = String::new();
+    let mut out = Vec::new();
+    for tok in source {
+        if out.len() == limit {
+            return (out, DoneReason::Length);
+        }
+        let before = text.len();
+        text.push_str(tok);
+        let hit = stop
+            .iter()
+            .filter(|s| !s.is_empty())
+            .filter_map(|s| text.find(s.as_str()))
+            .min();
+        if let Some(at) = hit {
+            if at > before {
+                out.push(text[before..at].to_string());
+            }
+            return (out, DoneReason::Stop);
+        }
+        out.push(tok.clone());
+    }
+    (out, DoneReason::Stop)
+}
+
+/// A made-up but well-formed log-probability for a token, with `top` alternatives.
+fn logprob(token: &str, top: u32) -> TokenLogprob {
+    TokenLogprob {
+        token: token.to_string(),
+        logprob: -0.5,
+        bytes: token.as_bytes().to_vec(),
+        top_logprobs: (0..top.min(20))
+            .map(|i| TopLogprob {
+                token: if i == 0 {
+                    token.to_string()
+                } else {
+                    format!("alt{i}")
+                },
+                logprob: -0.5 - i as f32,
+                bytes: Vec::new(),
+            })
+            .collect(),
+    }
 }
 
 fn line(chunk: &CompletionChunk) -> Bytes {
@@ -417,6 +470,43 @@ mod tests {
         assert_eq!(t.len(), 1 + "hé".len());
         assert_eq!(detokenize(&t, false), "hé");
         assert_eq!(detokenize(&t, true), "<s>hé");
+    }
+
+    #[test]
+    fn output_honours_num_predict_and_stop_strings() {
+        let src = script::split_tokens("one two three four");
+        let cases: &[(&[&str], i32, &[&str], DoneReason)] = &[
+            (
+                &[],
+                -1,
+                &["one", " two", " three", " four"],
+                DoneReason::Stop,
+            ),
+            (&[], 2, &["one", " two"], DoneReason::Length),
+            (
+                &[],
+                4,
+                &["one", " two", " three", " four"],
+                DoneReason::Stop,
+            ),
+            (&[], 0, &[], DoneReason::Length),
+            (&["thr"], -1, &["one", " two", " "], DoneReason::Stop),
+            // A stop string starting in an already-sent chunk ends the output there (no retraction).
+            (&["e t"], -1, &["one"], DoneReason::Stop),
+            (&["one"], -1, &[], DoneReason::Stop),
+            (
+                &["zzz", " f"],
+                -1,
+                &["one", " two", " three"],
+                DoneReason::Stop,
+            ),
+        ];
+        for (stop, n, want, reason) in cases {
+            let stop: Vec<String> = stop.iter().map(|s| s.to_string()).collect();
+            let (out, r) = plan_output(&src, &stop, *n);
+            assert_eq!(out, *want, "stop {stop:?} n {n}");
+            assert_eq!(r, *reason, "stop {stop:?} n {n}");
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! | flag                 | effect                                                                  |
 //! |----------------------|-------------------------------------------------------------------------|
 //! | `--tokens TEXT`      | completion output, split into word chunks (`"Hello, world"` → `Hello,` ` world`) |
+//! | `--echo`             | completion output is the prompt itself (text, or token ids detokenized) |
 //! | `--token-delay-ms N` | pause before each token (default 0)                                     |
 //! | `--crash-after N`    | exit abruptly (status 101, no final chunk) after N tokens in total      |
 //! | `--slow-load SECS`   | report `loading` with progress rising in 10 steps over SECS (float ok)  |
@@ -36,6 +37,7 @@ pub struct Script {
     pub parallel: u32,
     pub embedding: bool,
     pub tokens: Vec<String>,
+    pub echo: bool,
     pub token_delay: Duration,
     pub crash_after: Option<u32>,
     pub slow_load: Duration,
@@ -55,6 +57,7 @@ impl Default for Script {
             parallel: 1,
             embedding: false,
             tokens: split_tokens("Hello from the fake runner."),
+            echo: false,
             token_delay: Duration::ZERO,
             crash_after: None,
             slow_load: Duration::ZERO,
@@ -101,6 +104,7 @@ impl Script {
                 "--parallel" => self.parallel = num::<u32>(&flag, &value(&flag)?)?.max(1),
                 "--embedding" => self.embedding = true,
                 "--tokens" => self.tokens = split_tokens(&value(&flag)?),
+                "--echo" => self.echo = true,
                 "--token-delay-ms" => {
                     self.token_delay = Duration::from_millis(num(&flag, &value(&flag)?)?)
                 }
