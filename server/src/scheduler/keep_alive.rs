@@ -6,6 +6,7 @@
 //!   error text.
 //! - Zero = unload as soon as the request ends.
 //! - `OLLAMA_KEEP_ALIVE` additionally accepts integer seconds, and falls back to 5m when invalid.
+//!   `OLLAMA_LOAD_TIMEOUT` is parsed the same way, with zero or negative meaning no limit.
 
 use serde::Deserialize;
 use std::time::Duration;
@@ -79,6 +80,24 @@ impl KeepAlive {
             KeepAlive::Forever => None,
             KeepAlive::For(d) => Some(*d),
         }
+    }
+}
+
+/// `OLLAMA_LOAD_TIMEOUT`: a Go duration or integer seconds; invalid = 5m; zero or negative =
+/// no limit (`None`).
+pub fn load_timeout_from_env_value(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let default = Some(Duration::from_secs(300));
+    if s.is_empty() {
+        return default;
+    }
+    match parse_go_duration(s) {
+        Ok((negative, d)) => (!negative && !d.is_zero()).then_some(d),
+        Err(_) => match s.parse::<i64>() {
+            Ok(n) if n > 0 => Some(Duration::from_secs(n as u64)),
+            Ok(_) => None,
+            Err(_) => default,
+        },
     }
 }
 
@@ -240,5 +259,22 @@ mod tests {
         assert_eq!(KeepAlive::from_env_value("soon"), KeepAlive::DEFAULT);
         assert!(KeepAlive::from_env_value("0").is_zero());
         assert_eq!(KeepAlive::Forever.duration(), None);
+    }
+
+    #[test]
+    fn load_timeout_env_values() {
+        let m5 = Some(Duration::from_secs(300));
+        let cases = [
+            ("", m5),
+            ("10m", Some(Duration::from_secs(600))),
+            ("90", Some(Duration::from_secs(90))),
+            ("0", None),
+            ("-1", None),
+            ("-5s", None),
+            ("later", m5),
+        ];
+        for (v, want) in cases {
+            assert_eq!(load_timeout_from_env_value(v), want, "{v:?}");
+        }
     }
 }

@@ -19,7 +19,7 @@ pub mod keep_alive;
 pub mod memory;
 pub mod policy;
 
-pub use keep_alive::KeepAlive;
+pub use keep_alive::{load_timeout_from_env_value, KeepAlive};
 pub use memory::MemoryInputs;
 pub use policy::RunnerId;
 
@@ -250,5 +250,24 @@ impl Drop for Lease {
         if let Some(tx) = &self.tx {
             let _ = tx.send(Cmd::Release { id: self.id });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send<T: Send + 'static>() {}
+    fn sync<T: Sync>() {}
+
+    #[test]
+    fn handles_cross_tasks() {
+        // Handlers hold these across awaits and axum bodies need `Send + 'static` streams.
+        send::<Scheduler>();
+        sync::<Scheduler>();
+        send::<Lease>();
+        sync::<Lease>();
+        send::<CompletionStream>();
+        send::<RunningModel>();
     }
 }
