@@ -222,6 +222,7 @@ async fn admission_is_bounded_for_loaded_models_too() {
         "exactly 88 refused"
     );
     let slowest = refused.iter().max().unwrap();
+    eprintln!("88 refusals, the last {slowest:?} after the first acquire");
     assert!(
         *slowest < Duration::from_secs(2),
         "refusals are immediate: {slowest:?}"
@@ -239,6 +240,7 @@ async fn admission_is_bounded_for_loaded_models_too() {
         }
     }
     assert_eq!(completed, 512);
+    eprintln!("512 admitted requests served in {:?}", started.elapsed());
     // All slots and admission permits came back: a new request is admitted and served.
     let lease = sched.acquire(req).await.unwrap();
     assert_eq!(text_of(lease).await.unwrap(), "x y");
