@@ -425,3 +425,29 @@ async fn shutdown_leaves_no_child_processes() {
     assert!(sched.acquire(env.request("b", &[])).await.is_err());
     drop(stubborn);
 }
+
+#[tokio::test]
+async fn the_memory_budget_evicts_idle_runners() {
+    let env = Env::new();
+    let mut cfg = env.config();
+    // A fake runner reports its model file size + 1 MiB; with B's 600 KiB estimate the two do
+    // not fit in 1.5 MiB.
+    cfg.memory_budget = Some(1536 * 1024);
+    let sched = Scheduler::new(cfg);
+    let a = sched.acquire(env.request("a", &[])).await.unwrap();
+    let a_pid = a.pid();
+    assert!(
+        sched.ps().await[0].size > 1024 * 1024,
+        "size is the runner's report"
+    );
+    drop(a);
+    let mut b = env.request("b", &[]);
+    b.memory = 600 * 1024;
+    let b = sched.acquire(b).await.unwrap();
+    assert!(gone(a_pid), "A made room for B");
+    let ps = sched.ps().await;
+    assert_eq!(ps.len(), 1);
+    assert_eq!(ps[0].pid, b.pid());
+    drop(b);
+    sched.shutdown().await;
+}

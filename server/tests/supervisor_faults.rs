@@ -408,3 +408,23 @@ async fn request_fields_reach_the_runner() {
     ));
     r.stop().await;
 }
+
+#[tokio::test]
+async fn a_frozen_loader_hits_the_stall_deadline_and_is_killed() {
+    let env = Env::new();
+    let mut cfg = env.spawn_config();
+    cfg.load_timeout = Some(Duration::from_millis(500));
+    cfg.stop_grace = Duration::from_millis(300);
+    let r = Runner::spawn(&cfg, "m", env.options("m", &["--slow-load", "10"])).unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let pid = nix::unistd::Pid::from_raw(r.pid() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let err = r.wait_ready(cfg.load_timeout).await.unwrap_err();
+    assert!(
+        matches!(err, Error::RunnerExited(ref m) if m.starts_with("timed out waiting")),
+        "{err:?}"
+    );
+    // A stopped process cannot act on SIGTERM; SIGKILL after the grace period still ends it.
+    assert!(r.exit_info().unwrap().status.contains("signal: 9"));
+    assert!(gone(r.pid()));
+}
