@@ -93,7 +93,11 @@ impl JinjaChat {
             ctx.insert("bos_token".into(), J::String(self.bos.clone()));
             ctx.insert("eos_token".into(), J::String(self.eos.clone()));
             if let Some(t) = think {
+                // Ollama's native mode sends these as chat_template_kwargs.
                 ctx.insert("enable_thinking".into(), J::Bool(t.enabled()));
+                if let Think::Level(l) = t {
+                    ctx.insert("reasoning_effort".into(), J::String(l.clone()));
+                }
             }
             match tmpl.render(JValue::from_serialize(J::Object(ctx))) {
                 Ok(out) => return Ok(out),
@@ -325,6 +329,19 @@ mod tests {
         let mut s = String::new();
         py_dump(&json!({"k": [1]}), Some(2), 0, &mut s);
         assert_eq!(s, "{\n  \"k\": [\n    1\n  ]\n}");
+    }
+
+    #[test]
+    fn think_kwargs() {
+        let src = "{{ enable_thinking is defined }}|{{ enable_thinking }}|{{ reasoning_effort }}";
+        let j = JinjaChat::new(src.into(), String::new(), String::new()).unwrap();
+        assert_eq!(j.render(&[], &[], None).unwrap(), "False||");
+        let high = Think::Level("high".into());
+        assert_eq!(j.render(&[], &[], Some(&high)).unwrap(), "True|True|high");
+        assert_eq!(
+            j.render(&[], &[], Some(&Think::Bool(false))).unwrap(),
+            "True|False|"
+        );
     }
 
     #[test]
