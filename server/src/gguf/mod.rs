@@ -12,6 +12,8 @@ mod writer;
 mod tests;
 #[cfg(test)]
 mod tests_models;
+#[cfg(test)]
+mod tests_seeds;
 
 pub use info::{human_number, Details};
 pub use reader::{

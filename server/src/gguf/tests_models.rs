@@ -6,8 +6,11 @@ use std::path::PathBuf;
 use super::*;
 
 fn model(file: &str) -> Option<PathBuf> {
-    let home = std::env::var_os("HOME")?;
-    let path = PathBuf::from(home).join(".cache/herd/models").join(file);
+    // Same lookup as scripts/fetch-test-models: $HERD_CACHE, else ~/.cache/herd.
+    let cache = std::env::var_os("HERD_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| Some(PathBuf::from(std::env::var_os("HOME")?).join(".cache/herd")))?;
+    let path = cache.join("models").join(file);
     if path.exists() {
         Some(path)
     } else {
