@@ -157,6 +157,15 @@ impl GgufFile {
         caps
     }
 
+    /// Ollama's `/api/show` `tensors`: `{name, type, shape}` in file order, `shape` in ggml order.
+    /// Ollama returns it whether or not `verbose` is set.
+    pub fn tensors_json(&self) -> Vec<Json> {
+        self.tensors
+            .iter()
+            .map(|t| serde_json::json!({"name": t.name, "type": t.ggml_type.name(), "shape": t.dims}))
+            .collect()
+    }
+
     /// Ollama's `/api/show` `model_info` (see the module notes). `verbose` prints arrays in full;
     /// the file must then have been read with `ReadOptions { full_arrays: true }`, otherwise long
     /// arrays still print `null`.

@@ -427,6 +427,10 @@ fn details_and_hyperparameters() {
     assert_eq!((f.key_length(), f.value_length()), (Some(4), Some(4)));
     assert_eq!(f.chat_template(), None);
     assert_eq!(f.capabilities(), ["completion"]);
+    assert_eq!(
+        f.tensors_json()[0],
+        serde_json::json!({"name": "token_embd.weight", "type": "F32", "shape": [8, 2]})
+    );
 
     let per_layer = GgufBuilder::new()
         .kv("general.architecture", "x")
