@@ -224,7 +224,8 @@ fn build(
         cfg.define(flags, "");
     }
     if on_path("ccache") {
-        for l in ["C", "CXX", "CUDA"] {
+        let cuda = defines.iter().any(|(k, v)| k == "GGML_CUDA" && v == "ON");
+        for l in ["C", "CXX"].into_iter().chain(cuda.then_some("CUDA")) {
             cfg.define(format!("CMAKE_{l}_COMPILER_LAUNCHER"), "ccache");
         }
     }
