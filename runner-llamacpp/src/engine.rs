@@ -11,7 +11,7 @@
 
 use crate::ffi::{Batch, Context, DecodeError, Model, Token};
 use crate::plan;
-use crate::sampling::{NoMask, Sampler};
+use crate::sampling::{Sampler, TokenMask};
 use crate::text::TextStream;
 use runner_protocol::{
     CompletionChunk, CompletionRequest, DoneReason, EmbedResponse, ErrorKind, RunnerError, Timings,
@@ -28,6 +28,8 @@ pub struct CompleteJob {
     pub tokens: Vec<Token>,
     pub req: CompletionRequest,
     pub out: UnboundedSender<CompletionChunk>,
+    /// The request's output constraint (`NoMask` when it has none).
+    pub mask: Box<dyn TokenMask>,
 }
 
 pub struct EmbedJob {
@@ -199,7 +201,7 @@ impl Engine {
             });
             return;
         }
-        let sampler = Sampler::new(&job.req.sampling, &job.tokens, n_ctx_seq, Box::new(NoMask));
+        let sampler = Sampler::new(&job.req.sampling, &job.tokens, n_ctx_seq, job.mask);
         slot.active = Some(Active {
             text: TextStream::new(&job.req.stop),
             pending: job.tokens[reuse..].to_vec(),

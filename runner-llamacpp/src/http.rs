@@ -7,15 +7,17 @@
 
 use crate::engine::{CompleteJob, EmbedJob, Job};
 use crate::ffi::{Model, Token};
+use crate::grammar;
 use crate::plan;
+use crate::sampling::{NoMask, TokenMask};
 use bytes::Bytes;
 use http_body_util::{combinators::BoxBody, BodyExt, Full, Limited, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use runner_protocol::{
-    CompletionChunk, CompletionRequest, DetokenizeRequest, DetokenizeResponse, EmbedRequest,
-    ErrorBody, ErrorKind, Health, Info, Prompt, RunnerError, TokenizeRequest, TokenizeResponse,
-    NDJSON,
+    CompletionChunk, CompletionRequest, Constraint, DetokenizeRequest, DetokenizeResponse,
+    EmbedRequest, ErrorBody, ErrorKind, Health, Info, Prompt, RunnerError, TokenizeRequest,
+    TokenizeResponse, NDJSON,
 };
 use serde::Serialize;
 use std::convert::Infallible;
@@ -151,13 +153,6 @@ async fn prompt_tokens(
 async fn completion(req: Request<Incoming>, state: &State) -> Res {
     let loaded = ready(state).await?;
     let r: CompletionRequest = body(req).await?;
-    if r.constraint.is_some() {
-        // The grammar engine (llguidance) plugs into sampling::TokenMask; not wired yet.
-        return Err(RunnerError::new(
-            ErrorKind::BadRequest,
-            "output constraints are not supported by this runner yet",
-        ));
-    }
     if r.top_logprobs > 20 {
         return Err(RunnerError::new(
             ErrorKind::BadRequest,
@@ -187,6 +182,7 @@ async fn completion(req: Request<Incoming>, state: &State) -> Res {
                 ),
             )
         })?;
+    let mask = constraint_mask(&loaded.model, r.constraint.clone()).await?;
     let (tx, rx) = mpsc::unbounded_channel();
     send(
         state,
@@ -194,6 +190,7 @@ async fn completion(req: Request<Incoming>, state: &State) -> Res {
             tokens,
             req: r,
             out: tx,
+            mask,
         })),
     )?;
     let lines = UnboundedReceiverStream::new(rx).map(|chunk: CompletionChunk| {
@@ -206,6 +203,22 @@ async fn completion(req: Request<Incoming>, state: &State) -> Res {
         .header("content-type", NDJSON)
         .body(BodyExt::boxed(StreamBody::new(lines)))
         .unwrap_or_default())
+}
+
+/// The token mask for a request's constraint; compiling (and, the first time, building the
+/// vocabulary trie) runs off the async threads.
+async fn constraint_mask(
+    model: &Arc<Model>,
+    c: Option<Constraint>,
+) -> Result<Box<dyn TokenMask>, RunnerError> {
+    let Some(c) = c else {
+        return Ok(Box::new(NoMask));
+    };
+    let m = model.clone();
+    let mask = tokio::task::spawn_blocking(move || grammar::for_model(&m)?.mask(&c))
+        .await
+        .map_err(|e| RunnerError::new(ErrorKind::Internal, e.to_string()))??;
+    Ok(Box::new(mask))
 }
 
 async fn embed(req: Request<Incoming>, state: &State) -> Res {

@@ -10,6 +10,7 @@
 mod embed;
 mod engine;
 mod ffi;
+mod grammar;
 mod http;
 mod plan;
 mod sampling;

@@ -1,0 +1,130 @@
+//! The Lark grammar text for a protocol `Constraint` (DESIGN 6): pure string building, so the
+//! compile cache can key on the result.
+//!
+//! Without closing strings the grammar is just the JSON schema. With closing strings it is the
+//! single-pass form: free text that contains none of them, then (optionally) the first closing
+//! string and the schema. Two lexemes carry the thinking:
+//! - `THINK`: any text containing no textual closing string — where a response may end (the tail
+//!   is optional, so a response that never closes its thinking is delivered unchanged);
+//! - `THINK_CLOSE`: text ending in a closing string, with no closing string completed earlier —
+//!   it cannot extend past the first completed one, so the lexeme ends exactly there ("lazy").
+//!
+//! One regex lexeme per role (rather than text + a separate closing lexeme) matters for closing
+//! strings that share a prefix with the text: with "\n\n", text ending in "\n" followed by "\n"
+//! would otherwise need the lexer to move the first "\n" back out of the text lexeme.
+//! A closing string that the vocabulary holds as one special token (e.g. `</think>` as a control
+//! token) is also accepted as that token, after `THINK`.
+
+use serde_json::{json, Value};
+
+/// Whitespace the JSON grammar allows between tokens. Bounded, so a small model cannot spend its
+/// whole budget on indentation; 16 covers newline + a few levels of pretty-printing.
+pub const JSON_WHITESPACE: &str = r"[\x20\x0A\x0D\x09]{1,16}";
+
+/// Ollama's `format: "json"` is llama.cpp's JSON grammar, whose root is an object.
+pub fn any_json_object() -> Value {
+    json!({"type": "object"})
+}
+
+/// The schema as compiled: our whitespace bound and `oneOf` as `anyOf` (llama.cpp's converter does
+/// the same), unless the caller set its own llguidance options.
+pub fn with_options(schema: &Value) -> Value {
+    let mut s = schema.clone();
+    if let Value::Object(m) = &mut s {
+        m.entry("x-guidance").or_insert_with(
+            || json!({"whitespace_pattern": JSON_WHITESPACE, "coerce_one_of": true}),
+        );
+    }
+    s
+}
+
+/// Lark for `schema` behind the closing strings. `special` maps a closing string to a special
+/// token id when the vocabulary has it as one control token.
+pub fn grammar(
+    schema: &Value,
+    closing: &[String],
+    special: impl Fn(&str) -> Option<u32>,
+) -> String {
+    let json = format!("%json {}", with_options(schema));
+    let closing: Vec<&String> = closing.iter().filter(|c| !c.is_empty()).collect();
+    if closing.is_empty() {
+        return format!("start: {json}\n");
+    }
+    let alt = closing
+        .iter()
+        .map(|c| escape(c))
+        .collect::<Vec<_>>()
+        .join("|");
+    let mut out = String::from("start: THINK | THINK_CLOSE body");
+    let mut specials: Vec<u32> = closing.iter().filter_map(|c| special(c)).collect();
+    specials.sort_unstable();
+    specials.dedup();
+    for id in &specials {
+        out.push_str(&format!(" | THINK <[{id}]> body"));
+    }
+    out.push('\n');
+    // Whitespace after the closing string ("</think>\n\n{…}") is natural and harmless.
+    out.push_str(&format!(
+        "body: BODY_WS? value\nvalue: {json}\nBODY_WS: /{JSON_WHITESPACE}/\n"
+    ));
+    out.push_str(&format!(
+        "THINK: /(?s:.*)/ & ~/(?s:.*({alt}).*)/\n\
+         THINK_CLOSE: /(?s:.*({alt}))/ & ~/(?s:.*({alt}).+)/\n"
+    ));
+    out
+}
+
+/// A regex matching exactly `s`: every non-alphanumeric char as a `\x{..}` escape, which the
+/// regex syntax accepts everywhere and which cannot end the Lark `/…/` literal.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 2);
+    for c in s.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c);
+        } else {
+            out.push_str(&format!("\\x{{{:X}}}", c as u32));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_closing_strings_is_the_bare_schema() {
+        let g = grammar(&json!({"type": "integer"}), &[], |_| None);
+        assert!(g.starts_with("start: %json {"), "{g}");
+        assert!(!g.contains("THINK"));
+        // Empty strings are not closing strings.
+        assert_eq!(
+            grammar(&json!({}), &[String::new()], |_| None),
+            grammar(&json!({}), &[], |_| None)
+        );
+    }
+
+    #[test]
+    fn escape_covers_regex_and_lark_metacharacters() {
+        assert_eq!(escape("a.b"), r"a\x{2E}b");
+        assert_eq!(escape("</think>"), r"\x{3C}\x{2F}think\x{3E}");
+        assert_eq!(escape("\n\n"), r"\x{A}\x{A}");
+        assert_eq!(escape("é"), r"\x{E9}");
+    }
+
+    #[test]
+    fn options_are_added_but_never_override_the_callers() {
+        let s = with_options(&json!({"type": "object"}));
+        assert_eq!(s["x-guidance"]["whitespace_pattern"], JSON_WHITESPACE);
+        let mine = json!({"type": "object", "x-guidance": {"whitespace_flexible": false}});
+        assert_eq!(with_options(&mine), mine);
+    }
+
+    #[test]
+    fn special_closing_tokens_get_their_own_alternative() {
+        let close = vec!["</think>".to_string(), "\n\n".to_string()];
+        let g = grammar(&json!({}), &close, |c| (c == "</think>").then_some(7));
+        assert!(g.contains("| THINK <[7]> body"), "{g}");
+        assert_eq!(g.matches("<[").count(), 1);
+    }
+}

@@ -1,0 +1,218 @@
+//! Output constraints (DESIGN 6): llguidance grammars over the model's vocabulary, applied as a
+//! [`TokenMask`] to the logits before sampling.
+//!
+//! Owns: the token environment (built once per process from the one loaded model), the compile
+//! cache (one compiled matcher per grammar text, i.e. per (schema, closing strings); requests get a
+//! clone that shares its warm lexer caches), and [`GrammarMask`], which measures its own per-token
+//! mask time and reports p50/p99 on stderr when the request ends.
+//! Invariants: the mask allows an EOS/EOG token only where the grammar accepts; a grammar error
+//! mid-request leaves only EOG tokens allowed, so the request ends instead of running unconstrained.
+
+mod lark;
+mod vocab;
+
+use crate::ffi::{Model, Token};
+use crate::sampling::TokenMask;
+use llguidance::api::TopLevelGrammar;
+use llguidance::{Matcher, ParserFactory};
+use runner_protocol::{Constraint, ErrorKind, RunnerError};
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
+use toktrie::TokEnv;
+
+/// Compiled grammars kept; a full cache is emptied (schemas rarely vary per model in practice).
+const CACHE_CAP: usize = 64;
+
+pub struct Grammars {
+    factory: ParserFactory,
+    specials: HashMap<String, u32>,
+    eog: Vec<Token>,
+    cache: Mutex<HashMap<String, Matcher>>,
+}
+
+/// The process's grammar state. A runner process serves exactly one model, so the first caller's
+/// model is the only one; building the vocabulary trie takes a moment, so call this off the async
+/// threads.
+pub fn for_model(model: &Model) -> Result<&'static Grammars, RunnerError> {
+    static G: OnceLock<Result<Grammars, String>> = OnceLock::new();
+    G.get_or_init(|| {
+        let v = vocab::build(model);
+        Grammars::new(v.env, v.specials, v.eog)
+    })
+    .as_ref()
+    .map_err(|e| RunnerError::new(ErrorKind::Internal, e.clone()))
+}
+
+impl Grammars {
+    pub fn new(
+        env: TokEnv,
+        specials: HashMap<String, u32>,
+        eog: Vec<Token>,
+    ) -> Result<Grammars, String> {
+        let mut factory = ParserFactory::new_simple(&env)
+            .map_err(|e| format!("cannot set up the grammar engine: {e}"))?;
+        factory.quiet();
+        Ok(Grammars {
+            factory,
+            specials,
+            eog,
+            cache: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The Lark text for a constraint (also the cache key).
+    pub fn grammar_text(&self, c: &Constraint) -> String {
+        let (schema, closing) = match c {
+            Constraint::Json { thinking_close } => (lark::any_json_object(), thinking_close),
+            Constraint::JsonSchema {
+                schema,
+                thinking_close,
+            } => (schema.clone(), thinking_close),
+        };
+        lark::grammar(&schema, closing, |s| self.specials.get(s).copied())
+    }
+
+    /// A fresh mask for one request. An unusable schema is the caller's error (`BadRequest`,
+    /// with llguidance's message, which names the unsupported keyword).
+    pub fn mask(&self, c: &Constraint) -> Result<GrammarMask, RunnerError> {
+        if let Constraint::JsonSchema { schema, .. } = c {
+            if !schema.is_object() && !schema.is_boolean() {
+                return Err(RunnerError::new(
+                    ErrorKind::BadRequest,
+                    "invalid JSON schema: expected an object",
+                ));
+            }
+        }
+        let text = self.grammar_text(c);
+        let cached = self.cache.lock().ok().and_then(|m| m.get(&text).cloned());
+        let matcher = match cached {
+            Some(m) => m,
+            None => {
+                let parser = self
+                    .factory
+                    .create_parser(TopLevelGrammar::from_lark(text.clone()));
+                let m = Matcher::new(parser);
+                if let Some(e) = m.get_error() {
+                    return Err(RunnerError::new(
+                        ErrorKind::BadRequest,
+                        format!("unsupported JSON schema: {}", first_line(&e)),
+                    ));
+                }
+                if let Ok(mut cache) = self.cache.lock() {
+                    if cache.len() >= CACHE_CAP {
+                        cache.clear();
+                    }
+                    cache.insert(text, m.clone());
+                }
+                m
+            }
+        };
+        Ok(GrammarMask {
+            matcher,
+            eog: self.eog.clone(),
+            times_ns: Vec::new(),
+            failed: false,
+        })
+    }
+
+    #[cfg(test)]
+    pub fn cached(&self) -> usize {
+        self.cache.lock().map(|c| c.len()).unwrap_or(0)
+    }
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or(s)
+}
+
+/// One request's grammar state.
+pub struct GrammarMask {
+    matcher: Matcher,
+    eog: Vec<Token>,
+    times_ns: Vec<u64>,
+    failed: bool,
+}
+
+impl GrammarMask {
+    /// Allow only end-of-generation tokens.
+    fn only_eog(&self, logits: &mut [f32]) {
+        let keep: Vec<(usize, f32)> = self
+            .eog
+            .iter()
+            .filter_map(|&t| logits.get(t as usize).map(|&l| (t as usize, l)))
+            .collect();
+        logits.fill(f32::NEG_INFINITY);
+        for (i, l) in keep {
+            logits[i] = l;
+        }
+    }
+}
+
+impl TokenMask for GrammarMask {
+    fn apply(&mut self, logits: &mut [f32]) {
+        let started = Instant::now();
+        if self.failed {
+            return self.only_eog(logits);
+        }
+        match self.matcher.compute_mask_or_eos() {
+            Ok(mask) => {
+                let n = logits.len();
+                mask.iter_unset_entries(|i| {
+                    if i < n {
+                        logits[i] = f32::NEG_INFINITY;
+                    }
+                });
+                // Tokens past the mask's length (padding ids llama.cpp may report) are never
+                // allowed.
+                for l in logits.iter_mut().skip(mask.len()) {
+                    *l = f32::NEG_INFINITY;
+                }
+            }
+            Err(e) => {
+                eprintln!("runner-llamacpp: grammar error, ending the response: {e}");
+                self.failed = true;
+                self.only_eog(logits);
+            }
+        }
+        self.times_ns.push(started.elapsed().as_nanos() as u64);
+    }
+
+    fn commit(&mut self, token: Token) {
+        if self.failed || self.eog.contains(&token) {
+            return;
+        }
+        if let Err(e) = self.matcher.consume_token(token as u32) {
+            eprintln!("runner-llamacpp: grammar rejected token {token}: {e}");
+            self.failed = true;
+        }
+    }
+}
+
+impl Drop for GrammarMask {
+    fn drop(&mut self) {
+        if let Some((p50, p99, max)) = percentiles(&self.times_ns) {
+            eprintln!(
+                "runner-llamacpp: grammar mask: tokens={} p50_us={:.1} p99_us={:.1} max_us={:.1}",
+                self.times_ns.len(),
+                p50 as f64 / 1e3,
+                p99 as f64 / 1e3,
+                max as f64 / 1e3
+            );
+        }
+    }
+}
+
+/// (p50, p99, max) by nearest rank; None when empty.
+pub fn percentiles(ns: &[u64]) -> Option<(u64, u64, u64)> {
+    if ns.is_empty() {
+        return None;
+    }
+    let mut v = ns.to_vec();
+    v.sort_unstable();
+    let rank = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+    Some((rank(0.50), rank(0.99), v[v.len() - 1]))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,209 @@
+//! Grammar behaviour over llguidance's single-byte test vocabulary (bytes 0..=255, then the
+//! special tokens `<|tool|>`=256 … `<|end|>`=261, the EOS): every byte choice is a token, so these
+//! tests walk the mask exactly as the sampler does, without a model.
+
+use super::*;
+use serde_json::json;
+use toktrie::ApproximateTokEnv;
+
+const TOOL: Token = 256;
+const EOS: Token = 261;
+const N: usize = 262;
+
+fn grammars() -> Grammars {
+    let specials = [("<|tool|>", 256), ("<|end|>", 261)]
+        .into_iter()
+        .map(|(s, i)| (s.to_string(), i))
+        .collect();
+    Grammars::new(ApproximateTokEnv::single_byte_env(), specials, vec![EOS]).unwrap()
+}
+
+fn schema(s: serde_json::Value, close: &[&str]) -> Constraint {
+    Constraint::JsonSchema {
+        schema: s,
+        thinking_close: close.iter().map(|c| c.to_string()).collect(),
+    }
+}
+
+fn allowed(m: &mut GrammarMask, t: Token) -> bool {
+    let mut logits = vec![0.0f32; N];
+    m.apply(&mut logits);
+    logits[t as usize].is_finite()
+}
+
+/// Feed `text` byte by byte, asserting each byte is allowed when it is chosen.
+fn feed(m: &mut GrammarMask, text: &str) {
+    for (i, &b) in text.as_bytes().iter().enumerate() {
+        assert!(
+            allowed(m, b as Token),
+            "byte {i} ({:?}) of {text:?} masked",
+            b as char
+        );
+        m.commit(b as Token);
+    }
+}
+
+fn nested() -> serde_json::Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "kind": {"enum": ["cat", "dog"]},
+            "tags": {"type": "array", "items": {"type": "integer"}},
+            "pos": {"type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"]}
+        },
+        "required": ["name", "kind"],
+        "additionalProperties": false
+    })
+}
+
+#[test]
+fn schema_from_the_first_token_and_eos_only_when_complete() {
+    let g = grammars();
+    let mut m = g.mask(&schema(nested(), &[])).unwrap();
+    assert!(!allowed(&mut m, b'h' as Token), "free text before the JSON");
+    assert!(!allowed(&mut m, EOS), "empty response accepted");
+    feed(&mut m, r#"{"name": "Tom", "kind": ""#);
+    assert!(
+        !allowed(&mut m, b'x' as Token),
+        "enum value outside cat/dog"
+    );
+    assert!(allowed(&mut m, b'd' as Token));
+    let mut m = g.mask(&schema(nested(), &[])).unwrap();
+    feed(
+        &mut m,
+        r#"{"name": "Tom", "kind": "dog", "tags": [1, 2], "pos": {"x": 1.5}"#,
+    );
+    assert!(!allowed(&mut m, EOS), "EOS before the closing brace");
+    feed(&mut m, "}");
+    assert!(allowed(&mut m, EOS));
+    assert!(!allowed(&mut m, b'x' as Token), "text after the JSON");
+}
+
+#[test]
+fn required_and_additional_properties_are_enforced() {
+    let g = grammars();
+    let mut m = g.mask(&schema(nested(), &[])).unwrap();
+    feed(&mut m, r#"{"name": "a""#);
+    assert!(
+        !allowed(&mut m, b'}' as Token),
+        "closed without required kind"
+    );
+    let mut m = g.mask(&schema(nested(), &[])).unwrap();
+    feed(&mut m, r#"{"#);
+    feed(&mut m, r#"""#);
+    assert!(!allowed(&mut m, b'z' as Token), "unknown key started");
+}
+
+#[test]
+fn format_json_is_any_object() {
+    let g = grammars();
+    let c = Constraint::Json {
+        thinking_close: vec![],
+    };
+    let mut m = g.mask(&c).unwrap();
+    assert!(
+        !allowed(&mut m, b'[' as Token),
+        "Ollama's json grammar roots at an object"
+    );
+    feed(&mut m, r#"{"a": [1, {"b": null}], "c": "d"}"#);
+    assert!(allowed(&mut m, EOS));
+}
+
+#[test]
+fn single_pass_thinks_freely_then_closes_then_follows_the_schema() {
+    let g = grammars();
+    let mut m = g
+        .mask(&schema(json!({"type": "integer"}), &["\n\n", "."]))
+        .unwrap();
+    feed(&mut m, "Let me think\nabout {this} [freely]");
+    assert!(
+        allowed(&mut m, EOS),
+        "a response may end inside its thinking"
+    );
+    feed(&mut m, "\n");
+    assert!(allowed(&mut m, b'\n' as Token));
+    feed(&mut m, "\n");
+    // Thinking is over: only the schema now.
+    assert!(!allowed(&mut m, b'x' as Token));
+    assert!(!allowed(&mut m, EOS));
+    feed(&mut m, "42");
+    assert!(allowed(&mut m, EOS));
+    // The other closing string works too and ends the thinking at its first occurrence.
+    let mut m = g
+        .mask(&schema(json!({"type": "integer"}), &["\n\n", "."]))
+        .unwrap();
+    feed(&mut m, "done.");
+    assert!(
+        !allowed(&mut m, b'.' as Token),
+        "still thinking after the first closing string"
+    );
+    feed(&mut m, " 7");
+    assert!(allowed(&mut m, EOS));
+}
+
+#[test]
+fn closing_string_as_one_special_token() {
+    let g = grammars();
+    let mut m = g
+        .mask(&schema(json!({"type": "boolean"}), &["<|tool|>"]))
+        .unwrap();
+    feed(&mut m, "hmm");
+    assert!(allowed(&mut m, TOOL));
+    m.commit(TOOL);
+    assert!(!allowed(&mut m, b'h' as Token));
+    feed(&mut m, "true");
+    assert!(allowed(&mut m, EOS));
+    // Without the special form the token is not text: the plain-text close is still accepted.
+    let mut m = g
+        .mask(&schema(json!({"type": "boolean"}), &["<|tool|>"]))
+        .unwrap();
+    feed(&mut m, "a<|tool|>false");
+    assert!(allowed(&mut m, EOS));
+}
+
+#[test]
+fn compiled_grammars_are_cached_per_schema_and_closing_strings() {
+    let g = grammars();
+    let a = schema(json!({"type": "integer"}), &[]);
+    g.mask(&a).unwrap();
+    g.mask(&a).unwrap();
+    assert_eq!(g.cached(), 1);
+    g.mask(&schema(json!({"type": "integer"}), &["."])).unwrap();
+    g.mask(&schema(json!({"type": "string"}), &[])).unwrap();
+    assert_eq!(g.cached(), 3);
+    // A cached matcher is a fresh start, not the state of an earlier request.
+    let mut m1 = g.mask(&a).unwrap();
+    feed(&mut m1, "12");
+    let mut m2 = g.mask(&a).unwrap();
+    assert!(!allowed(&mut m2, EOS));
+}
+
+#[test]
+fn unsupported_schema_features_are_bad_requests_naming_them() {
+    let g = grammars();
+    let e = g
+        .mask(&schema(
+            json!({"type": "object", "patternPropertiesX": 1, "if": {}}),
+            &[],
+        ))
+        .err()
+        .expect("unsupported keys must be refused");
+    assert_eq!(e.kind, ErrorKind::BadRequest);
+    assert!(
+        e.message.contains("unsupported JSON schema"),
+        "{}",
+        e.message
+    );
+    assert!(e.message.contains("if"), "{}", e.message);
+    let e = g.mask(&schema(json!([1]), &[])).err().unwrap();
+    assert_eq!(e.kind, ErrorKind::BadRequest);
+}
+
+#[test]
+fn percentiles_by_nearest_rank() {
+    assert_eq!(percentiles(&[]), None);
+    let v: Vec<u64> = (1..=100).collect();
+    assert_eq!(percentiles(&v), Some((50, 99, 100)));
+    assert_eq!(percentiles(&[5]), Some((5, 5, 5)));
+}
