@@ -27,6 +27,7 @@
 mod caps;
 pub mod gotmpl;
 mod jinja;
+pub mod parsers;
 pub mod render;
 mod values;
 

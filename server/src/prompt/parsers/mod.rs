@@ -1,0 +1,180 @@
+//! Output parsers: split a model's streamed text into `content`, `thinking` and tool calls, per
+//! model family (DESIGN 7), and name the strings that end the thinking a response begins with
+//! (`thinking_close`, which the runner's single-pass grammar needs — DESIGN 6).
+//!
+//! Every parser is streaming: `add` takes any chunking of the output (tags may be split across
+//! chunks at any byte) and returns only what is certain; text that could still turn out to be the
+//! start of a tag is held back until the next chunk or `done`. Concatenating the outputs of any
+//! chunking of a stream gives the same result as one `add(all, true)`.
+//!
+//! Selection ([`for_model`]): a harmony template (gpt-oss: `<|start|>`…`<|channel|>`) → [`harmony`];
+//! otherwise the template's thinking tags (Go: the text around `.Thinking`; Jinja: `<think>`) →
+//! [`thinking`], with tool calls ([`tools`], tag from the template) parsed from its content.
+//!
+//! How the chat/generate handlers use it:
+//! ```
+//! use server::prompt::parsers::{for_model, Options};
+//! use server::prompt::{Template, Think};
+//! let t = Template::parse_go(
+//!     "{{ range .Messages }}{{ .Content }}{{ if .Thinking }}<think>{{ .Thinking }}</think>{{ end }}{{ end }}",
+//! ).unwrap();
+//! let think = Think::Bool(true);
+//! let mut p = for_model(&t, &Options { think: Some(&think), prompt: "Q: hi\nA: ", ..Default::default() });
+//! assert_eq!(p.thinking_close(), vec!["</think>".to_string()]); // → Constraint.thinking_close
+//! let a = p.add("<think>hmm</thi", false);
+//! let b = p.add("nk>Hello", true);
+//! assert_eq!((a.thinking + &b.thinking, b.content), ("hmm".to_string(), "Hello".to_string()));
+//! ```
+
+pub mod harmony;
+pub mod thinking;
+pub mod tools;
+
+use super::{Message, Template, Think, ToolCall};
+
+/// What one `add` produced.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Parsed {
+    pub content: String,
+    pub thinking: String,
+    pub tool_calls: Vec<ToolCall>,
+}
+
+impl Parsed {
+    pub fn is_empty(&self) -> bool {
+        self.content.is_empty() && self.thinking.is_empty() && self.tool_calls.is_empty()
+    }
+
+    fn extend(&mut self, o: Parsed) {
+        self.content.push_str(&o.content);
+        self.thinking.push_str(&o.thinking);
+        self.tool_calls.extend(o.tool_calls);
+    }
+}
+
+/// A streaming output parser for one response.
+pub trait Parser: Send {
+    /// Feed the next chunk of model output; `done` on the last one (which may be empty).
+    fn add(&mut self, chunk: &str, done: bool) -> Parsed;
+    /// The strings any of which ends the thinking this response begins with; empty when the
+    /// response starts in content (thinking off, an assistant prefill being continued).
+    fn thinking_close(&self) -> Vec<String>;
+}
+
+/// What the parser must know about the request.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options<'a> {
+    /// The request's `think`; `None` (unset) on a thinking-capable model means on.
+    pub think: Option<&'a Think>,
+    /// Names of the request's tools (`tools[].function.name`); empty = no tool parsing.
+    pub tools: &'a [String],
+    /// The last message of a chat: an assistant message is a prefill the response continues.
+    pub last: Option<&'a Message>,
+    /// The rendered prompt: a prompt ending in the opening thinking tag pre-opens it.
+    pub prompt: &'a str,
+}
+
+impl Options<'_> {
+    fn thinking_on(&self) -> bool {
+        self.think.is_none_or(Think::enabled)
+    }
+
+    fn prefill(&self) -> bool {
+        self.last.is_some_and(|m| m.role == "assistant")
+    }
+}
+
+/// Does the template speak OpenAI harmony (gpt-oss)?
+pub fn is_harmony(t: &Template) -> bool {
+    let s = t.source();
+    s.contains("<|start|>") && s.contains("<|end|>") && s.contains("<|channel|>")
+}
+
+/// Tool names of a request's `tools` array (`[{type, function:{name,…}}]`).
+pub fn tool_names(tools: &[serde_json::Value]) -> Vec<String> {
+    tools
+        .iter()
+        .filter_map(|t| t.pointer("/function/name").and_then(|n| n.as_str()))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The parser for a model's responses to one request.
+pub fn for_model(t: &Template, o: &Options) -> Box<dyn Parser> {
+    if is_harmony(t) {
+        return Box::new(harmony::Harmony::new(o.tools, o.prefill()));
+    }
+    let tools = (!o.tools.is_empty())
+        .then(|| Box::new(tools::ToolParser::new(&t.tool_call_tag(), o.tools)) as Box<dyn Parser>);
+    let thinking = match t.thinking_tags() {
+        Some((open, close)) if o.thinking_on() && !o.prefill() => {
+            let pre_opened = o.prompt.trim_end().ends_with(open.as_str());
+            Some(Box::new(thinking::TagThinking::new(&open, &close, pre_opened)) as Box<dyn Parser>)
+        }
+        _ => None,
+    };
+    Box::new(Chain { thinking, tools })
+}
+
+/// Thinking split first, then tool calls out of the content; either may be absent.
+struct Chain {
+    thinking: Option<Box<dyn Parser>>,
+    tools: Option<Box<dyn Parser>>,
+}
+
+impl Parser for Chain {
+    fn add(&mut self, chunk: &str, done: bool) -> Parsed {
+        let mut out = match &mut self.thinking {
+            Some(t) => t.add(chunk, done),
+            None => Parsed {
+                content: chunk.to_string(),
+                ..Parsed::default()
+            },
+        };
+        if let Some(tp) = &mut self.tools {
+            let content = std::mem::take(&mut out.content);
+            out.extend(tp.add(&content, done));
+        }
+        out
+    }
+
+    fn thinking_close(&self) -> Vec<String> {
+        self.thinking
+            .as_ref()
+            .map(|t| t.thinking_close())
+            .unwrap_or_default()
+    }
+}
+
+/// Length of the longest suffix of `buf` that is a proper prefix of one of `tags`: text that may
+/// still become a tag and must be held back. Always a char boundary of `buf`.
+pub(crate) fn partial_tag_len(buf: &str, tags: &[&str]) -> usize {
+    let mut best = 0;
+    for tag in tags {
+        let max = tag.len().saturating_sub(1).min(buf.len());
+        for n in (best + 1..=max).rev() {
+            let start = buf.len() - n;
+            if buf.is_char_boundary(start) && tag.as_bytes().starts_with(&buf.as_bytes()[start..]) {
+                best = n;
+                break;
+            }
+        }
+    }
+    best
+}
+
+/// Ollama's tool-call id: `call_` + 8 chars of `[a-z0-9]`.
+pub fn call_id() -> String {
+    use rand::Rng;
+    const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut rng = rand::thread_rng();
+    let tail: String = (0..8)
+        .map(|_| CHARS[rng.gen_range(0..CHARS.len())] as char)
+        .collect();
+    format!("call_{tail}")
+}
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+pub(crate) mod testutil;

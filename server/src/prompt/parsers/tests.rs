@@ -1,0 +1,117 @@
+//! Parser selection and the `thinking_close` contract across families.
+
+use super::testutil::run;
+use super::*;
+
+fn go(src: &str) -> Template {
+    Template::parse_go(src).unwrap()
+}
+
+const QWEN: &str = "{{ range .Messages }}<|im_start|>{{ .Role }}\n{{ if .Thinking }}<think>{{ .Thinking }}</think>{{ end }}{{ .Content }}{{ if .ToolCalls }}<tool_call>\n{{ range .ToolCalls }}{{ json .Function }}{{ end }}</tool_call>{{ end }}<|im_end|>\n{{ end }}<|im_start|>assistant\n";
+
+#[test]
+fn thinking_model_closes_at_its_tag_unless_off_or_prefilled() {
+    let t = go(QWEN);
+    let on = Think::Bool(true);
+    let off = Think::Bool(false);
+    assert_eq!(
+        for_model(&t, &Options::default()).thinking_close(),
+        ["</think>"],
+        "unset = on"
+    );
+    let o = Options {
+        think: Some(&on),
+        ..Default::default()
+    };
+    assert_eq!(for_model(&t, &o).thinking_close(), ["</think>"]);
+    let o = Options {
+        think: Some(&off),
+        ..Default::default()
+    };
+    assert!(for_model(&t, &o).thinking_close().is_empty());
+    let prefill = Message::new("assistant", "The answer is");
+    let o = Options {
+        think: Some(&on),
+        last: Some(&prefill),
+        ..Default::default()
+    };
+    assert!(for_model(&t, &o).thinking_close().is_empty());
+    // A model without thinking tags never names closing strings.
+    let plain = go("{{ .Prompt }}");
+    assert!(for_model(&plain, &Options::default())
+        .thinking_close()
+        .is_empty());
+}
+
+#[test]
+fn thinking_off_passes_tags_through_as_content() {
+    let off = Think::Bool(false);
+    let mut p = for_model(
+        &go(QWEN),
+        &Options {
+            think: Some(&off),
+            ..Default::default()
+        },
+    );
+    let r = run(p.as_mut(), &["<think>x</think>y"]);
+    assert_eq!(
+        (r.thinking.as_str(), r.content.as_str()),
+        ("", "<think>x</think>y")
+    );
+}
+
+#[test]
+fn pre_opened_prompt_and_tool_calls_after_thinking() {
+    let tools = vec!["get_weather".to_string()];
+    let o = Options {
+        tools: &tools,
+        prompt: "<|im_start|>assistant\n<think>\n",
+        ..Default::default()
+    };
+    let mut p = for_model(&go(QWEN), &o);
+    let r = run(
+        p.as_mut(),
+        &[
+            "need wea",
+            "ther</th",
+            "ink>\n\nOk.<tool_",
+            "call>{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Rome\"}}</tool_call>",
+        ],
+    );
+    assert_eq!(r.thinking, "need weather");
+    assert_eq!(r.content, "Ok.");
+    assert_eq!(r.tool_calls.len(), 1);
+    assert_eq!(r.tool_calls[0].arguments["city"], "Rome");
+}
+
+#[test]
+fn harmony_templates_get_the_harmony_parser() {
+    let t = go("{{ range .Messages }}<|start|>{{ .Role }}<|channel|>final<|message|>{{ .Content }}<|end|>{{ end }}<|start|>assistant");
+    assert!(is_harmony(&t));
+    let mut p = for_model(&t, &Options::default());
+    assert_eq!(p.thinking_close(), [harmony::FINAL_HEADER]);
+    let r = run(
+        p.as_mut(),
+        &["<|channel|>analysis<|message|>a<|end|><|start|>assistant<|channel|>final<|message|>b"],
+    );
+    assert_eq!((r.thinking.as_str(), r.content.as_str()), ("a", "b"));
+}
+
+#[test]
+fn tool_names_come_from_function_entries() {
+    let tools = vec![
+        serde_json::json!({"type": "function", "function": {"name": "a"}}),
+        serde_json::json!({"type": "function"}),
+    ];
+    assert_eq!(tool_names(&tools), ["a"]);
+}
+
+#[test]
+fn partial_tag_len_finds_the_longest_held_suffix() {
+    assert_eq!(partial_tag_len("abc</th", &["</think>"]), 4);
+    assert_eq!(partial_tag_len("abc", &["</think>"]), 0);
+    assert_eq!(partial_tag_len("x<", &["<|end|>", "<|call|>"]), 1);
+    // A complete tag is not a partial one.
+    assert_eq!(partial_tag_len("</think>", &["</think>"]), 0);
+    assert_eq!(partial_tag_len("é<", &["<a"]), 1);
+}
