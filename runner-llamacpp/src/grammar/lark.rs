@@ -17,9 +17,13 @@
 
 use serde_json::{json, Value};
 
-/// Whitespace the JSON grammar allows between tokens. Bounded, so a small model cannot spend its
-/// whole budget on indentation; 16 covers newline + a few levels of pretty-printing.
-pub const JSON_WHITESPACE: &str = r"[\x20\x0A\x0D\x09]{1,16}";
+/// Whitespace the JSON grammar allows between tokens: one space, or one newline and up to 20
+/// indentation chars (llama.cpp's JSON grammar bounds it the same way), so a small model can
+/// pretty-print but cannot spend its budget on blank lines.
+pub const JSON_WHITESPACE: &str = r"(\x20|\x0A[\x20\x09]{0,20})";
+
+/// Whitespace allowed between the closing string and the JSON ("</think>\n\n{").
+const BODY_WHITESPACE: &str = r"[\x20\x0A\x0D\x09]{1,8}";
 
 /// Ollama's `format: "json"` is llama.cpp's JSON grammar, whose root is an object.
 pub fn any_json_object() -> Value {
@@ -65,7 +69,7 @@ pub fn grammar(
     out.push('\n');
     // Whitespace after the closing string ("</think>\n\n{…}") is natural and harmless.
     out.push_str(&format!(
-        "body: BODY_WS? value\nvalue: {json}\nBODY_WS: /{JSON_WHITESPACE}/\n"
+        "body: BODY_WS? value\nvalue: {json}\nBODY_WS: /{BODY_WHITESPACE}/\n"
     ));
     out.push_str(&format!(
         "THINK: /(?s:.*)/ & ~/(?s:.*({alt}).*)/\n\
