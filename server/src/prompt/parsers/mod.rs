@@ -26,7 +26,6 @@
 //! assert_eq!((a.thinking + &b.thinking, b.content), ("hmm".to_string(), "Hello".to_string()));
 //! ```
 
-pub mod format;
 pub mod harmony;
 pub mod thinking;
 pub mod tools;
