@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 pub const JSON_WHITESPACE: &str = r"(\x20|\x0A[\x20\x09]{0,20})";
 
 /// Whitespace allowed between the closing string and the JSON ("</think>\n\n{").
-const BODY_WHITESPACE: &str = r"[\x20\x0A\x0D\x09]{1,8}";
+const BODY_WHITESPACE: &str = r"[\x20\x0A\x0D\x09]{1,4}";
 
 /// Ollama's `format: "json"` is llama.cpp's JSON grammar, whose root is an object.
 pub fn any_json_object() -> Value {

@@ -84,6 +84,19 @@ impl Grammars {
                 ));
             }
         }
+        let closing = match c {
+            Constraint::Json { thinking_close } | Constraint::JsonSchema { thinking_close, .. } => {
+                thinking_close
+            }
+        };
+        if let Some(bad) = closing.iter().find(|s| self.mixes_special(s)) {
+            // The thinking text cannot hold control tokens, so such a close could never be
+            // reached; refuse rather than mask the model into nonsense.
+            return Err(RunnerError::new(
+                ErrorKind::BadRequest,
+                format!("closing string {bad:?} mixes control tokens with text; not supported"),
+            ));
+        }
         let text = self.grammar_text(c);
         let cached = self.cache.lock().ok().and_then(|m| m.get(&text).cloned());
         let matcher = match cached {
@@ -114,6 +127,15 @@ impl Grammars {
             times_ns: Vec::new(),
             failed: false,
         })
+    }
+
+    /// Whether `s` contains a control token's text without being exactly that one token.
+    fn mixes_special(&self, s: &str) -> bool {
+        !self.specials.contains_key(s)
+            && self
+                .specials
+                .keys()
+                .any(|k| k.len() > 1 && s.contains(k.as_str()))
     }
 
     #[cfg(test)]

@@ -196,6 +196,11 @@ fn unsupported_schema_features_are_bad_requests_naming_them() {
         e.message
     );
     assert!(e.message.contains("if"), "{}", e.message);
+    let e = g
+        .mask(&schema(json!({}), &["<|tool|>final<|end|>"]))
+        .err()
+        .expect("closing strings mixing control tokens and text are refused");
+    assert_eq!(e.kind, ErrorKind::BadRequest);
     let e = g.mask(&schema(json!([1]), &[])).err().unwrap();
     assert_eq!(e.kind, ErrorKind::BadRequest);
 }
