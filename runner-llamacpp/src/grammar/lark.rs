@@ -14,6 +14,10 @@
 //! would otherwise need the lexer to move the first "\n" back out of the text lexeme.
 //! A closing string that the vocabulary holds as one special token (e.g. `</think>` as a control
 //! token) is also accepted as that token, after `THINK`.
+//!
+//! Harmony-style closes (`<|channel|>final<|message|>`: a control token, text, more parts) get a
+//! token-level form ([`mixed_grammar`]): the thinking is a run of text and control tokens in which
+//! the opening control token is always followed by text that does not start the close's text.
 
 use serde_json::{json, Value};
 
@@ -76,6 +80,76 @@ pub fn grammar(
          THINK_CLOSE: /(?s:.*({alt}))/ & ~/(?s:.*({alt}).+)/\n"
     ));
     out
+}
+
+/// A closing string cut into control tokens and the text between them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Part {
+    Text(String),
+    Special(u32),
+}
+
+/// Cut `s` at every control token's text (longest match first at each position).
+pub fn segments(s: &str, special: impl Fn(&str) -> Option<u32>, max_len: usize) -> Vec<Part> {
+    let mut out = Vec::new();
+    let mut text = String::new();
+    let mut i = 0;
+    while i < s.len() {
+        let hit = (1..=max_len.min(s.len() - i))
+            .rev()
+            .filter(|&n| s.is_char_boundary(i + n))
+            .find_map(|n| special(&s[i..i + n]).map(|id| (n, id)));
+        match hit {
+            Some((n, id)) => {
+                if !text.is_empty() {
+                    out.push(Part::Text(std::mem::take(&mut text)));
+                }
+                out.push(Part::Special(id));
+                i += n;
+            }
+            None => {
+                let c = s[i..].chars().next().unwrap_or_default();
+                text.push(c);
+                i += c.len_utf8().max(1);
+            }
+        }
+    }
+    if !text.is_empty() {
+        out.push(Part::Text(text));
+    }
+    out
+}
+
+/// Single-pass grammar for one close of the form `<[a]> TEXT …` (harmony's final header).
+/// `others`: every other control token the thinking may contain (never the end tokens).
+pub fn mixed_grammar(schema: &Value, parts: &[Part], others: &[u32]) -> Option<String> {
+    let (Some(Part::Special(a)), Some(Part::Text(t))) = (parts.first(), parts.get(1)) else {
+        return None;
+    };
+    let json = format!("%json {}", with_options(schema));
+    let mut close = format!("<[{a}]> CLOSE_TEXT");
+    for (k, p) in parts[2..].iter().enumerate() {
+        match p {
+            Part::Special(id) => close.push_str(&format!(" <[{id}]>")),
+            Part::Text(_) => close.push_str(&format!(" CLOSE_{k}")),
+        }
+    }
+    let mut item = format!("item: TEXT | <[{a}]> AFTER_OPEN");
+    for id in others {
+        item.push_str(&format!(" | <[{id}]>"));
+    }
+    let mut out = format!(
+        "start: pre | pre {close} body\npre: item*\n{item}\n\
+         body: BODY_WS? value\nvalue: {json}\nBODY_WS: /{BODY_WHITESPACE}/\n\
+         TEXT: /(?s:.+)/\nAFTER_OPEN: /(?s:.+)/ & ~/{t}(?s:.*)/\nCLOSE_TEXT: /{t}/\n",
+        t = escape(t)
+    );
+    for (k, p) in parts[2..].iter().enumerate() {
+        if let Part::Text(u) = p {
+            out.push_str(&format!("CLOSE_{k}: /{}/\n", escape(u)));
+        }
+    }
+    Some(out)
 }
 
 /// A regex matching exactly `s`: every non-alphanumeric char as a `\x{..}` escape, which the

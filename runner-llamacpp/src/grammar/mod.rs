@@ -62,7 +62,7 @@ impl Grammars {
     }
 
     /// The Lark text for a constraint (also the cache key).
-    pub fn grammar_text(&self, c: &Constraint) -> String {
+    pub fn grammar_text(&self, c: &Constraint) -> Result<String, RunnerError> {
         let (schema, closing) = match c {
             Constraint::Json { thinking_close } => (lark::any_json_object(), thinking_close),
             Constraint::JsonSchema {
@@ -70,7 +70,38 @@ impl Grammars {
                 thinking_close,
             } => (schema.clone(), thinking_close),
         };
-        lark::grammar(&schema, closing, |s| self.specials.get(s).copied())
+        let special = |s: &str| self.specials.get(s).copied();
+        let max = self.specials.keys().map(String::len).max().unwrap_or(0);
+        let cut: Vec<Vec<lark::Part>> = closing
+            .iter()
+            .map(|s| lark::segments(s, special, max))
+            .collect();
+        let plain = |p: &Vec<lark::Part>| {
+            p.len() <= 1 || p.iter().all(|x| matches!(x, lark::Part::Text(_)))
+        };
+        if cut.iter().all(plain) {
+            return Ok(lark::grammar(&schema, closing, special));
+        }
+        let unsupported = || {
+            RunnerError::new(
+                ErrorKind::BadRequest,
+                format!(
+                    "closing strings {closing:?}: a close mixing control tokens and text must be \
+                     the only one and start with a control token followed by text"
+                ),
+            )
+        };
+        let [parts] = cut.as_slice() else {
+            return Err(unsupported());
+        };
+        let others: Vec<u32> = self
+            .specials
+            .values()
+            .copied()
+            .filter(|&id| Some(&lark::Part::Special(id)) != parts.first())
+            .filter(|&id| !self.eog.contains(&(id as Token)))
+            .collect();
+        lark::mixed_grammar(&schema, parts, &others).ok_or_else(unsupported)
     }
 
     /// A fresh mask for one request. An unusable schema is the caller's error (`BadRequest`,
@@ -84,20 +115,7 @@ impl Grammars {
                 ));
             }
         }
-        let closing = match c {
-            Constraint::Json { thinking_close } | Constraint::JsonSchema { thinking_close, .. } => {
-                thinking_close
-            }
-        };
-        if let Some(bad) = closing.iter().find(|s| self.mixes_special(s)) {
-            // The thinking text cannot hold control tokens, so such a close could never be
-            // reached; refuse rather than mask the model into nonsense.
-            return Err(RunnerError::new(
-                ErrorKind::BadRequest,
-                format!("closing string {bad:?} mixes control tokens with text; not supported"),
-            ));
-        }
-        let text = self.grammar_text(c);
+        let text = self.grammar_text(c)?;
         let cached = self.cache.lock().ok().and_then(|m| m.get(&text).cloned());
         let matcher = match cached {
             Some(m) => m,
@@ -127,15 +145,6 @@ impl Grammars {
             times_ns: Vec::new(),
             failed: false,
         })
-    }
-
-    /// Whether `s` contains a control token's text without being exactly that one token.
-    fn mixes_special(&self, s: &str) -> bool {
-        !self.specials.contains_key(s)
-            && self
-                .specials
-                .keys()
-                .any(|k| k.len() > 1 && s.contains(k.as_str()))
     }
 
     #[cfg(test)]

@@ -11,10 +11,17 @@ const EOS: Token = 261;
 const N: usize = 262;
 
 fn grammars() -> Grammars {
-    let specials = [("<|tool|>", 256), ("<|end|>", 261)]
-        .into_iter()
-        .map(|(s, i)| (s.to_string(), i))
-        .collect();
+    let specials = [
+        ("<|tool|>", 256),
+        ("<|/tool|>", 257),
+        ("<|user|>", 258),
+        ("<|system|>", 259),
+        ("<|assistant|>", 260),
+        ("<|end|>", 261),
+    ]
+    .into_iter()
+    .map(|(s, i)| (s.to_string(), i))
+    .collect();
     Grammars::new(ApproximateTokEnv::single_byte_env(), specials, vec![EOS]).unwrap()
 }
 
@@ -162,6 +169,60 @@ fn closing_string_as_one_special_token() {
     assert!(allowed(&mut m, EOS));
 }
 
+/// Harmony's shape: `<|tool|>` stands for `<|channel|>`, `<|user|>` for `<|message|>`.
+#[test]
+fn mixed_close_lets_control_tokens_through_the_thinking() {
+    let g = grammars();
+    let close = "<|tool|>final<|user|>";
+    let c = schema(json!({"type": "integer"}), &[close]);
+    let mut m = g.mask(&c).unwrap();
+    // <|channel|>analysis<|message|>…<|system|>…
+    m.commit(TOOL);
+    assert!(
+        !allowed(&mut m, EOS),
+        "the open token needs its channel name"
+    );
+    feed(&mut m, "analysis");
+    m.commit(258);
+    feed(&mut m, "thinking. about\n\nit");
+    assert!(allowed(&mut m, EOS), "may end inside the thinking");
+    assert!(allowed(&mut m, 259));
+    m.commit(259);
+    m.commit(TOOL);
+    feed(&mut m, "fin");
+    assert!(allowed(&mut m, b'a' as Token));
+    feed(&mut m, "al");
+    assert!(
+        !allowed(&mut m, b'x' as Token),
+        "\"final\" is the close's text"
+    );
+    assert!(allowed(&mut m, 258));
+    m.commit(258);
+    assert!(!allowed(&mut m, b'x' as Token));
+    assert!(!allowed(&mut m, TOOL));
+    feed(&mut m, " 42");
+    assert!(allowed(&mut m, EOS));
+}
+
+#[test]
+fn segments_cut_at_control_tokens() {
+    use lark::Part;
+    let sp = |s: &str| match s {
+        "<|a|>" => Some(1),
+        "<|b|>" => Some(2),
+        _ => None,
+    };
+    assert_eq!(
+        lark::segments("<|a|>final<|b|>", sp, 5),
+        [
+            Part::Special(1),
+            Part::Text("final".into()),
+            Part::Special(2)
+        ]
+    );
+    assert_eq!(lark::segments("x.", sp, 5), [Part::Text("x.".into())]);
+}
+
 #[test]
 fn compiled_grammars_are_cached_per_schema_and_closing_strings() {
     let g = grammars();
@@ -197,9 +258,9 @@ fn unsupported_schema_features_are_bad_requests_naming_them() {
     );
     assert!(e.message.contains("if"), "{}", e.message);
     let e = g
-        .mask(&schema(json!({}), &["<|tool|>final<|end|>"]))
+        .mask(&schema(json!({}), &["x<|tool|>", "."]))
         .err()
-        .expect("closing strings mixing control tokens and text are refused");
+        .expect("a mixed close must start with a control token and be the only one");
     assert_eq!(e.kind, ErrorKind::BadRequest);
     let e = g.mask(&schema(json!([1]), &[])).err().unwrap();
     assert_eq!(e.kind, ErrorKind::BadRequest);
