@@ -143,6 +143,7 @@ impl Grammars {
             matcher,
             eog: self.eog.clone(),
             times_ns: Vec::new(),
+            engine_ns: Vec::new(),
             failed: false,
         })
     }
@@ -161,7 +162,10 @@ fn first_line(s: &str) -> &str {
 pub struct GrammarMask {
     matcher: Matcher,
     eog: Vec<Token>,
+    /// Whole `apply` per token (llguidance + writing the mask into the logits).
     times_ns: Vec<u64>,
+    /// llguidance's mask computation alone.
+    engine_ns: Vec<u64>,
     failed: bool,
 }
 
@@ -186,19 +190,30 @@ impl TokenMask for GrammarMask {
         if self.failed {
             return self.only_eog(logits);
         }
-        match self.matcher.compute_mask_or_eos() {
+        let mask = self.matcher.compute_mask_or_eos();
+        self.engine_ns.push(started.elapsed().as_nanos() as u64);
+        match mask {
             Ok(mask) => {
+                // Word at a time: JSON states allow few tokens, so most words are all-zero.
                 let n = logits.len();
-                mask.iter_unset_entries(|i| {
-                    if i < n {
-                        logits[i] = f32::NEG_INFINITY;
+                for (k, &w) in mask.as_slice().iter().enumerate() {
+                    let lo = (k * 32).min(n);
+                    let hi = (lo + 32).min(n);
+                    match w {
+                        u32::MAX => {}
+                        0 => logits[lo..hi].fill(f32::NEG_INFINITY),
+                        w => {
+                            for (b, l) in logits[lo..hi].iter_mut().enumerate() {
+                                if w & (1 << b) == 0 {
+                                    *l = f32::NEG_INFINITY;
+                                }
+                            }
+                        }
                     }
-                });
-                // Tokens past the mask's length (padding ids llama.cpp may report) are never
-                // allowed.
-                for l in logits.iter_mut().skip(mask.len()) {
-                    *l = f32::NEG_INFINITY;
                 }
+                // Tokens past the mask (padding ids llama.cpp may report) are never allowed.
+                let covered = (mask.as_slice().len() * 32).min(n);
+                logits[covered..].fill(f32::NEG_INFINITY);
             }
             Err(e) => {
                 eprintln!("runner-llamacpp: grammar error, ending the response: {e}");
@@ -222,15 +237,22 @@ impl TokenMask for GrammarMask {
 
 impl Drop for GrammarMask {
     fn drop(&mut self) {
-        if let Some((p50, p99, max)) = percentiles(&self.times_ns) {
-            eprintln!(
-                "runner-llamacpp: grammar mask: tokens={} p50_us={:.1} p99_us={:.1} max_us={:.1}",
-                self.times_ns.len(),
-                p50 as f64 / 1e3,
-                p99 as f64 / 1e3,
-                max as f64 / 1e3
-            );
-        }
+        let (Some((p50, p99, max)), Some((e50, e99, _))) =
+            (percentiles(&self.times_ns), percentiles(&self.engine_ns))
+        else {
+            return;
+        };
+        let us = |ns: u64| ns as f64 / 1e3;
+        eprintln!(
+            "runner-llamacpp: grammar mask: tokens={} p50_us={:.1} p99_us={:.1} max_us={:.1} \
+             engine_p50_us={:.1} engine_p99_us={:.1}",
+            self.times_ns.len(),
+            us(p50),
+            us(p99),
+            us(max),
+            us(e50),
+            us(e99)
+        );
     }
 }
 
