@@ -319,6 +319,17 @@ async fn schema_applies_from_the_first_token_without_closing_strings() {
     let v: Value =
         serde_json::from_str(&out.text).unwrap_or_else(|e| panic!("{e}: {:?}", out.text));
     assert!(v["n"].is_u64(), "{v}");
+    let log = std::fs::read_to_string(&r.log).unwrap();
+    let ready: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("grammar engine ready"))
+        .collect();
+    eprintln!("{ready:?}");
+    assert_eq!(
+        ready.len(),
+        1,
+        "the vocabulary trie is built once per process"
+    );
 }
 
 #[tokio::test]

@@ -37,8 +37,15 @@ pub struct Grammars {
 pub fn for_model(model: &Model) -> Result<&'static Grammars, RunnerError> {
     static G: OnceLock<Result<Grammars, String>> = OnceLock::new();
     G.get_or_init(|| {
+        let started = Instant::now();
         let v = vocab::build(model);
-        Grammars::new(v.env, v.specials, v.eog)
+        let g = Grammars::new(v.env, v.specials, v.eog);
+        eprintln!(
+            "runner-llamacpp: grammar engine ready ({} tokens) in {} ms",
+            model.n_vocab(),
+            started.elapsed().as_millis()
+        );
+        g
     })
     .as_ref()
     .map_err(|e| RunnerError::new(ErrorKind::Internal, e.clone()))
