@@ -40,7 +40,7 @@ pub enum Command {
     Serve(Box<Config>),
     /// List models
     #[command(visible_alias = "ls")]
-    List(ClientArgs),
+    List(ListArgs),
     /// Show information for a model
     Show(ShowArgs),
     /// Copy a model
@@ -105,6 +105,14 @@ pub struct ClientArgs {
     /// Server address: [http[s]://]host[:port][/path]
     #[arg(long, env = "OLLAMA_HOST", value_parser = parse_host, default_value = "127.0.0.1:11434")]
     pub host: OllamaHost,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ListArgs {
+    /// Only list models whose name starts with this (case-insensitive)
+    pub prefix: Option<String>,
+    #[command(flatten)]
+    pub client: ClientArgs,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -432,7 +440,8 @@ mod tests {
         let Command::List(c) = cli.command else {
             panic!("expected list")
         };
-        assert_eq!(c.host.connect_url(), "https://example.com:443/o");
+        assert_eq!(c.client.host.connect_url(), "https://example.com:443/o");
+        assert_eq!(c.prefix, None);
 
         let cli = Cli::try_parse_from(["herd", "rm", "a", "b:1"]).unwrap();
         let Command::Rm(r) = cli.command else {
