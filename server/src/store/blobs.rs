@@ -1,0 +1,400 @@
+//! Content-addressed blobs under `<root>/blobs/sha256-<hex>`.
+//!
+//! Invariants:
+//! - a path inside `blobs/` is only ever built from a validated `Digest` (or the fixed temp /
+//!   partial suffixes appended to one), so no input string reaches the filesystem;
+//! - a file named `sha256-<hex>` only ever appears by `rename` of a fully written, fsynced temp
+//!   file whose sha256 equals `<hex>`: readers never see a partial or wrong blob;
+//! - temp files (`.tmp-<random>`) live in the blobs dir (same filesystem, so rename is atomic)
+//!   and are removed on every failure path, including a dropped future (client disconnect);
+//! - symlinks are never followed: a symlink where a blob should be counts as no blob.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use sha2::{Digest as _, Sha256};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+
+use super::digest::Digest;
+use crate::error::{Error, Result};
+
+/// Prefix of in-flight temp files (here and in manifest dirs). Starts with '.', so it is never a
+/// valid name part nor a blob name.
+pub(crate) const TEMP_PREFIX: &str = ".tmp-";
+
+const COPY_BUF: usize = 256 * 1024;
+
+/// Removes the temp file on drop unless `keep` was called: the one cleanup path for every error,
+/// early return, panic or cancelled future.
+pub(crate) struct TempGuard {
+    path: Option<PathBuf>,
+}
+
+impl TempGuard {
+    /// A fresh, unused temp path inside `dir`.
+    pub(crate) fn new_path(dir: &Path) -> PathBuf {
+        dir.join(format!("{TEMP_PREFIX}{:016x}", rand::random::<u64>()))
+    }
+    pub(crate) fn new(path: PathBuf) -> TempGuard {
+        TempGuard { path: Some(path) }
+    }
+    pub(crate) fn path(&self) -> &Path {
+        self.path.as_deref().expect("temp guard already disarmed")
+    }
+    /// The file was renamed into place; nothing left to clean up.
+    pub(crate) fn keep(mut self) {
+        self.path = None;
+    }
+}
+
+impl Drop for TempGuard {
+    fn drop(&mut self) {
+        if let Some(p) = self.path.take() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Fsyncs a directory so a completed rename survives a crash.
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    std::fs::File::open(dir)?.sync_all()?;
+    Ok(())
+}
+
+#[derive(Clone, Debug)]
+pub struct BlobStore {
+    dir: PathBuf,
+}
+
+impl BlobStore {
+    /// Wraps an existing directory (`Store::open` creates it).
+    pub fn new(dir: impl Into<PathBuf>) -> BlobStore {
+        BlobStore { dir: dir.into() }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// `blobs/sha256-<hex>`.
+    pub fn path(&self, digest: &Digest) -> PathBuf {
+        self.dir.join(digest.blob_file_name())
+    }
+
+    /// `blobs/sha256-<hex>-partial`: where a resumable download keeps its data (part state files
+    /// append `-<n>`, see `partial_part_path`). Prune removes these when stale.
+    pub fn partial_path(&self, digest: &Digest) -> PathBuf {
+        self.dir
+            .join(format!("{}-partial", digest.blob_file_name()))
+    }
+
+    /// `blobs/sha256-<hex>-partial-<n>`: per-part resume state of a download.
+    pub fn partial_part_path(&self, digest: &Digest, part: usize) -> PathBuf {
+        self.dir
+            .join(format!("{}-partial-{part}", digest.blob_file_name()))
+    }
+
+    /// True iff a regular file (not a symlink) holds this blob.
+    pub fn exists(&self, digest: &Digest) -> bool {
+        self.size(digest).ok().flatten().is_some()
+    }
+
+    /// Size of the blob, `None` if absent (or not a regular file).
+    pub fn size(&self, digest: &Digest) -> Result<Option<u64>> {
+        match std::fs::symlink_metadata(self.path(digest)) {
+            Ok(m) if m.file_type().is_file() => Ok(Some(m.len())),
+            Ok(_) => Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Refreshes the blob's mtime so a freshly reused blob is inside prune's grace period.
+    pub fn touch(&self, digest: &Digest) -> Result<()> {
+        std::fs::File::open(self.path(digest))?.set_modified(SystemTime::now())?;
+        Ok(())
+    }
+
+    /// Streams `reader` into the store, hashing as it goes; the blob appears under `expected`
+    /// only if the content hashes to it. On mismatch: `Error::DigestMismatch` and nothing stored.
+    /// Returns the byte count.
+    pub async fn write_verified<R: AsyncRead + Unpin>(
+        &self,
+        expected: &Digest,
+        reader: R,
+    ) -> Result<u64> {
+        let (temp, got, n) = self.stream_to_temp(reader).await?;
+        if &got != expected {
+            drop(temp);
+            return Err(Error::DigestMismatch {
+                expected: expected.to_string(),
+                got: got.to_string(),
+            });
+        }
+        self.commit(temp, &got).await?;
+        Ok(n)
+    }
+
+    /// Streams `reader` into the store under whatever digest its content has (for content the
+    /// server produces itself, e.g. a converted model). Returns (digest, byte count).
+    pub async fn write_stream<R: AsyncRead + Unpin>(&self, reader: R) -> Result<(Digest, u64)> {
+        let (temp, got, n) = self.stream_to_temp(reader).await?;
+        self.commit(temp, &got).await?;
+        Ok((got, n))
+    }
+
+    /// Stores small in-memory content (config, template, params layers). Synchronous: call from
+    /// a blocking context. An existing identical blob is kept and its mtime refreshed.
+    pub fn write_bytes(&self, bytes: &[u8]) -> Result<Digest> {
+        use std::io::Write;
+        let digest = Digest::of_bytes(bytes);
+        if self.exists(&digest) {
+            self.touch(&digest)?;
+            return Ok(digest);
+        }
+        let temp = TempGuard::new(TempGuard::new_path(&self.dir));
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(temp.path())?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(temp.path(), self.path(&digest))?;
+        temp.keep();
+        sync_dir(&self.dir)?;
+        Ok(digest)
+    }
+
+    async fn stream_to_temp<R: AsyncRead + Unpin>(
+        &self,
+        mut reader: R,
+    ) -> Result<(TempGuard, Digest, u64)> {
+        let temp = TempGuard::new(TempGuard::new_path(&self.dir));
+        let mut file = tokio::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(temp.path())
+            .await?;
+        let mut hasher = Sha256::new();
+        let mut buf = vec![0u8; COPY_BUF];
+        let mut total = 0u64;
+        loop {
+            let n = reader.read(&mut buf).await?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            file.write_all(&buf[..n]).await?;
+            total += n as u64;
+        }
+        file.flush().await?;
+        file.sync_all().await?;
+        drop(file);
+        Ok((temp, Digest::from_sha256(hasher.finalize().into()), total))
+    }
+
+    /// Renames a verified temp into place (replacing an identical existing blob is harmless and
+    /// refreshes its mtime) and makes the rename durable.
+    async fn commit(&self, temp: TempGuard, digest: &Digest) -> Result<()> {
+        tokio::fs::rename(temp.path(), self.path(digest)).await?;
+        temp.keep();
+        let dir = self.dir.clone();
+        tokio::task::spawn_blocking(move || sync_dir(&dir))
+            .await
+            .map_err(|e| Error::Internal(format!("blob fsync task: {e}")))??;
+        Ok(())
+    }
+
+    /// Renames Ollama's legacy `sha256:<hex>` blob files to `sha256-<hex>` (as Ollama's
+    /// `fixBlobs` does at startup). Returns how many were renamed.
+    pub fn fix_legacy_names(&self) -> Result<usize> {
+        let mut renamed = 0;
+        for entry in std::fs::read_dir(&self.dir)? {
+            let entry = entry?;
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            let Some(rest) = name.strip_prefix("sha256:") else {
+                continue;
+            };
+            if !entry.file_type()?.is_file() {
+                continue;
+            }
+            std::fs::rename(entry.path(), self.dir.join(format!("sha256-{rest}")))?;
+            renamed += 1;
+        }
+        Ok(renamed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, BlobStore) {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("blobs");
+        std::fs::create_dir(&dir).unwrap();
+        (t, BlobStore::new(dir))
+    }
+
+    fn entries(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[tokio::test]
+    async fn write_verified_success() {
+        let (_t, b) = store();
+        let data = b"hello blob".repeat(100_000); // > one copy buffer
+        let d = Digest::of_bytes(&data);
+        let n = b.write_verified(&d, &data[..]).await.unwrap();
+        assert_eq!(n, data.len() as u64);
+        assert_eq!(std::fs::read(b.path(&d)).unwrap(), data);
+        assert!(b.exists(&d));
+        assert_eq!(b.size(&d).unwrap(), Some(data.len() as u64));
+        assert_eq!(entries(b.dir()), vec![d.blob_file_name()]);
+        // Writing the same content again is fine and leaves one file.
+        b.write_verified(&d, &data[..]).await.unwrap();
+        assert_eq!(entries(b.dir()), vec![d.blob_file_name()]);
+    }
+
+    #[tokio::test]
+    async fn write_verified_mismatch_leaves_nothing() {
+        let (_t, b) = store();
+        let expected = Digest::of_bytes(b"expected");
+        let err = b
+            .write_verified(&expected, &b"actual"[..])
+            .await
+            .unwrap_err();
+        let got = Digest::of_bytes(b"actual");
+        assert_eq!(
+            err.to_string(),
+            format!("digest mismatch, expected \"{expected}\", got \"{got}\"")
+        );
+        assert!(matches!(err, Error::DigestMismatch { .. }));
+        assert!(entries(b.dir()).is_empty());
+        assert!(!b.exists(&expected) && !b.exists(&got));
+    }
+
+    /// Yields some bytes, then fails: the temp must not survive.
+    struct FailingReader(usize);
+    impl AsyncRead for FailingReader {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            if self.0 == 0 {
+                return std::task::Poll::Ready(Err(std::io::Error::other("connection reset")));
+            }
+            self.0 -= 1;
+            buf.put_slice(&[7u8; 1000]);
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn read_error_removes_temp() {
+        let (_t, b) = store();
+        let d = Digest::of_bytes(b"x");
+        let err = b.write_verified(&d, FailingReader(5)).await.unwrap_err();
+        assert!(err.to_string().contains("connection reset"), "{err}");
+        assert!(entries(b.dir()).is_empty());
+        let err = b.write_stream(FailingReader(0)).await.unwrap_err();
+        assert!(matches!(err, Error::Io(_)));
+        assert!(entries(b.dir()).is_empty());
+    }
+
+    #[tokio::test]
+    async fn cancelled_write_removes_temp() {
+        let (_t, b) = store();
+        let (mut tx, rx) = tokio::io::duplex(64);
+        tx.write_all(b"partial data").await.unwrap();
+        let d = Digest::of_bytes(b"whatever");
+        // The reader never finishes (tx stays open): time out = the handler future is dropped.
+        let r = tokio::time::timeout(
+            std::time::Duration::from_millis(50),
+            b.write_verified(&d, rx),
+        )
+        .await;
+        assert!(r.is_err());
+        assert!(entries(b.dir()).is_empty());
+        drop(tx);
+    }
+
+    #[tokio::test]
+    async fn write_stream_names_by_content() {
+        let (_t, b) = store();
+        let (d, n) = b.write_stream(&b"converted"[..]).await.unwrap();
+        assert_eq!(d, Digest::of_bytes(b"converted"));
+        assert_eq!(n, 9);
+        assert_eq!(std::fs::read(b.path(&d)).unwrap(), b"converted");
+    }
+
+    #[test]
+    fn write_bytes_stores_and_touches() {
+        let (_t, b) = store();
+        let d = b.write_bytes(b"{\"model_format\":\"gguf\"}").unwrap();
+        assert_eq!(d, Digest::of_bytes(b"{\"model_format\":\"gguf\"}"));
+        let old = SystemTime::now() - std::time::Duration::from_secs(7200);
+        std::fs::File::open(b.path(&d))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert_eq!(b.write_bytes(b"{\"model_format\":\"gguf\"}").unwrap(), d);
+        let m = std::fs::metadata(b.path(&d)).unwrap().modified().unwrap();
+        assert!(m > old + std::time::Duration::from_secs(3600));
+        assert_eq!(entries(b.dir()), vec![d.blob_file_name()]);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn symlinked_blob_is_not_a_blob() {
+        let (t, b) = store();
+        let outside = t.path().join("secret");
+        std::fs::write(&outside, b"secret").unwrap();
+        let d = Digest::of_bytes(b"secret");
+        std::os::unix::fs::symlink(&outside, b.path(&d)).unwrap();
+        assert!(!b.exists(&d));
+        assert_eq!(b.size(&d).unwrap(), None);
+    }
+
+    #[test]
+    fn legacy_names_are_renamed() {
+        let (_t, b) = store();
+        let d = Digest::of_bytes(b"legacy");
+        std::fs::write(b.dir().join(format!("sha256:{}", d.hex())), b"legacy").unwrap();
+        std::fs::write(b.dir().join("unrelated"), b"x").unwrap();
+        assert_eq!(b.fix_legacy_names().unwrap(), 1);
+        assert_eq!(std::fs::read(b.path(&d)).unwrap(), b"legacy");
+        assert_eq!(
+            entries(b.dir()),
+            vec![d.blob_file_name(), "unrelated".into()]
+        );
+        assert_eq!(b.fix_legacy_names().unwrap(), 0);
+    }
+
+    #[test]
+    fn partial_paths_derive_from_digest() {
+        let (_t, b) = store();
+        let d = Digest::of_bytes(b"p");
+        assert_eq!(
+            b.partial_path(&d).file_name().unwrap().to_str().unwrap(),
+            format!("sha256-{}-partial", d.hex())
+        );
+        assert_eq!(
+            b.partial_part_path(&d, 3)
+                .file_name()
+                .unwrap()
+                .to_str()
+                .unwrap(),
+            format!("sha256-{}-partial-3", d.hex())
+        );
+    }
+}
