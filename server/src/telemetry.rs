@@ -31,8 +31,11 @@ pub fn init(args: &LogArgs) {
         .parse_lossy(format!(
             "server={level},herd={level},runner_protocol={level}"
         ));
+    // Colour only on a terminal: redirected logs (files, journald, tests) stay plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     // A second init (tests, embedding) keeps the first subscriber: try_init's error is expected.
     let _ = match args.log_format {
