@@ -1,10 +1,100 @@
-//! Embedding post-processing for `/api/embed` and `/api/embeddings`: input shapes, L2
-//! normalization (then cut to `dimensions` and normalize again), and the legacy raw float64
-//! vector. Pure; the runner produces the raw vectors.
+//! `/api/embed` and `/api/embeddings`: input shapes, L2 normalization (then cut to
+//! `dimensions` and normalize again), and the legacy raw float64 vector. The processing is
+//! pure; the runner produces the raw vectors through the `Inference` seam.
 
+use std::time::Instant;
+
+use axum::extract::State;
+use axum::Json;
 use serde_json::Value;
 
+use super::inference::{engine, resolve_model, EmbedJob, NameErrors};
+use super::options::Options;
+use super::request::parse_keep_alive;
+use super::types::{EmbedRequest, EmbedResponse, EmbeddingRequest, EmbeddingResponse};
+use super::{AppState, OJson};
 use crate::error::{Error, Result};
+
+pub async fn embed(
+    State(state): State<AppState>,
+    OJson(req): OJson<EmbedRequest>,
+) -> Result<Json<EmbedResponse>> {
+    let start = Instant::now();
+    let keep_alive = parse_keep_alive(req.keep_alive.as_ref())?;
+    let texts = inputs(req.input.as_ref())?;
+    let model = resolve_model(&state, &req.model, NameErrors::NotFound).await?;
+    let options = Options::resolve(
+        state.defaults.context_length,
+        &model.view.options,
+        req.options.as_ref(),
+    )?;
+    let keep_alive = keep_alive.unwrap_or(state.defaults.keep_alive);
+    let engine = engine(&state)?;
+    if texts.is_empty() {
+        engine.load(model, options, keep_alive).await?;
+        return Ok(Json(EmbedResponse {
+            model: req.model,
+            ..EmbedResponse::default()
+        }));
+    }
+    let out = engine
+        .embed(EmbedJob {
+            model,
+            inputs: texts,
+            truncate: req.truncate.unwrap_or(true),
+            options,
+            keep_alive,
+        })
+        .await?;
+    let embeddings = out
+        .embeddings
+        .into_iter()
+        .map(|v| finish(v, req.dimensions))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Json(EmbedResponse {
+        model: req.model,
+        embeddings,
+        total_duration: start.elapsed().as_nanos() as u64,
+        load_duration: out.load_duration.as_nanos() as u64,
+        prompt_eval_count: out.prompt_eval_count,
+    }))
+}
+
+/// The legacy endpoint: one prompt, the raw vector as float64, no normalization.
+pub async fn embeddings(
+    State(state): State<AppState>,
+    OJson(req): OJson<EmbeddingRequest>,
+) -> Result<Json<EmbeddingResponse>> {
+    let keep_alive = parse_keep_alive(req.keep_alive.as_ref())?;
+    let model = resolve_model(&state, &req.model, NameErrors::NotFound).await?;
+    let options = Options::resolve(
+        state.defaults.context_length,
+        &model.view.options,
+        req.options.as_ref(),
+    )?;
+    let keep_alive = keep_alive.unwrap_or(state.defaults.keep_alive);
+    let engine = engine(&state)?;
+    if req.prompt.is_empty() {
+        engine.load(model, options, keep_alive).await?;
+        return Ok(Json(EmbeddingResponse::default()));
+    }
+    let out = engine
+        .embed(EmbedJob {
+            model,
+            inputs: vec![req.prompt],
+            truncate: true,
+            options,
+            keep_alive,
+        })
+        .await?;
+    let raw = out
+        .embeddings
+        .first()
+        .ok_or_else(|| Error::Internal("the runner returned no embedding".into()))?;
+    Ok(Json(EmbeddingResponse {
+        embedding: legacy(raw),
+    }))
+}
 
 /// `input`: a string (empty → no inputs), an array of strings, or absent. Anything else is 400
 /// `invalid input type`.

@@ -11,7 +11,9 @@
 pub mod blobs;
 pub mod embed;
 pub mod error;
+pub mod generate;
 pub mod guard;
+pub mod inference;
 pub mod models;
 pub mod options;
 pub mod request;
@@ -33,6 +35,7 @@ use crate::store::Store;
 
 pub use error::OJson;
 pub use guard::{CorsPolicy, HostGuard};
+pub use inference::{Inference, InferenceDefaults};
 pub use serve::{serve, ServeOptions};
 
 /// Largest JSON request body accepted (413 beyond). Chat requests carry base64 images, so this
@@ -47,6 +50,11 @@ pub struct AppState {
     pub host_guard: Arc<HostGuard>,
     pub cors: Arc<CorsPolicy>,
     pub max_json_body: usize,
+    /// Runs models for generate/chat/embed; `None` until the scheduler is wired in (those
+    /// endpoints then validate requests and answer 500 for work that needs a model loaded).
+    pub inference: Option<Arc<dyn Inference>>,
+    /// `OLLAMA_CONTEXT_LENGTH` and `OLLAMA_KEEP_ALIVE`, for requests that leave them unset.
+    pub defaults: InferenceDefaults,
 }
 
 impl AppState {
@@ -60,7 +68,19 @@ impl AppState {
                 &crate::config::Origins::default().allowed(),
             )),
             max_json_body: DEFAULT_MAX_JSON_BODY,
+            inference: None,
+            defaults: InferenceDefaults::default(),
         }
+    }
+
+    pub fn with_inference(mut self, engine: Arc<dyn Inference>) -> AppState {
+        self.inference = Some(engine);
+        self
+    }
+
+    pub fn with_defaults(mut self, defaults: InferenceDefaults) -> AppState {
+        self.defaults = defaults;
+        self
     }
 
     pub fn with_host_guard(mut self, guard: HostGuard) -> AppState {
@@ -86,6 +106,10 @@ pub fn app(state: AppState) -> Router {
         .route("/api/version", get(version).head(version))
         .route("/api/tags", get(models::tags).head(models::tags))
         .route("/api/ps", get(models::ps))
+        .route("/api/generate", post(generate::generate))
+        .route("/api/chat", post(generate::chat))
+        .route("/api/embed", post(embed::embed))
+        .route("/api/embeddings", post(embed::embeddings))
         .route("/api/show", post(models::show))
         .route("/api/copy", post(models::copy))
         .route("/api/delete", axum::routing::delete(models::delete))
