@@ -166,6 +166,39 @@ impl BlobStore {
         Ok(digest)
     }
 
+    /// Finishes a resumable download: hashes `partial_path(expected)`, and if it matches,
+    /// fsyncs and renames it to the blob (the caller removes its `-partial-<n>` state files).
+    /// On mismatch the partial is deleted (its bytes are useless) and `DigestMismatch` returned.
+    pub async fn commit_partial(&self, expected: &Digest) -> Result<u64> {
+        let partial = self.partial_path(expected);
+        // No guard while hashing: a transient read error keeps the partial (its bytes stay
+        // resumable); only a proven mismatch discards it.
+        let mut file = tokio::fs::File::open(&partial).await?;
+        let mut hasher = Sha256::new();
+        let mut buf = vec![0u8; COPY_BUF];
+        let mut total = 0u64;
+        loop {
+            let n = file.read(&mut buf).await?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            total += n as u64;
+        }
+        let got = Digest::from_sha256(hasher.finalize().into());
+        if &got != expected {
+            drop(TempGuard::new(partial));
+            return Err(Error::DigestMismatch {
+                expected: expected.to_string(),
+                got: got.to_string(),
+            });
+        }
+        file.sync_all().await?;
+        drop(file);
+        self.commit(TempGuard::new(partial), expected).await?;
+        Ok(total)
+    }
+
     async fn stream_to_temp<R: AsyncRead + Unpin>(
         &self,
         mut reader: R,
@@ -378,6 +411,22 @@ mod tests {
             vec![d.blob_file_name(), "unrelated".into()]
         );
         assert_eq!(b.fix_legacy_names().unwrap(), 0);
+    }
+
+    #[tokio::test]
+    async fn commit_partial_verifies() {
+        let (_t, b) = store();
+        let d = Digest::of_bytes(b"downloaded");
+        std::fs::write(b.partial_path(&d), b"downloaded").unwrap();
+        assert_eq!(b.commit_partial(&d).await.unwrap(), 10);
+        assert_eq!(entries(b.dir()), vec![d.blob_file_name()]);
+
+        let (_t, b) = store();
+        std::fs::write(b.partial_path(&d), b"corrupted!").unwrap();
+        let err = b.commit_partial(&d).await.unwrap_err();
+        assert!(matches!(err, Error::DigestMismatch { .. }));
+        assert!(entries(b.dir()).is_empty());
+        assert!(matches!(b.commit_partial(&d).await, Err(Error::Io(_))));
     }
 
     #[test]

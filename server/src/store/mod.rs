@@ -14,8 +14,8 @@
 //!   its bytes are stored verbatim (the `/api/tags` digest is the hash of those bytes);
 //! - lookups are case-insensitive with ollama#18438 semantics and deterministic;
 //! - writing to a name that differs only in case from an existing manifest overwrites that file;
-//! - mutations (write, copy, delete, prune) are serialized by one lock per store root, so their
-//!   refcount scans never interleave.
+//! - mutations (write, copy, delete, prune) are serialized by one lock per `Store::open` (clones
+//!   share it; open the store once per process), so their refcount scans never interleave.
 //!
 //! Corrupt manifests (unparsable JSON): skipped by `list` with a warning; `delete` treats any
 //! `sha256:<hex>` / `sha256-<hex>` text inside them as a reference; `prune` deletes no blob at all
