@@ -1,1 +1,273 @@
-//! (placeholder: owned by the scheduler work stream)
+//! The scheduler: which runners are loaded, who may use them, and when they go.
+//!
+//! One actor task (`actor.rs`) owns the loaded runners, the pending queue and the keep-alive
+//! timers; HTTP handlers talk to it through the cloneable [`Scheduler`] handle. Decisions are the
+//! pure functions in `policy.rs`; memory predictions are `memory.rs`; `keep_alive.rs` parses
+//! Ollama's keep-alive values.
+//!
+//! Contract for callers:
+//! - Every request passes bounded admission: at most `max_queue` requests pending or holding a
+//!   lease; beyond that [`Scheduler::acquire`] fails at once with [`Error::QueueFull`].
+//! - A [`Lease`] is one of a runner's `parallel` slots. Dropping it releases the slot and
+//!   (re)starts the runner's keep-alive timer; keep-alive 0 unloads the runner right then.
+//! - The latest request's keep-alive replaces the runner's (Ollama).
+//! - A runner that exits is forgotten at once; outstanding leases fail fast and the next
+//!   acquire loads a fresh one.
+
+mod actor;
+pub mod keep_alive;
+pub mod memory;
+pub mod policy;
+
+pub use keep_alive::{load_timeout_from_env_value, KeepAlive};
+pub use memory::MemoryInputs;
+pub use policy::RunnerId;
+
+use crate::error::{Error, Result};
+use crate::runner::{CompletionStream, Runner, SpawnConfig};
+use actor::Cmd;
+use runner_protocol::{CompletionRequest, LoadOptions};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+
+/// Scheduler settings; the config module fills them from `OLLAMA_*` variables.
+#[derive(Debug, Clone)]
+pub struct SchedulerConfig {
+    /// `OLLAMA_NUM_PARALLEL`: slots per runner when a request's `LoadOptions::parallel` is 0.
+    pub num_parallel: u32,
+    /// `OLLAMA_MAX_LOADED_MODELS`; 0 = 3.
+    pub max_loaded_models: usize,
+    /// `OLLAMA_MAX_QUEUE`: requests pending or active at once (at least 1).
+    pub max_queue: usize,
+    /// `OLLAMA_KEEP_ALIVE`: used when a request has none.
+    pub default_keep_alive: KeepAlive,
+    /// `OLLAMA_LOAD_TIMEOUT`: load stall deadline, reset on progress. `None` = no limit.
+    pub load_timeout: Option<Duration>,
+    /// Bytes all loaded runners may use together (by their estimates); `None` = unlimited.
+    pub memory_budget: Option<u64>,
+    /// Runner executable (runner-llamacpp, or the fake runner in tests).
+    pub runner_binary: PathBuf,
+    /// Private 0700 directory for runner sockets (`runner::create_runner_dir`).
+    pub runner_dir: PathBuf,
+    /// The runners' environment (`runner::runner_env(std::env::vars_os())`).
+    pub runner_env: Vec<(OsString, OsString)>,
+    /// Extra flags appended to every runner's command line.
+    pub runner_args: Vec<String>,
+    /// SIGTERM → SIGKILL grace period when stopping a runner.
+    pub stop_grace: Duration,
+}
+
+impl SchedulerConfig {
+    /// Ollama's defaults around the two paths that have none.
+    pub fn new(runner_binary: impl Into<PathBuf>, runner_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            num_parallel: 1,
+            max_loaded_models: 0,
+            max_queue: 512,
+            default_keep_alive: KeepAlive::DEFAULT,
+            load_timeout: Some(Duration::from_secs(300)),
+            memory_budget: None,
+            runner_binary: runner_binary.into(),
+            runner_dir: runner_dir.into(),
+            runner_env: Vec::new(),
+            runner_args: Vec::new(),
+            stop_grace: Duration::from_secs(5),
+        }
+    }
+
+    fn max_loaded(&self) -> usize {
+        if self.max_loaded_models == 0 {
+            3
+        } else {
+            self.max_loaded_models
+        }
+    }
+
+    fn spawn_config(&self) -> SpawnConfig {
+        let mut s = SpawnConfig::new(&self.runner_binary, &self.runner_dir);
+        s.env = self.runner_env.clone();
+        s.extra_args = self.runner_args.clone();
+        s.load_timeout = self.load_timeout;
+        s.stop_grace = self.stop_grace;
+        s
+    }
+}
+
+/// What a handler asks for.
+#[derive(Debug, Clone)]
+pub struct ModelRequest {
+    /// Display name for `/api/ps` and logs, e.g. `smollm2:latest`.
+    pub name: String,
+    /// Manifest digest for `/api/ps`.
+    pub digest: String,
+    /// Load options; `options.model` (the blob path) identifies the model. `parallel` 0 = the
+    /// configured `num_parallel`.
+    pub options: LoadOptions,
+    /// `None` = the configured default.
+    pub keep_alive: Option<KeepAlive>,
+    /// Predicted bytes (`memory::estimate`).
+    pub memory: u64,
+}
+
+/// One loaded model as `/api/ps` reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunningModel {
+    pub name: String,
+    pub digest: String,
+    /// Blob path.
+    pub model: PathBuf,
+    /// Bytes in use: the runner's own report, else the estimate.
+    pub size: u64,
+    /// Of which on accelerators (runner's report).
+    pub size_vram: u64,
+    pub context_length: u32,
+    /// When the keep-alive timer unloads it; `None` = never. While leased: now + keep-alive.
+    pub expires_at: Option<SystemTime>,
+    pub pid: u32,
+    /// Leases held now.
+    pub active: usize,
+    pub options: LoadOptions,
+}
+
+/// Handle to the scheduler actor. Cheap to clone; the actor shuts its runners down when the
+/// last handle drops or on [`Scheduler::shutdown`].
+#[derive(Clone)]
+pub struct Scheduler {
+    tx: mpsc::UnboundedSender<Cmd>,
+    admission: Arc<Semaphore>,
+}
+
+fn gone() -> Error {
+    Error::Internal("the scheduler has shut down".into())
+}
+
+impl Scheduler {
+    /// Starts the actor; call inside a tokio runtime.
+    pub fn new(cfg: SchedulerConfig) -> Self {
+        let admission = Arc::new(Semaphore::new(cfg.max_queue.max(1)));
+        let tx = actor::start(cfg);
+        Self { tx, admission }
+    }
+
+    /// Waits for a slot on a runner for `req`, loading (and evicting) as needed. Fails at once
+    /// with `QueueFull` when `max_queue` requests are already pending or active. Dropping the
+    /// future gives up the place in the queue.
+    pub async fn acquire(&self, req: ModelRequest) -> Result<Lease> {
+        let permit = self
+            .admission
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| Error::QueueFull)?;
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Cmd::Acquire { req, reply })
+            .map_err(|_| gone())?;
+        let mut lease = rx.await.map_err(|_| gone())??;
+        lease.permit = Some(permit);
+        Ok(lease)
+    }
+
+    /// Loaded models, longest remaining keep-alive first.
+    pub async fn ps(&self) -> Vec<RunningModel> {
+        let (reply, rx) = oneshot::channel();
+        if self.tx.send(Cmd::Ps { reply }).is_err() {
+            return Vec::new();
+        }
+        rx.await.unwrap_or_default()
+    }
+
+    /// Unloads the runner(s) of the model at blob path `model`: at once if idle (returns after
+    /// the process is gone), else when its last lease drops. Returns whether it was loaded.
+    pub async fn unload(&self, model: &Path) -> bool {
+        let (reply, rx) = oneshot::channel();
+        let cmd = Cmd::Unload {
+            model: model.to_path_buf(),
+            reply,
+        };
+        if self.tx.send(cmd).is_err() {
+            return false;
+        }
+        rx.await.unwrap_or(false)
+    }
+
+    /// Stops every runner (SIGTERM to each group, grace, SIGKILL, reap) and fails pending
+    /// requests; later acquires fail. Returns when every process is gone.
+    pub async fn shutdown(&self) {
+        let (reply, rx) = oneshot::channel();
+        if self.tx.send(Cmd::Shutdown { reply }).is_ok() {
+            let _ = rx.await;
+        }
+    }
+}
+
+/// A slot on a ready runner. Derefs to the [`Runner`]; dropping it releases the slot.
+pub struct Lease {
+    runner: Runner,
+    id: RunnerId,
+    tx: Option<mpsc::UnboundedSender<Cmd>>,
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+impl Lease {
+    pub fn runner(&self) -> &Runner {
+        &self.runner
+    }
+
+    pub fn runner_id(&self) -> RunnerId {
+        self.id
+    }
+
+    /// Starts a completion whose stream owns this lease, so the slot is held exactly as long as
+    /// the stream lives.
+    pub async fn into_completion(self, req: &CompletionRequest) -> Result<CompletionStream> {
+        let stream = self.runner.completion(req).await?;
+        Ok(stream.with_guard(self))
+    }
+}
+
+impl std::ops::Deref for Lease {
+    type Target = Runner;
+
+    fn deref(&self) -> &Runner {
+        &self.runner
+    }
+}
+
+impl std::fmt::Debug for Lease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lease")
+            .field("id", &self.id)
+            .field("runner", &self.runner)
+            .finish()
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(Cmd::Release { id: self.id });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send<T: Send + 'static>() {}
+    fn sync<T: Sync>() {}
+
+    #[test]
+    fn handles_cross_tasks() {
+        // Handlers hold these across awaits and axum bodies need `Send + 'static` streams.
+        send::<Scheduler>();
+        sync::<Scheduler>();
+        send::<Lease>();
+        sync::<Lease>();
+        send::<CompletionStream>();
+        send::<RunningModel>();
+    }
+}

@@ -1,0 +1,497 @@
+//! Starting, watching and stopping one runner process.
+//!
+//! Invariants:
+//! - The child runs in its own process group with a clean, explicit environment; it is signalled
+//!   as a group and always reaped by the task that owns its `Child` (no zombies).
+//! - [`Runner::exited`] resolves as soon as that task has reaped the child; every request method
+//!   and every completion stream races against it, so a dead runner is reported within
+//!   milliseconds, not when some socket read times out.
+//! - Readiness is `/health` polling raced against exit and against a stall deadline that moves
+//!   forward whenever reported load progress increases (Ollama's `OLLAMA_LOAD_TIMEOUT`).
+//! - Dropping the last handle to a live runner kills its group (SIGKILL); [`Runner::stop`] is the
+//!   graceful path (SIGTERM, grace period, SIGKILL, reap).
+//! - The child's stdin is a pipe the server never writes to and holds open while the child
+//!   lives: EOF on it means the server is gone (a parent-death signal without `unsafe`).
+
+use super::client::{CompletionStream, RunnerClient};
+use super::output::{self, Tail};
+use crate::error::{Error, Result};
+use futures_util::StreamExt;
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use runner_protocol::{
+    CompletionChunk, CompletionRequest, DetokenizeRequest, DetokenizeResponse, EmbedRequest,
+    EmbedResponse, Health, Info, LoadOptions, RunnerError, TokenizeRequest, TokenizeResponse,
+};
+use std::ffi::OsString;
+use std::future::Future;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, OnceLock};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::time::{sleep, sleep_until, timeout, Instant};
+
+/// Environment variables a runner inherits from the server; everything else is cleared.
+pub const ENV_ALLOW_LIST: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LANG",
+    "LC_ALL",
+    "TMPDIR",
+    "TZ",
+    "LD_LIBRARY_PATH",
+    "DYLD_LIBRARY_PATH",
+    "CUDA_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "GPU_DEVICE_ORDINAL",
+    "GGML_VK_VISIBLE_DEVICES",
+    "HSA_OVERRIDE_GFX_VERSION",
+    "OMP_NUM_THREADS",
+    "RUST_BACKTRACE",
+    "RUST_LOG",
+];
+/// Prefixes of further inherited variables (engine tuning knobs).
+pub const ENV_ALLOW_PREFIXES: &[&str] = &["GGML_", "CUDA_", "HERD_RUNNER_"];
+
+/// Filters an environment (e.g. the config's `std::env::vars_os()`) down to the allow-list.
+pub fn runner_env(
+    vars: impl IntoIterator<Item = (OsString, OsString)>,
+) -> Vec<(OsString, OsString)> {
+    vars.into_iter()
+        .filter(|(k, _)| {
+            let k = k.to_string_lossy();
+            ENV_ALLOW_LIST.contains(&k.as_ref())
+                || ENV_ALLOW_PREFIXES.iter().any(|p| k.starts_with(p))
+        })
+        .collect()
+}
+
+/// Creates the per-server-process private directory (0700) that holds runner sockets; it is
+/// removed when the returned guard drops.
+pub fn create_runner_dir() -> std::io::Result<tempfile::TempDir> {
+    let dir = tempfile::Builder::new().prefix("herd-").tempdir()?;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;
+    Ok(dir)
+}
+
+/// How runners are started; one per server, shared by every spawn.
+#[derive(Debug, Clone)]
+pub struct SpawnConfig {
+    pub binary: PathBuf,
+    /// Private (0700) directory for sockets; see [`create_runner_dir`].
+    pub dir: PathBuf,
+    /// The runner's whole environment; see [`runner_env`].
+    pub env: Vec<(OsString, OsString)>,
+    /// Appended after the load flags and `--socket`.
+    pub extra_args: Vec<String>,
+    /// Stall deadline while loading: reset on every progress increase. `None` = wait forever.
+    pub load_timeout: Option<Duration>,
+    /// Time between SIGTERM and SIGKILL.
+    pub stop_grace: Duration,
+    /// Interval between `/health` polls while loading.
+    pub health_interval: Duration,
+}
+
+impl SpawnConfig {
+    pub fn new(binary: impl Into<PathBuf>, dir: impl Into<PathBuf>) -> Self {
+        Self {
+            binary: binary.into(),
+            dir: dir.into(),
+            env: Vec::new(),
+            extra_args: Vec::new(),
+            load_timeout: Some(Duration::from_secs(300)),
+            stop_grace: Duration::from_secs(10),
+            health_interval: Duration::from_millis(100),
+        }
+    }
+}
+
+/// How a runner process ended.
+#[derive(Debug, Clone)]
+pub struct ExitInfo {
+    /// E.g. `exit status: 1` or `signal: 9 (SIGKILL)`.
+    pub status: String,
+    /// Ollama-style message plus the end of the output tail; what clients see.
+    pub message: String,
+}
+
+/// A started runner process. Cheap to clone; all clones refer to the same process.
+#[derive(Clone)]
+pub struct Runner {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    name: String,
+    options: LoadOptions,
+    pid: u32,
+    client: RunnerClient,
+    exit: watch::Receiver<Option<ExitInfo>>,
+    tail: Tail,
+    info: OnceLock<Info>,
+    stop_grace: Duration,
+    health_interval: Duration,
+}
+
+impl std::fmt::Debug for Runner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runner")
+            .field("name", &self.inner.name)
+            .field("pid", &self.inner.pid)
+            .field("socket", &self.inner.client.socket())
+            .finish()
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if self.exit.borrow().is_none() {
+            let _ = killpg(Pid::from_raw(self.pid as i32), Signal::SIGKILL);
+        }
+    }
+}
+
+/// Bytes of output tail quoted in an error message (the full tail is in the log).
+const TAIL_IN_MESSAGE: usize = 1024;
+const HEALTH_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a transport error waits for the exit notification that explains it.
+const EXIT_EXPLAINS_WITHIN: Duration = Duration::from_millis(250);
+
+static NEXT_SOCKET: AtomicU64 = AtomicU64::new(0);
+static NO_INFO: LazyLock<Info> = LazyLock::new(Info::default);
+
+fn with_tail(msg: String, tail: &Tail) -> String {
+    let t = tail.last(TAIL_IN_MESSAGE);
+    if t.is_empty() {
+        msg
+    } else {
+        format!("{msg}: {t}")
+    }
+}
+
+impl Runner {
+    /// Spawns the runner and waits until it is ready (see [`Runner::wait_ready`]).
+    pub async fn start(cfg: &SpawnConfig, name: &str, options: LoadOptions) -> Result<Runner> {
+        let runner = Runner::spawn(cfg, name, options)?;
+        runner.wait_ready(cfg.load_timeout).await?;
+        Ok(runner)
+    }
+
+    /// Spawns the runner process without waiting for it to load.
+    pub fn spawn(cfg: &SpawnConfig, name: &str, options: LoadOptions) -> Result<Runner> {
+        let mode = std::fs::metadata(&cfg.dir)?.permissions().mode();
+        if mode & 0o077 != 0 {
+            return Err(Error::Internal(format!(
+                "runner directory {} must be private (0700), has {:o}",
+                cfg.dir.display(),
+                mode & 0o777
+            )));
+        }
+        let n = NEXT_SOCKET.fetch_add(1, Ordering::Relaxed);
+        let socket = cfg.dir.join(format!("runner-{n}.sock"));
+        let _ = std::fs::remove_file(&socket);
+        let mut child = tokio::process::Command::new(&cfg.binary)
+            .args(options.to_args())
+            .arg("--socket")
+            .arg(&socket)
+            .args(&cfg.extra_args)
+            .env_clear()
+            .envs(cfg.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| {
+                Error::RunnerExited(format!(
+                    "failed to start runner {}: {e}",
+                    cfg.binary.display()
+                ))
+            })?;
+        let pid = child.id().unwrap_or_default();
+        let span = tracing::info_span!("runner", model = %name, pid);
+        span.in_scope(|| tracing::info!(socket = %socket.display(), "runner started"));
+        let tail = Tail::default();
+        let readers: Vec<_> = [
+            child
+                .stdout
+                .take()
+                .map(|o| output::forward(o, "stdout", span.clone(), tail.clone())),
+            child
+                .stderr
+                .take()
+                .map(|e| output::forward(e, "stderr", span.clone(), tail.clone())),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+
+        // Held open until the child exits: if the server dies without stopping its runners, the
+        // runner sees EOF on stdin and can exit instead of lingering as an orphan.
+        let stdin = child.stdin.take();
+        let (exit_tx, exit_rx) = watch::channel(None);
+        let watch_tail = tail.clone();
+        let watch_socket = socket.clone();
+        tokio::spawn(async move {
+            let _stdin = stdin;
+            let status = match child.wait().await {
+                Ok(s) => s.to_string(),
+                Err(e) => format!("wait failed: {e}"),
+            };
+            // The pipes close with the process; give the readers a moment to log the last lines.
+            let _ = timeout(
+                Duration::from_millis(200),
+                futures_util::future::join_all(readers),
+            )
+            .await;
+            let _ = std::fs::remove_file(&watch_socket);
+            let message = with_tail(
+                format!("llama runner process has terminated: {status}"),
+                &watch_tail,
+            );
+            span.in_scope(|| tracing::info!(%status, "runner exited"));
+            let _ = exit_tx.send(Some(ExitInfo { status, message }));
+        });
+
+        Ok(Runner {
+            inner: Arc::new(Inner {
+                name: name.to_string(),
+                options,
+                pid,
+                client: RunnerClient::new(socket),
+                exit: exit_rx,
+                tail,
+                info: OnceLock::new(),
+                stop_grace: cfg.stop_grace,
+                health_interval: cfg.health_interval,
+            }),
+        })
+    }
+
+    /// Polls `/health` until ready, then fetches `/info`. Fails with the exit message if the
+    /// process dies, with the runner's typed error if it reports `failed`, or after
+    /// `stall_timeout` without load progress; on failure the process is stopped and reaped.
+    pub async fn wait_ready(&self, stall_timeout: Option<Duration>) -> Result<()> {
+        let mut deadline = stall_timeout.map(|t| Instant::now() + t);
+        let mut progress = 0.0f32;
+        loop {
+            let poll = async {
+                sleep(self.inner.health_interval).await;
+                timeout(HEALTH_TIMEOUT, self.inner.client.health()).await
+            };
+            let stall = async {
+                match deadline {
+                    Some(d) => sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                info = self.exited() => return Err(Error::RunnerExited(info.message)),
+                _ = stall => {
+                    self.stop().await;
+                    let msg = format!(
+                        "timed out waiting for llama runner to start - progress {progress:.2}"
+                    );
+                    return Err(Error::RunnerExited(with_tail(msg, &self.inner.tail)));
+                }
+                health = poll => match health {
+                    Ok(Ok(Health::Ready)) => break,
+                    Ok(Ok(Health::Loading { progress: p })) if p > progress => {
+                        progress = p;
+                        deadline = stall_timeout.map(|t| Instant::now() + t);
+                    }
+                    Ok(Ok(Health::Failed { kind, message })) => {
+                        self.stop().await;
+                        return Err(Error::Runner(RunnerError { kind, message }));
+                    }
+                    // Not listening yet, or too busy to answer: keep polling.
+                    _ => {}
+                },
+            }
+        }
+        let info = self.guarded(self.inner.client.info()).await?;
+        let _ = self.inner.info.set(info);
+        self.span()
+            .in_scope(|| tracing::info!(memory = self.info().memory_bytes, "runner ready"));
+        Ok(())
+    }
+
+    fn span(&self) -> tracing::Span {
+        tracing::info_span!("runner", model = %self.inner.name, pid = self.inner.pid)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.inner.pid
+    }
+
+    pub fn options(&self) -> &LoadOptions {
+        &self.inner.options
+    }
+
+    pub fn socket(&self) -> &Path {
+        self.inner.client.socket()
+    }
+
+    /// What the runner reported at readiness (`Info::default()` before that).
+    pub fn info(&self) -> &Info {
+        self.inner.info.get().unwrap_or(&NO_INFO)
+    }
+
+    /// The last ~8 KiB the runner printed.
+    pub fn output_tail(&self) -> String {
+        self.inner.tail.text()
+    }
+
+    /// How the process ended, if it has.
+    pub fn exit_info(&self) -> Option<ExitInfo> {
+        self.inner.exit.borrow().clone()
+    }
+
+    /// Resolves as soon as the process has exited and been reaped.
+    pub async fn exited(&self) -> ExitInfo {
+        let mut rx = self.inner.exit.clone();
+        let info = match rx.wait_for(Option::is_some).await {
+            Ok(info) => info.clone(),
+            Err(_) => None,
+        };
+        info.unwrap_or_else(lost_supervision)
+    }
+
+    /// SIGTERM to the process group, up to the grace period, SIGKILL, then wait for the reap.
+    /// Idempotent; returns how the process ended.
+    pub async fn stop(&self) -> ExitInfo {
+        if let Some(info) = self.exit_info() {
+            return info;
+        }
+        let pgid = Pid::from_raw(self.inner.pid as i32);
+        let _ = killpg(pgid, Signal::SIGTERM);
+        match timeout(self.inner.stop_grace, self.exited()).await {
+            Ok(info) => info,
+            Err(_) => {
+                self.span()
+                    .in_scope(|| tracing::warn!("runner ignored SIGTERM; sending SIGKILL"));
+                let _ = killpg(pgid, Signal::SIGKILL);
+                self.exited().await
+            }
+        }
+    }
+
+    /// Runs a request unless the process is gone, racing it against exit; a transport failure
+    /// is replaced by the exit message when the process turns out to have died.
+    async fn guarded<T>(&self, fut: impl Future<Output = Result<T>>) -> Result<T> {
+        if let Some(info) = self.exit_info() {
+            return Err(Error::RunnerExited(info.message));
+        }
+        let r = tokio::select! {
+            r = fut => r,
+            info = self.exited() => return Err(Error::RunnerExited(info.message)),
+        };
+        match r {
+            Err(Error::RunnerExited(m)) => Err(self.explain(m).await),
+            other => other,
+        }
+    }
+
+    async fn explain(&self, transport: String) -> Error {
+        match timeout(EXIT_EXPLAINS_WITHIN, self.exited()).await {
+            Ok(info) => Error::RunnerExited(info.message),
+            Err(_) => Error::RunnerExited(transport),
+        }
+    }
+
+    pub async fn health(&self) -> Result<Health> {
+        self.guarded(self.inner.client.health()).await
+    }
+
+    pub async fn embed(&self, req: &EmbedRequest) -> Result<EmbedResponse> {
+        self.guarded(self.inner.client.embed(req)).await
+    }
+
+    pub async fn tokenize(&self, req: &TokenizeRequest) -> Result<TokenizeResponse> {
+        self.guarded(self.inner.client.tokenize(req)).await
+    }
+
+    pub async fn detokenize(&self, req: &DetokenizeRequest) -> Result<DetokenizeResponse> {
+        self.guarded(self.inner.client.detokenize(req)).await
+    }
+
+    /// Starts a completion. The stream ends with `Err(RunnerExited)` at once if the process
+    /// dies mid-stream; dropping it cancels the request in the runner.
+    pub async fn completion(&self, req: &CompletionRequest) -> Result<CompletionStream> {
+        let stream = self.guarded(self.inner.client.completion(req)).await?;
+        let (body, guard) = stream.into_parts();
+        let watched = futures_util::stream::unfold(
+            (body, Some(self.clone())),
+            |(mut body, runner)| async move {
+                let runner = runner?;
+                tokio::select! {
+                    item = body.next() => match item? {
+                        Ok(c @ CompletionChunk::Token { .. }) => Some((Ok(c), (body, Some(runner)))),
+                        Err(Error::RunnerExited(m)) => {
+                            Some((Err(runner.explain(m).await), (body, None)))
+                        }
+                        terminal => Some((terminal, (body, None))),
+                    },
+                    info = runner.exited() => {
+                        Some((Err(Error::RunnerExited(info.message)), (body, None)))
+                    }
+                }
+            },
+        );
+        let s = CompletionStream::new(watched);
+        Ok(match guard {
+            Some(g) => s.with_guard(g),
+            None => s,
+        })
+    }
+}
+
+fn lost_supervision() -> ExitInfo {
+    ExitInfo {
+        status: "unknown".into(),
+        message: "llama runner process is no longer supervised".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_is_filtered_to_the_allow_list() {
+        let vars = [
+            ("PATH", "/bin"),
+            ("CUDA_VISIBLE_DEVICES", "0"),
+            ("GGML_CUDA_NO_PINNED", "1"),
+            ("OLLAMA_HOST", "x"),
+            ("AWS_SECRET_ACCESS_KEY", "s"),
+            ("PATHX", "y"),
+        ]
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let kept: Vec<_> = runner_env(vars)
+            .into_iter()
+            .map(|(k, _)| k.into_string().unwrap())
+            .collect();
+        assert_eq!(
+            kept,
+            ["PATH", "CUDA_VISIBLE_DEVICES", "GGML_CUDA_NO_PINNED"]
+        );
+    }
+
+    #[test]
+    fn runner_dir_is_private() {
+        let d = create_runner_dir().unwrap();
+        let mode = std::fs::metadata(d.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+    }
+}

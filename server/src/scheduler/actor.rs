@@ -1,0 +1,510 @@
+//! The scheduler actor: the single task that owns loaded runners, the pending queue and the
+//! keep-alive timers. Handlers reach it only through [`Cmd`]s sent by the `Scheduler` handle
+//! and by leases.
+//!
+//! Invariants:
+//! - Only this task mutates `entries` and `queue`; after every event it re-plans the queue in
+//!   FIFO order (`dispatch`) and then starts or fires idle timers (`settle_idle`), so a request
+//!   waiting for a slot always gets it before a keep-alive of 0 could unload the runner.
+//! - At most one entry is loading at a time (the policy answers `WaitForRoom` otherwise), and a
+//!   request that waits for room blocks later loads, so loads happen in arrival order.
+//! - A runner leaves `entries` before it is stopped; every process it started is stopped and
+//!   reaped before `finish` returns (stops, loads and exit watchers all live in `tasks`).
+//! - Internal tasks hold only weak senders, so dropping every `Scheduler` handle and lease ends
+//!   the actor (which then stops its runners).
+
+use super::policy::{self, Limits, LoadedView, Plan, RunnerId};
+use super::{KeepAlive, Lease, ModelRequest, RunningModel, SchedulerConfig};
+use crate::error::{Error, Result};
+use crate::runner::{Runner, SpawnConfig};
+use runner_protocol::LoadOptions;
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
+use tokio::time::{sleep_until, Instant};
+use tokio_util::sync::CancellationToken;
+
+pub(super) enum Cmd {
+    Acquire {
+        req: ModelRequest,
+        reply: oneshot::Sender<Result<Lease>>,
+    },
+    Release {
+        id: RunnerId,
+    },
+    Loaded {
+        id: RunnerId,
+        result: Result<Runner>,
+    },
+    Exited {
+        id: RunnerId,
+    },
+    Ps {
+        reply: oneshot::Sender<Vec<RunningModel>>,
+    },
+    Unload {
+        model: PathBuf,
+        reply: oneshot::Sender<bool>,
+    },
+    Shutdown {
+        reply: oneshot::Sender<()>,
+    },
+}
+
+struct Entry {
+    name: String,
+    digest: String,
+    options: LoadOptions,
+    /// The request's estimate; replaced by the runner's report for accounting once ready.
+    memory: u64,
+    /// `None` while loading.
+    runner: Option<Runner>,
+    refcount: usize,
+    /// The latest request's keep-alive (Ollama: last writer wins).
+    keep_alive: KeepAlive,
+    /// Set while idle with a finite keep-alive.
+    idle_deadline: Option<Instant>,
+}
+
+impl Entry {
+    fn memory(&self) -> u64 {
+        match &self.runner {
+            Some(r) if r.info().memory_bytes > 0 => r.info().memory_bytes,
+            _ => self.memory,
+        }
+    }
+
+    fn expires_in(&self, now: Instant) -> Option<Duration> {
+        let d = self.keep_alive.duration()?;
+        Some(match self.idle_deadline {
+            Some(deadline) => deadline.saturating_duration_since(now),
+            None => d,
+        })
+    }
+}
+
+struct Pending {
+    req: ModelRequest,
+    reply: oneshot::Sender<Result<Lease>>,
+}
+
+struct Actor {
+    num_parallel: u32,
+    default_keep_alive: KeepAlive,
+    limits: Limits,
+    spawn: SpawnConfig,
+    entries: BTreeMap<RunnerId, Entry>,
+    queue: VecDeque<Pending>,
+    next_id: RunnerId,
+    tx: mpsc::WeakUnboundedSender<Cmd>,
+    tasks: JoinSet<()>,
+    cancel: CancellationToken,
+}
+
+pub(super) fn start(cfg: SchedulerConfig) -> mpsc::UnboundedSender<Cmd> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let actor = Actor {
+        num_parallel: cfg.num_parallel.max(1),
+        default_keep_alive: cfg.default_keep_alive,
+        limits: Limits {
+            max_loaded: cfg.max_loaded(),
+            memory_budget: cfg.memory_budget,
+        },
+        spawn: cfg.spawn_config(),
+        entries: BTreeMap::new(),
+        queue: VecDeque::new(),
+        next_id: 1,
+        tx: tx.downgrade(),
+        tasks: JoinSet::new(),
+        cancel: CancellationToken::new(),
+    };
+    tokio::spawn(actor.run(rx));
+    tx
+}
+
+fn shutting_down() -> Error {
+    Error::Internal("the server is shutting down".into())
+}
+
+/// A copy of a load error for each further request that was waiting on the same load.
+fn copy_error(e: &Error) -> Error {
+    match e {
+        Error::Runner(r) => Error::Runner(r.clone()),
+        Error::RunnerExited(m) => Error::RunnerExited(m.clone()),
+        other => Error::Internal(other.to_string()),
+    }
+}
+
+impl Actor {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Cmd>) {
+        let shutdown_reply = loop {
+            let next_expiry = self.entries.values().filter_map(|e| e.idle_deadline).min();
+            tokio::select! {
+                cmd = rx.recv() => match cmd {
+                    None => break None,
+                    Some(Cmd::Shutdown { reply }) => break Some(reply),
+                    Some(cmd) => self.handle(cmd),
+                },
+                _ = sleep_until(next_expiry.unwrap_or_else(Instant::now)), if next_expiry.is_some() => {
+                    self.expire(Instant::now());
+                }
+                Some(_) = self.tasks.join_next(), if !self.tasks.is_empty() => {}
+            }
+            self.dispatch();
+            self.settle_idle();
+        };
+        self.finish(&mut rx).await;
+        if let Some(reply) = shutdown_reply {
+            let _ = reply.send(());
+        }
+    }
+
+    fn handle(&mut self, cmd: Cmd) {
+        match cmd {
+            Cmd::Acquire { mut req, reply } => {
+                if req.options.parallel == 0 {
+                    req.options.parallel = self.num_parallel;
+                }
+                self.queue.push_back(Pending { req, reply });
+            }
+            Cmd::Release { id } => {
+                if let Some(e) = self.entries.get_mut(&id) {
+                    e.refcount = e.refcount.saturating_sub(1);
+                }
+            }
+            Cmd::Loaded { id, result } => self.loaded(id, result),
+            Cmd::Exited { id } => self.prune_exited(Some(id)),
+            Cmd::Ps { reply } => {
+                let _ = reply.send(self.ps());
+            }
+            Cmd::Unload { model, reply } => self.unload(model, reply),
+            Cmd::Shutdown { .. } => unreachable!("handled by run"),
+        }
+    }
+
+    fn views(&self, now: Instant) -> Vec<LoadedView<'_>> {
+        self.entries
+            .iter()
+            .map(|(&id, e)| LoadedView {
+                id,
+                options: &e.options,
+                loading: e.runner.is_none(),
+                refcount: e.refcount,
+                memory: e.memory(),
+                expires_in: e.expires_in(now),
+            })
+            .collect()
+    }
+
+    /// Serves the queue in arrival order as far as the policy allows.
+    fn dispatch(&mut self) {
+        self.prune_exited(None);
+        self.queue.retain(|p| !p.reply.is_closed());
+        let mut load_blocked = false;
+        let mut i = 0;
+        while i < self.queue.len() {
+            let p = &self.queue[i];
+            let plan = policy::plan(
+                &p.req.options,
+                p.req.memory,
+                &self.views(Instant::now()),
+                &self.limits,
+            );
+            match plan {
+                Plan::Reuse(id) => {
+                    let p = self.queue.remove(i).expect("index in range");
+                    self.grant(id, p);
+                    continue;
+                }
+                Plan::Load | Plan::EvictThenLoad(_) if load_blocked => {}
+                Plan::Load => self.start_load(i, Vec::new()),
+                Plan::EvictThenLoad(ids) => self.start_load(i, ids),
+                Plan::WaitBusy => {}
+                Plan::WaitForRoom => load_blocked = true,
+            }
+            i += 1;
+        }
+    }
+
+    fn grant(&mut self, id: RunnerId, p: Pending) {
+        let Some(e) = self.entries.get_mut(&id) else {
+            return;
+        };
+        let Some(runner) = e.runner.clone() else {
+            return;
+        };
+        e.refcount += 1;
+        e.keep_alive = p.req.keep_alive.unwrap_or(self.default_keep_alive);
+        e.idle_deadline = None;
+        let lease = Lease {
+            runner,
+            id,
+            tx: self.tx.upgrade(),
+            permit: None,
+        };
+        // If the requester is gone the lease comes back and releases itself.
+        let _ = p.reply.send(Ok(lease));
+    }
+
+    /// Starts the runner for `queue[i]`, after stopping `evict` (so their memory is free first).
+    fn start_load(&mut self, i: usize, evict: Vec<RunnerId>) {
+        let req = &self.queue[i].req;
+        let id = self.next_id;
+        self.next_id += 1;
+        let name = req.name.clone();
+        let options = req.options.clone();
+        self.entries.insert(
+            id,
+            Entry {
+                name: req.name.clone(),
+                digest: req.digest.clone(),
+                options: req.options.clone(),
+                memory: req.memory,
+                runner: None,
+                refcount: 0,
+                keep_alive: req.keep_alive.unwrap_or(self.default_keep_alive),
+                idle_deadline: None,
+            },
+        );
+        let evicted: Vec<Runner> = evict
+            .iter()
+            .filter_map(|e| self.entries.remove(e))
+            .filter_map(|e| {
+                tracing::info!(model = %e.name, "evicting model to make room");
+                e.runner
+            })
+            .collect();
+        tracing::info!(model = %name, "loading model");
+        let spawn = self.spawn.clone();
+        let cancel = self.cancel.clone();
+        let tx = self.tx.clone();
+        self.tasks.spawn(async move {
+            futures_util::future::join_all(evicted.iter().map(Runner::stop)).await;
+            let result = load(&spawn, &name, options, &cancel).await;
+            if let Err(e) = &result {
+                tracing::warn!(model = %name, error = %e, "model load failed");
+            }
+            match tx.upgrade() {
+                Some(tx) => {
+                    if let Err(mpsc::error::SendError(Cmd::Loaded { result: Ok(r), .. })) =
+                        tx.send(Cmd::Loaded { id, result })
+                    {
+                        r.stop().await;
+                    }
+                }
+                None => {
+                    if let Ok(r) = result {
+                        r.stop().await;
+                    }
+                }
+            }
+        });
+    }
+
+    fn loaded(&mut self, id: RunnerId, result: Result<Runner>) {
+        match result {
+            Ok(runner) => match self.entries.get_mut(&id) {
+                Some(e) => {
+                    e.runner = Some(runner.clone());
+                    let tx = self.tx.clone();
+                    self.tasks.spawn(async move {
+                        runner.exited().await;
+                        if let Some(tx) = tx.upgrade() {
+                            let _ = tx.send(Cmd::Exited { id });
+                        }
+                    });
+                }
+                None => self.stop_in_background(runner),
+            },
+            Err(err) => {
+                let Some(e) = self.entries.remove(&id) else {
+                    return;
+                };
+                // Everyone waiting on this load would only repeat it: they all get its error.
+                let (waiting, rest): (VecDeque<Pending>, VecDeque<Pending>) =
+                    std::mem::take(&mut self.queue).into_iter().partition(|p| {
+                        p.req.options.model == e.options.model
+                            && !policy::needs_reload(&e.options, &p.req.options)
+                    });
+                self.queue = rest;
+                let mut waiting = waiting.into_iter();
+                if let Some(first) = waiting.next() {
+                    for p in waiting {
+                        let _ = p.reply.send(Err(copy_error(&err)));
+                    }
+                    let _ = first.reply.send(Err(err));
+                }
+            }
+        }
+    }
+
+    /// Forgets runners whose process has exited (`only`: just that one, if it has).
+    fn prune_exited(&mut self, only: Option<RunnerId>) {
+        let dead: Vec<RunnerId> = self
+            .entries
+            .iter()
+            .filter(|(id, _)| only.is_none_or(|o| o == **id))
+            .filter(|(_, e)| e.runner.as_ref().is_some_and(|r| r.exit_info().is_some()))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in dead {
+            if let Some(e) = self.entries.remove(&id) {
+                let why = e.runner.and_then(|r| r.exit_info()).map(|i| i.message);
+                tracing::warn!(model = %e.name, reason = why.as_deref().unwrap_or(""), "runner exited; unloaded");
+            }
+        }
+    }
+
+    /// Starts keep-alive timers of runners that just became idle; keep-alive 0 unloads now.
+    fn settle_idle(&mut self) {
+        let now = Instant::now();
+        let mut unload = Vec::new();
+        for (&id, e) in self.entries.iter_mut() {
+            if e.runner.is_none() || e.refcount > 0 || e.idle_deadline.is_some() {
+                continue;
+            }
+            match e.keep_alive.duration() {
+                None => {}
+                Some(d) if d.is_zero() => unload.push(id),
+                Some(d) => e.idle_deadline = Some(now + d),
+            }
+        }
+        for id in unload {
+            self.remove_and_stop(id);
+        }
+    }
+
+    fn expire(&mut self, now: Instant) {
+        let due: Vec<RunnerId> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.refcount == 0 && e.idle_deadline.is_some_and(|d| d <= now))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in due {
+            self.remove_and_stop(id);
+        }
+    }
+
+    fn remove_and_stop(&mut self, id: RunnerId) {
+        if let Some(e) = self.entries.remove(&id) {
+            tracing::info!(model = %e.name, "unloading model");
+            if let Some(r) = e.runner {
+                self.stop_in_background(r);
+            }
+        }
+    }
+
+    fn stop_in_background(&mut self, runner: Runner) {
+        self.tasks.spawn(async move {
+            runner.stop().await;
+        });
+    }
+
+    fn unload(&mut self, model: PathBuf, reply: oneshot::Sender<bool>) {
+        let ids: Vec<RunnerId> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.options.model == model)
+            .map(|(id, _)| *id)
+            .collect();
+        let found = !ids.is_empty();
+        let mut stopping = Vec::new();
+        for id in ids {
+            let e = self.entries.get_mut(&id).expect("listed above");
+            e.keep_alive = KeepAlive::For(Duration::ZERO);
+            if e.runner.is_some() && e.refcount == 0 {
+                if let Some(r) = self.entries.remove(&id).and_then(|e| e.runner) {
+                    stopping.push(r);
+                }
+            }
+        }
+        self.tasks.spawn(async move {
+            futures_util::future::join_all(stopping.iter().map(Runner::stop)).await;
+            let _ = reply.send(found);
+        });
+    }
+
+    fn ps(&self) -> Vec<RunningModel> {
+        let now = Instant::now();
+        let wall = SystemTime::now();
+        let mut out: Vec<(Option<Duration>, RunningModel)> = self
+            .entries
+            .values()
+            .filter_map(|e| {
+                let r = e.runner.as_ref()?;
+                let left = e.expires_in(now);
+                let info = r.info();
+                Some((
+                    left,
+                    RunningModel {
+                        name: e.name.clone(),
+                        digest: e.digest.clone(),
+                        model: e.options.model.clone(),
+                        size: e.memory(),
+                        size_vram: info.memory_device_bytes,
+                        context_length: e.options.ctx_size,
+                        expires_at: left.map(|d| wall + d),
+                        pid: r.pid(),
+                        active: e.refcount,
+                        options: e.options.clone(),
+                    },
+                ))
+            })
+            .collect();
+        // Longest remaining keep-alive first; forever before any finite time.
+        out.sort_by(|(a, ma), (b, mb)| {
+            let key = |x: &Option<Duration>| (x.is_some(), std::cmp::Reverse(*x));
+            key(a).cmp(&key(b)).then_with(|| ma.name.cmp(&mb.name))
+        });
+        out.into_iter().map(|(_, m)| m).collect()
+    }
+
+    /// Shutdown: cancel loads, fail waiters, stop every runner, and wait until all are reaped.
+    async fn finish(&mut self, rx: &mut mpsc::UnboundedReceiver<Cmd>) {
+        self.cancel.cancel();
+        for p in self.queue.drain(..) {
+            let _ = p.reply.send(Err(shutting_down()));
+        }
+        for (_, e) in std::mem::take(&mut self.entries) {
+            if let Some(r) = e.runner {
+                self.stop_in_background(r);
+            }
+        }
+        while self.tasks.join_next().await.is_some() {}
+        // A load that finished just before the cancel may have sent its runner here.
+        rx.close();
+        while let Ok(cmd) = rx.try_recv() {
+            match cmd {
+                Cmd::Loaded { result: Ok(r), .. } => {
+                    r.stop().await;
+                }
+                Cmd::Acquire { reply, .. } => {
+                    let _ = reply.send(Err(shutting_down()));
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Spawns and waits for one runner, unless the scheduler shuts down first.
+async fn load(
+    spawn: &SpawnConfig,
+    name: &str,
+    options: LoadOptions,
+    cancel: &CancellationToken,
+) -> Result<Runner> {
+    let runner = Runner::spawn(spawn, name, options)?;
+    let ready = tokio::select! {
+        r = runner.wait_ready(spawn.load_timeout) => r,
+        _ = cancel.cancelled() => Err(shutting_down()),
+    };
+    if ready.is_err() || cancel.is_cancelled() {
+        runner.stop().await;
+        return Err(ready.err().unwrap_or_else(shutting_down));
+    }
+    Ok(runner)
+}

@@ -1,0 +1,95 @@
+//! Shared helpers for the supervisor and scheduler fault tests: locating the fake runner,
+//! writing scripted fake "models", and checking processes from /proc.
+//!
+//! The fake runner is a binary of another package, so cargo does not build it for `server`'s
+//! tests: run `cargo build -p fake-runner` first (or set `HERD_FAKE_RUNNER` to its path). It is
+//! looked up in the target directory of the test executable (`target/<profile>/fake-runner`).
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+pub fn fake_runner() -> PathBuf {
+    if let Some(p) = std::env::var_os("HERD_FAKE_RUNNER") {
+        return p.into();
+    }
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test> → target/<profile>/fake-runner
+    let p = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .join("fake-runner");
+    assert!(
+        p.exists(),
+        "{} not found: run `cargo build -p fake-runner` before these tests",
+        p.display()
+    );
+    p
+}
+
+/// Writes a fake model whose script lines become extra fake-runner arguments.
+pub fn fake_model(dir: &Path, name: &str, args: &[&str]) -> PathBuf {
+    let p = dir.join(name);
+    let mut text = String::from("#fake-runner\n");
+    for a in args {
+        text.push_str(a);
+        text.push('\n');
+    }
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// True once the process is gone entirely: exited *and* reaped (a zombie still has /proc/pid).
+pub fn gone(pid: u32) -> bool {
+    !Path::new(&format!("/proc/{pid}")).exists()
+}
+
+pub async fn wait_gone(pid: u32, within: Duration) -> bool {
+    let end = Instant::now() + within;
+    while Instant::now() < end {
+        if gone(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    gone(pid)
+}
+
+/// Our child processes (zombies included) whose command line mentions `needle`.
+pub fn children_mentioning(needle: &Path) -> Vec<u32> {
+    let me = std::process::id();
+    let needle = needle.to_string_lossy();
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // Fields after the parenthesised command name: state, ppid, ...
+        let after = &stat[stat.rfind(')').map_or(0, |i| i + 1)..];
+        let ppid: u32 = after
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        if ppid != me {
+            continue;
+        }
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains(needle.as_ref()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+pub fn kill9(pid: u32) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+}

@@ -1,0 +1,220 @@
+//! The fake runner's command line: the real runner's flags (accepted; `--socket`, `--model`,
+//! `--ctx-size`, `--parallel` and `--embedding` are used, the rest ignored) plus scripted
+//! behaviour flags.
+//!
+//! Behaviour flags (all optional):
+//!
+//! | flag                 | effect                                                                  |
+//! |----------------------|-------------------------------------------------------------------------|
+//! | `--tokens TEXT`      | completion output, split into word chunks (`"Hello, world"` → `Hello,` ` world`) |
+//! | `--echo`             | completion output is the prompt itself (text, or token ids detokenized) |
+//! | `--token-delay-ms N` | pause before each token (default 0)                                     |
+//! | `--crash-after N`    | exit abruptly (status 101, no final chunk) after N tokens in total      |
+//! | `--slow-load SECS`   | report `loading` with progress rising in 10 steps over SECS (float ok)  |
+//! | `--hang-load`        | report `loading` with progress 0 forever                                |
+//! | `--fail-load KIND`   | after loading, report `failed` with this `ErrorKind` (e.g. `OutOfMemory`) |
+//! | `--exit-at-load N`   | after loading, print an error line to stderr and exit with status N     |
+//! | `--ignore-sigterm`   | keep running on SIGTERM (default: remove the socket and exit 0)         |
+//! | `--n-embd N`         | embedding width (default 16)                                            |
+//!
+//! The same flags may also come from the model file: if the file named by `--model` starts with
+//! the line `#fake-runner`, every following non-empty line is one more argument (so a value may
+//! contain spaces). They are applied after the command line. This lets a test give each fake
+//! "model" its own behaviour while the server passes only the real runner's flags.
+
+use runner_protocol::ErrorKind;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// First line of a model file that carries extra fake-runner arguments.
+pub const MODEL_SCRIPT_HEADER: &str = "#fake-runner";
+
+#[derive(Debug, Clone)]
+pub struct Script {
+    pub socket: PathBuf,
+    pub model: PathBuf,
+    pub ctx_size: u32,
+    pub parallel: u32,
+    pub embedding: bool,
+    pub tokens: Vec<String>,
+    pub echo: bool,
+    pub token_delay: Duration,
+    pub crash_after: Option<u32>,
+    pub slow_load: Duration,
+    pub hang_load: bool,
+    pub fail_load: Option<ErrorKind>,
+    pub exit_at_load: Option<i32>,
+    pub ignore_sigterm: bool,
+    pub n_embd: u32,
+}
+
+impl Default for Script {
+    fn default() -> Self {
+        Self {
+            socket: PathBuf::new(),
+            model: PathBuf::new(),
+            ctx_size: 4096,
+            parallel: 1,
+            embedding: false,
+            tokens: split_tokens("Hello from the fake runner."),
+            echo: false,
+            token_delay: Duration::ZERO,
+            crash_after: None,
+            slow_load: Duration::ZERO,
+            hang_load: false,
+            fail_load: None,
+            exit_at_load: None,
+            ignore_sigterm: false,
+            n_embd: 16,
+        }
+    }
+}
+
+impl Script {
+    /// Parses the command line, then the model file's script lines if it has them.
+    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Self, String> {
+        let mut s = Script::default();
+        s.apply(args)?;
+        if s.socket.as_os_str().is_empty() {
+            return Err("--socket is required".into());
+        }
+        if let Ok(text) = std::fs::read(&s.model) {
+            let text = String::from_utf8_lossy(&text);
+            let mut lines = text.lines();
+            if lines.next().map(str::trim_end) == Some(MODEL_SCRIPT_HEADER) {
+                let extra: Vec<String> = lines
+                    .map(str::trim_end)
+                    .filter(|l| !l.is_empty())
+                    .map(String::from)
+                    .collect();
+                s.apply(extra)?;
+            }
+        }
+        Ok(s)
+    }
+
+    fn apply(&mut self, args: impl IntoIterator<Item = String>) -> Result<(), String> {
+        let mut it = args.into_iter().peekable();
+        while let Some(flag) = it.next() {
+            let mut value = |name: &str| it.next().ok_or_else(|| format!("{name} needs a value"));
+            match flag.as_str() {
+                "--socket" => self.socket = value(&flag)?.into(),
+                "--model" => self.model = value(&flag)?.into(),
+                "--ctx-size" => self.ctx_size = num(&flag, &value(&flag)?)?,
+                "--parallel" => self.parallel = num::<u32>(&flag, &value(&flag)?)?.max(1),
+                "--embedding" => self.embedding = true,
+                "--tokens" => self.tokens = split_tokens(&value(&flag)?),
+                "--echo" => self.echo = true,
+                "--token-delay-ms" => {
+                    self.token_delay = Duration::from_millis(num(&flag, &value(&flag)?)?)
+                }
+                "--crash-after" => self.crash_after = Some(num(&flag, &value(&flag)?)?),
+                "--slow-load" => {
+                    self.slow_load = Duration::from_secs_f64(num(&flag, &value(&flag)?)?)
+                }
+                "--hang-load" => self.hang_load = true,
+                "--fail-load" => {
+                    let v = value(&flag)?;
+                    let kind = serde_json::from_value(serde_json::Value::String(v.clone()))
+                        .map_err(|_| format!("--fail-load: unknown error kind {v:?}"))?;
+                    self.fail_load = Some(kind);
+                }
+                "--exit-at-load" => self.exit_at_load = Some(num(&flag, &value(&flag)?)?),
+                "--ignore-sigterm" => self.ignore_sigterm = true,
+                "--n-embd" => self.n_embd = num(&flag, &value(&flag)?)?,
+                other if other.starts_with("--") => {
+                    // A real-runner flag we do not model: skip it and its value, if any.
+                    if it.peek().is_some_and(|v| !v.starts_with("--")) {
+                        it.next();
+                    }
+                }
+                other => return Err(format!("unexpected argument {other:?}")),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
+    v.parse()
+        .map_err(|_| format!("{flag}: not a number: {v:?}"))
+}
+
+/// Splits text into word chunks, each carrying the whitespace that precedes it.
+pub fn split_tokens(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    let mut prev_ws = false;
+    for c in text.chars() {
+        if c.is_whitespace() && !prev_ws && !cur.is_empty() {
+            out.push(std::mem::take(&mut cur));
+        }
+        prev_ws = c.is_whitespace();
+        cur.push(c);
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn tokens_keep_their_leading_space() {
+        assert_eq!(split_tokens("Hello, world"), ["Hello,", " world"]);
+        assert_eq!(split_tokens(" a  b"), [" a", "  b"]);
+        assert!(split_tokens("").is_empty());
+    }
+
+    #[test]
+    fn real_runner_flags_are_accepted_and_script_flags_parsed() {
+        let s = Script::parse(args(&[
+            "--model",
+            "/nonexistent",
+            "--ctx-size",
+            "128",
+            "--parallel",
+            "2",
+            "--batch",
+            "512",
+            "--gpu-layers",
+            "-1",
+            "--no-mmap",
+            "--flash-attn",
+            "auto",
+            "--crash-after",
+            "3",
+            "--fail-load",
+            "OutOfMemory",
+            "--socket",
+            "/tmp/x.sock",
+        ]))
+        .unwrap();
+        assert_eq!(s.ctx_size, 128);
+        assert_eq!(s.parallel, 2);
+        assert_eq!(s.crash_after, Some(3));
+        assert_eq!(s.fail_load, Some(ErrorKind::OutOfMemory));
+        assert!(Script::parse(args(&["--model", "m"])).is_err());
+        assert!(Script::parse(args(&["--socket", "s", "--fail-load", "Nope"])).is_err());
+    }
+
+    #[test]
+    fn model_file_script_lines_are_arguments() {
+        let dir = std::env::temp_dir().join(format!("fake-runner-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let model = dir.join("m.gguf");
+        std::fs::write(&model, "#fake-runner\n--tokens\nA b c\n\n--hang-load\n").unwrap();
+        let s =
+            Script::parse(args(&["--socket", "s", "--model", model.to_str().unwrap()])).unwrap();
+        assert_eq!(s.tokens, ["A", " b", " c"]);
+        assert!(s.hang_load);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
