@@ -13,8 +13,8 @@ use std::path::PathBuf;
 
 pub use host::{join_host_port, split_host_port, OllamaHost, DEFAULT_PORT};
 pub use parse::{
-    clean, env_duration_nanos, go_parse_bool, go_parse_duration, ollama_bool, KeepAlive,
-    LoadTimeout,
+    clean, env_duration_nanos, go_parse_bool, go_parse_duration, keep_alive_display,
+    keep_alive_from_nanos, ollama_bool, KeepAlive, LoadTimeout,
 };
 
 /// File name of the llama.cpp runner binary, looked up next to `herd` by default.
@@ -243,7 +243,7 @@ impl Config {
             ("OLLAMA_MODELS", self.models.display().to_string()),
             ("OLLAMA_ORIGINS", self.origins.allowed().join(",")),
             ("OLLAMA_NOPRUNE", self.noprune.to_string()),
-            ("OLLAMA_KEEP_ALIVE", self.keep_alive.to_string()),
+            ("OLLAMA_KEEP_ALIVE", keep_alive_display(&self.keep_alive)),
             ("OLLAMA_NUM_PARALLEL", self.num_parallel.to_string()),
             (
                 "OLLAMA_MAX_LOADED_MODELS",

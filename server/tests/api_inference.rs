@@ -349,7 +349,9 @@ async fn empty_prompt_loads_and_keep_alive_zero_unloads() {
     let summary: Vec<String> = calls
         .iter()
         .map(|c| match c {
-            Call::Load(m, k, ctx) => format!("load {m} {k} {ctx}"),
+            Call::Load(m, k, ctx) => {
+                format!("load {m} {} {ctx}", server::config::keep_alive_display(k))
+            }
             Call::Unload(m) => format!("unload {m}"),
             other => format!("{other:?}"),
         })
