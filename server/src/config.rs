@@ -58,7 +58,7 @@ pub struct LogArgs {
         env = "OLLAMA_DEBUG",
         global = true,
         value_parser = parse_log_level,
-        num_args = 0..=1,
+        num_args = 0..=1, require_equals = true,
         default_missing_value = "1",
         default_value = "0"
     )]
@@ -169,7 +169,7 @@ pub struct Config {
     #[arg(long, env = "OLLAMA_ORIGINS", value_parser = parse_origins, default_value = "")]
     pub origins: Origins,
     /// Do not prune unreferenced blobs at startup.
-    #[arg(long, env = "OLLAMA_NOPRUNE", value_parser = parse::clap_bool, num_args = 0..=1,
+    #[arg(long, env = "OLLAMA_NOPRUNE", value_parser = parse::clap_bool, num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "false")]
     pub noprune: bool,
     /// How long a model stays loaded after its last request (Go duration or seconds; negative = forever).
@@ -199,11 +199,11 @@ pub struct Config {
           allow_negative_numbers = true)]
     pub load_timeout: LoadTimeout,
     /// Run thinking + structured output as two generations (rollback switch for single-pass).
-    #[arg(long, env = "OLLAMA_FORMAT_TWO_PASS", value_parser = parse::clap_bool, num_args = 0..=1,
+    #[arg(long, env = "OLLAMA_FORMAT_TWO_PASS", value_parser = parse::clap_bool, num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "false")]
     pub format_two_pass: bool,
     /// Allow draft-model speculation while a grammar constrains output (MLX runner).
-    #[arg(long, env = "OLLAMA_MLX_DRAFT_UNDER_GRAMMAR", value_parser = parse::clap_bool, num_args = 0..=1,
+    #[arg(long, env = "OLLAMA_MLX_DRAFT_UNDER_GRAMMAR", value_parser = parse::clap_bool, num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "false")]
     pub mlx_draft_under_grammar: bool,
     /// Path of the runner-llamacpp binary (default: next to the herd executable).
@@ -455,6 +455,21 @@ mod tests {
             panic!("expected show")
         };
         assert!(s.parameters && s.verbose && !s.license);
+
+        // Optional-value flags never swallow the next word.
+        let cli =
+            Cli::try_parse_from(["herd", "--debug", "serve", "--noprune", "--host", "h"]).unwrap();
+        assert_eq!(cli.log.level, LogLevel::Debug);
+        let Command::Serve(cfg) = cli.command else {
+            panic!("expected serve")
+        };
+        assert!(cfg.noprune);
+        let cli = Cli::try_parse_from(["herd", "--debug=2", "serve", "--noprune=false"]).unwrap();
+        assert_eq!(cli.log.level, LogLevel::Trace);
+        let Command::Serve(cfg) = cli.command else {
+            panic!("expected serve")
+        };
+        assert!(!cfg.noprune);
 
         let err = Cli::try_parse_from(["herd", "--version"]).unwrap_err();
         assert_eq!(err.kind(), clap::error::ErrorKind::DisplayVersion);
