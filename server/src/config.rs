@@ -41,6 +41,8 @@ pub enum Command {
     /// List models
     #[command(visible_alias = "ls")]
     List(ListArgs),
+    /// List running models
+    Ps(ListArgs),
     /// Show information for a model
     Show(ShowArgs),
     /// Copy a model
