@@ -45,6 +45,8 @@ pub enum Command {
     Ps(ListArgs),
     /// Show information for a model
     Show(ShowArgs),
+    /// Stop a running model
+    Stop(StopArgs),
     /// Copy a model
     Cp(CopyArgs),
     /// Remove one or more models
@@ -138,6 +140,13 @@ pub struct ShowArgs {
     /// Show detailed model information
     #[arg(short, long)]
     pub verbose: bool,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StopArgs {
+    pub model: String,
     #[command(flatten)]
     pub client: ClientArgs,
 }

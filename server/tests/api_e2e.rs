@@ -136,10 +136,19 @@ fn serve_list_show_copy_remove() {
     assert_eq!(out, "copied 'tiny' to 'copy:v2'\n");
     let (ok, out, err) = server.herd(&["rm", "copy:v2", "tiny"]);
     assert!(ok, "{err}");
+    // No inference engine in this build yet, so the unload before delete cannot succeed.
+    assert_eq!(
+        err,
+        "Warning: unable to stop model 'copy:v2'\nWarning: unable to stop model 'tiny'\n"
+    );
     assert_eq!(out, "deleted 'copy:v2'\ndeleted 'tiny'\n");
     let (ok, out, _) = server.herd(&["ls"]);
     assert!(ok);
     assert_eq!(out, "NAME    ID    SIZE    MODIFIED\n");
+
+    let (ok, _, err) = server.herd(&["stop", "missing"]);
+    assert!(!ok);
+    assert_eq!(err.trim(), "Error: couldn't find model \"missing\" to stop");
 
     let (ok, _, err) = server.herd(&["show", "missing"]);
     assert!(!ok);

@@ -12,7 +12,7 @@ use reqwest::Method;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::config::{Cli, Command, CopyArgs, ListArgs, RemoveArgs};
+use crate::config::{Cli, Command, CopyArgs, ListArgs, RemoveArgs, StopArgs};
 use client::Client;
 
 /// Runs one parsed command line to completion.
@@ -22,6 +22,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::List(args) => list(args).await,
         Command::Ps(args) => ps(args).await,
         Command::Show(args) => show::run(args).await,
+        Command::Stop(args) => stop(args).await,
         Command::Cp(args) => copy(args).await,
         Command::Rm(args) => remove(args).await,
     }
@@ -167,11 +168,38 @@ async fn copy(args: CopyArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Unloads `model` now: a generate with an empty prompt and `keep_alive: 0`.
+async fn unload(client: &Client, model: &str) -> anyhow::Result<()> {
+    client
+        .send(
+            Method::POST,
+            "/api/generate",
+            Some(&json!({ "model": model, "keep_alive": 0 })),
+        )
+        .await
+        .map(drop)
+}
+
+async fn stop(args: StopArgs) -> anyhow::Result<()> {
+    let client = Client::new(&args.client.host)?;
+    unload(&client, &args.model).await.map_err(|e| {
+        if e.to_string().contains("not found") {
+            anyhow::anyhow!("couldn't find model \"{}\" to stop", args.model)
+        } else {
+            e
+        }
+    })
+}
+
 async fn remove(args: RemoveArgs) -> anyhow::Result<()> {
     let client = Client::new(&args.client.host)?;
     for model in &args.models {
-        // Ollama unloads the model first (generate with keep_alive 0); that needs the scheduler,
-        // which is not wired yet, so deletion goes straight to the store.
+        // Unload first so no runner keeps the deleted blobs open (as Ollama does).
+        if let Err(e) = unload(&client, model).await {
+            if !e.to_string().to_lowercase().contains("not found") {
+                eprintln!("Warning: unable to stop model '{model}'");
+            }
+        }
         client
             .send(
                 Method::DELETE,
