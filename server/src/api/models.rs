@@ -172,11 +172,18 @@ fn show_model(store: &Store, name: &ModelName, req: &ShowRequest) -> Result<Show
     let Some(entry) = store.read(&resolved)? else {
         return Err(Error::NotFound(format!("model '{short}' not found")));
     };
-    let mut view = ModelView::load(store, &entry)?;
+    // A layer blob missing from disk reads as "no such model", as in Ollama (os.IsNotExist).
+    let missing = |e: Error| match e {
+        Error::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
+            Error::NotFound(format!("model '{short}' not found"))
+        }
+        e => e,
+    };
+    let mut view = ModelView::load(store, &entry).map_err(missing)?;
     if let Some(system) = req.system.as_deref().filter(|s| !s.is_empty()) {
         view.system = system.to_owned();
     }
-    let gguf = view.gguf(req.verbose)?;
+    let gguf = view.gguf(req.verbose).map_err(missing)?;
     let template = match (
         &view.template,
         gguf.as_ref().and_then(|g| g.chat_template()),
