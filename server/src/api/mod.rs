@@ -1,6 +1,7 @@
 //! The HTTP surface: Ollama's native `/api` routes, the middleware in front of them (Host guard,
-//! CORS, body limit, tracing) and the server loop. Handlers only translate shapes; the store,
-//! GGUF reader and (later) scheduler do the work.
+//! CORS, body limit, tracing) and the server loop. Handlers validate and translate shapes; the
+//! store and GGUF reader answer model questions, and generate/chat/embed go through the
+//! `Inference` seam (`inference.rs`) to whatever runs models.
 //!
 //! Framework: axum 0.8. It gives tower middleware (tracing, limits, our guards as plain
 //! functions), typed extractors that turn malformed requests into our one error type, and
