@@ -10,6 +10,7 @@
 //! runner protocol.
 
 pub mod blobs;
+pub mod convert;
 pub mod embed;
 pub mod error;
 pub mod generate;
