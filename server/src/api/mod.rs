@@ -128,7 +128,8 @@ pub fn app(state: AppState) -> Router {
             guard::host_guard,
         ))
         .layer(middleware::from_fn(error::log_server_errors))
-        .layer(TraceLayer::new_for_http());
+        // 5xx are logged once, with their message, by `log_server_errors`.
+        .layer(TraceLayer::new_for_http().on_failure(()));
     routes.with_state(state)
 }
 
