@@ -249,3 +249,65 @@ async fn concurrent_pulls_share_one_download_and_replaced_layers_are_pruned() {
         .iter()
         .any(|p| p.status == "removing unused layers"));
 }
+
+/// `cargo test -p server --test registry_real -- --ignored --nocapture pull_throughput`:
+/// pulls a 1 GiB blob from the loopback registry with production options and prints MB/s
+/// beside `cp` of the same file (the disk ceiling).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore]
+async fn pull_throughput_1gib() {
+    use server::store::manifest::{MEDIA_TYPE_CONFIG, MEDIA_TYPE_MODEL};
+    use server::store::registry::RegistryOptions;
+    use server::store::{Layer, Manifest};
+    let Some(reg) = RealRegistry::start() else {
+        return;
+    };
+    let src = tempfile::tempdir().unwrap();
+    let src_store = Store::open(src.path()).unwrap();
+    let raw = src.path().join("raw");
+    {
+        use std::io::Write;
+        let block = bytes(42, 1 << 20);
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&raw).unwrap());
+        for i in 0u64..1024 {
+            f.write_all(&i.to_le_bytes()).unwrap();
+            f.write_all(&block[8..]).unwrap();
+        }
+    }
+    let file = tokio::fs::File::open(&raw).await.unwrap();
+    let (md, n) = src_store.blobs().write_stream(file).await.unwrap();
+    let cd = src_store.blobs().write_bytes(b"{}").unwrap();
+    let name = reg.name("library/bench:latest");
+    let m = Manifest::new(
+        Layer::new(MEDIA_TYPE_CONFIG, cd, 2),
+        vec![Layer::new(MEDIA_TYPE_MODEL, md.clone(), n)],
+    );
+    src_store.write_manifest(&name, &m).unwrap();
+    registry(&src_store, test_options(None))
+        .push(&name, true, progress::discard())
+        .await
+        .unwrap();
+
+    let t = tempfile::tempdir().unwrap();
+    let store = Store::open(t.path()).unwrap();
+    let r = registry(&store, RegistryOptions::default());
+    let start = std::time::Instant::now();
+    r.pull(&name, true, progress::discard()).await.unwrap();
+    let pull = start.elapsed().as_secs_f64();
+
+    let start = std::time::Instant::now();
+    let ok = std::process::Command::new("cp")
+        .arg(src_store.blobs().path(&md))
+        .arg(t.path().join("copy"))
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let cp = start.elapsed().as_secs_f64();
+    let mb = n as f64 / 1e6;
+    println!(
+        "pull 1 GiB from loopback registry: {:.0} MB/s ({pull:.2} s); cp: {:.0} MB/s ({cp:.2} s)",
+        mb / pull,
+        mb / cp
+    );
+}
