@@ -38,6 +38,11 @@ pub fn free_port() -> u16 {
 impl RealRegistry {
     /// `None` (with a printed notice) when the binary is not installed.
     pub fn start() -> Option<RealRegistry> {
+        Self::start_with("")
+    }
+
+    /// As `start`, with extra top-level YAML appended to the config (e.g. an `auth:` section).
+    pub fn start_with(extra: &str) -> Option<RealRegistry> {
         if !Path::new(REGISTRY_BIN).exists() {
             eprintln!("SKIP: {REGISTRY_BIN} not installed (apt-get install docker-registry)");
             return None;
@@ -48,7 +53,7 @@ impl RealRegistry {
         std::fs::write(
             &config,
             format!(
-                "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n",
+                "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n{extra}",
                 dir.path().join("data").display()
             ),
         )
