@@ -234,3 +234,64 @@ async fn sigkill_mid_pull_then_restart_resumes() {
         "reused {reused} of {kept}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_pull_error_shapes() {
+    let Some(reg) = RealRegistry::start() else {
+        return;
+    };
+    let t = tempfile::tempdir().unwrap();
+    let serve = Serve::start(&t.path().join("models"), t.path());
+    let http = reqwest::Client::new();
+    let post = |path: &str, body: serde_json::Value| {
+        http.post(format!("http://{}{path}", serve.addr))
+            .json(&body)
+            .send()
+    };
+    let missing = format!("http://127.0.0.1:{}/library/nope:latest", reg.port);
+    // Streamed: a first status line, then the error line, status 200.
+    let r = post(
+        "/api/pull",
+        serde_json::json!({"model": missing, "insecure": true}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.headers()["content-type"].to_str().unwrap(),
+        "application/x-ndjson"
+    );
+    assert_eq!(
+        r.text().await.unwrap(),
+        "{\"status\":\"pulling manifest\"}\n{\"error\":\"pull model manifest: file does not exist\"}\n"
+    );
+    // Not streamed: 500 with the error.
+    let r = post(
+        "/api/pull",
+        serde_json::json!({"name": missing, "insecure": true, "stream": false}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 500);
+    assert_eq!(
+        r.text().await.unwrap(),
+        "{\"error\":\"pull model manifest: file does not exist\"}"
+    );
+    // Bad names and bodies.
+    let r = post("/api/pull", serde_json::json!({"model": "a/b/c/d/e"}))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(
+        r.text().await.unwrap(),
+        "{\"error\":\"invalid model name\"}"
+    );
+    let r = post("/api/push", serde_json::json!({"model": "http://127.0.0.1:1/library/absent", "insecure": true, "stream": false}))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 500);
+    assert_eq!(
+        r.text().await.unwrap(),
+        "{\"error\":\"model '127.0.0.1:1/library/absent:latest' not found\"}"
+    );
+}
