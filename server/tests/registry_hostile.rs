@@ -14,6 +14,7 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::Response;
 use base64::Engine as _;
+use futures_util::StreamExt as _;
 use http::{HeaderMap, Method, StatusCode};
 use registry_support::*;
 use server::store::registry::{auth, progress};
@@ -239,8 +240,9 @@ async fn size_lies_and_wrong_bytes_never_become_blobs() {
         "{err}"
     );
     env.assert_clean();
+    let bad = m.layers[0].digest.hex().to_owned();
     assert!(
-        files(&env.parent).iter().all(|f| !f.contains("partial")),
+        files(&env.parent).iter().all(|f| !f.contains(&bad)),
         "a proven-bad partial is deleted"
     );
 
@@ -502,4 +504,74 @@ async fn disk_full_is_a_clean_error() {
             "{f}"
         );
     }
+}
+
+#[tokio::test]
+async fn silent_registry_times_out() {
+    let (manifest, blobs, m) = model();
+    // A manifest whose body never arrives.
+    let hook: Override = Arc::new(|_, path, _| {
+        path.contains("/manifests/").then(|| {
+            Response::new(Body::from_stream(futures_util::stream::pending::<
+                Result<bytes::Bytes, std::io::Error>,
+            >()))
+        })
+    });
+    let env = env_with(manifest.clone(), blobs.clone(), hook).await;
+    let mut opts = test_options(None);
+    opts.request_timeout = std::time::Duration::from_millis(300);
+    let r = registry(&env.store, opts.clone());
+    let err = r
+        .pull(&env.name, true, progress::discard())
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("did not send the manifest in time"),
+        "{err}"
+    );
+    env.assert_clean();
+
+    // A blob whose bytes stop after a few: the part is restarted (stall), retried, then fails.
+    let big = m.layers[0].digest.to_string();
+    let hook: Override =
+        Arc::new(move |method, path, headers| {
+            (method == Method::GET && path.ends_with(&big)).then(|| {
+                let range = headers["range"]
+                    .to_str()
+                    .unwrap()
+                    .trim_start_matches("bytes=")
+                    .to_owned();
+                let first = futures_util::stream::iter([Ok::<_, std::io::Error>(
+                    bytes::Bytes::from(vec![0u8; 10]),
+                )]);
+                Response::builder()
+                    .status(StatusCode::PARTIAL_CONTENT)
+                    .header("content-range", format!("bytes {range}/{}", 3 << 20))
+                    .body(Body::from_stream(
+                        first.chain(futures_util::stream::pending()),
+                    ))
+                    .unwrap()
+            })
+        });
+    let env = env_with(manifest, blobs, hook).await;
+    opts.stall_timeout = std::time::Duration::from_millis(200);
+    opts.retries = 1;
+    let r = registry(&env.store, opts);
+    let start = std::time::Instant::now();
+    let err = r
+        .pull(&env.name, true, progress::discard())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("stalled"), "{err}");
+    assert!(start.elapsed() < std::time::Duration::from_secs(5));
+    let gets = env
+        .log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.starts_with("GET") && l.contains(&m.layers[0].digest.to_string()))
+        .count();
+    assert!(gets >= 2, "the stalled part was restarted ({gets} GETs)");
+    env.assert_clean();
 }

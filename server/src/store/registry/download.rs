@@ -123,7 +123,19 @@ async fn download(session: &Session, layer: &Layer, completed: &AtomicU64) -> Re
         completed.store(layer.size, Ordering::Relaxed);
         return Ok(());
     }
-    let src = locate(session, layer).await?;
+    let _slot = session
+        .reg
+        .inner
+        .blob_slots
+        .acquire()
+        .await
+        .map_err(|_| Error::Internal("registry client closed".into()))?;
+    let src = tokio::time::timeout(
+        session.reg.options().request_timeout,
+        locate(session, layer),
+    )
+    .await
+    .map_err(|_| Error::Internal(format!("registry did not answer for blob {}", layer.digest)))??;
     let parts = {
         let (blobs, d, total) = (blobs.clone(), d.clone(), src.total);
         let (min, max) = (
@@ -165,29 +177,36 @@ async fn download(session: &Session, layer: &Layer, completed: &AtomicU64) -> Re
     }
 }
 
-/// HEADs the blob (following allowed redirects) to learn where its bytes live; its size must
-/// match the manifest's (a size lie is refused before any byte is fetched).
+/// HEADs the blob (following allowed redirects) to learn where its bytes live and its size,
+/// which must match the manifest's (a size lie is refused before any byte is fetched). When a
+/// redirect target cannot answer HEAD (presigned CDN URLs are often GET-only) or gives no size, a
+/// one-byte ranged GET asks instead.
 async fn locate(session: &Session, layer: &Layer) -> Result<Source> {
     let url = session.blob_url(&layer.digest);
     let f = session
-        .send(Method::HEAD, url, false, HeaderMap::new(), None)
+        .send(Method::HEAD, url.clone(), false, HeaderMap::new(), None)
         .await?;
-    if f.resp.status() == StatusCode::NOT_FOUND {
+    if f.resp.status() == StatusCode::NOT_FOUND && !f.external {
         return Err(Error::NotFound(format!(
             "blob {} not found in registry",
             layer.digest
         )));
     }
-    let f = client::check(f).await?;
-    let size = f
+    let head_size = f
         .resp
         .headers()
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        .ok_or_else(|| {
-            Error::Internal(format!("registry gave no size for blob {}", layer.digest))
-        })?;
+        .and_then(|v| v.parse::<u64>().ok());
+    let (f, size) = match head_size {
+        Some(n) if f.resp.status().is_success() => (f, n),
+        _ if f.external || f.resp.status().is_success() => probe(session, url).await?,
+        _ => {
+            return Err(client::check(f).await.err().unwrap_or_else(|| {
+                Error::Internal(format!("registry gave no size for blob {}", layer.digest))
+            }))
+        }
+    };
     if size != layer.size {
         return Err(Error::Internal(format!(
             "registry reports {size} bytes for blob {}, manifest says {}",
@@ -199,6 +218,29 @@ async fn locate(session: &Session, layer: &Layer) -> Result<Source> {
         external: f.external,
         total: size,
     })
+}
+
+/// `GET` with `Range: bytes=0-0`: the total from `Content-Range` (or `Content-Length` of a 200,
+/// whose body is then dropped unread).
+async fn probe(session: &Session, url: Url) -> Result<(client::Fetched, u64)> {
+    let mut h = HeaderMap::new();
+    h.insert(RANGE, HeaderValue::from_static("bytes=0-0"));
+    let f = client::check(session.send(Method::GET, url, false, h, None).await?).await?;
+    let hdr = |name| {
+        f.resp
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let size = if f.resp.status() == StatusCode::PARTIAL_CONTENT {
+        hdr(CONTENT_RANGE)
+            .and_then(|cr| cr.rsplit_once('/').and_then(|(_, t)| t.parse::<u64>().ok()))
+    } else {
+        hdr(CONTENT_LENGTH).and_then(|v| v.parse::<u64>().ok())
+    };
+    let size = size.ok_or_else(|| Error::Internal("registry gave no blob size".into()))?;
+    Ok((f, size))
 }
 
 fn open_nofollow(path: &Path, create: bool) -> std::io::Result<std::fs::File> {
@@ -311,14 +353,12 @@ async fn run_part(
     let opts = session.reg.options();
     let mut attempt = 0;
     loop {
-        let before = w.st.completed;
         match fetch_once(session, src, &mut w).await {
             Ok(()) => return Ok(()),
             Err(PartError::Fatal(e)) => return Err(e),
+            // Every failure counts, progress or not: a registry dripping a few bytes per stall
+            // must not keep a part alive forever.
             Err(PartError::Retry(e)) => {
-                if w.st.completed > before {
-                    attempt = 0;
-                }
                 if attempt >= opts.retries {
                     return Err(e);
                 }

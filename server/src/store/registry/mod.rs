@@ -53,6 +53,11 @@ pub struct RegistryOptions {
     pub push_chunk: u64,
     /// Interval between `pulling <digest>` progress lines (Ollama: 60 ms).
     pub progress_interval: Duration,
+    /// Deadline for small exchanges (manifest, blob HEAD, token); blob parts use `stall_timeout`.
+    pub request_timeout: Duration,
+    /// Blobs downloaded at once (each with up to 16 parts); bounds connections for manifests
+    /// with many layers.
+    pub max_blobs_in_flight: usize,
 }
 
 impl Default for RegistryOptions {
@@ -74,6 +79,8 @@ impl Default for RegistryOptions {
             max_layers: 65_536,
             push_chunk: 64 << 20,
             progress_interval: Duration::from_millis(60),
+            request_timeout: Duration::from_secs(60),
+            max_blobs_in_flight: 8,
         }
     }
 }
@@ -94,11 +101,13 @@ struct Inner {
     downloads: Mutex<HashMap<Digest, Weak<download::Inflight>>>,
     /// Blob bytes received from the network (resume and throughput accounting).
     downloaded: std::sync::atomic::AtomicU64,
+    blob_slots: tokio::sync::Semaphore,
 }
 
 impl Registry {
     pub fn new(store: Store, opts: RegistryOptions) -> Result<Registry> {
         let (registry, public) = client::build_clients(&opts.user_agent)?;
+        let slots = opts.max_blobs_in_flight.max(1);
         Ok(Registry {
             inner: Arc::new(Inner {
                 store,
@@ -108,6 +117,7 @@ impl Registry {
                 key: OnceCell::new(),
                 downloads: Mutex::new(HashMap::new()),
                 downloaded: Default::default(),
+                blob_slots: tokio::sync::Semaphore::new(slots),
             }),
         })
     }

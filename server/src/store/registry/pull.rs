@@ -29,7 +29,9 @@ impl Registry {
     pub async fn pull(&self, name: &ModelName, insecure: bool, progress: ProgressFn) -> Result<()> {
         progress(Progress::status("pulling manifest"));
         let session = Arc::new(Session::new(self.clone(), name, insecure).await?);
-        let bytes = fetch_manifest(&session).await?;
+        let bytes = tokio::time::timeout(self.options().request_timeout, fetch_manifest(&session))
+            .await
+            .map_err(|_| Error::Internal("registry did not send the manifest in time".into()))??;
         let manifest = self.check_manifest(&bytes)?;
 
         let mut seen = HashSet::new();
