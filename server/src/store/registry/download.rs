@@ -265,6 +265,13 @@ fn read_state(path: &Path) -> Option<PartState> {
     serde_json::from_slice(&std::fs::read(path).ok()?).ok()
 }
 
+/// Removes download leftovers of a blob that is already stored (a process killed between the
+/// rename and the state cleanup leaves them).
+pub(crate) fn remove_leftovers(blobs: &BlobStore, d: &Digest) {
+    let _ = std::fs::remove_file(blobs.partial_path(d));
+    remove_states(blobs, d, 0);
+}
+
 fn remove_states(blobs: &BlobStore, d: &Digest, at_least: usize) {
     let mut i = 0;
     loop {

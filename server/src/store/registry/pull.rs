@@ -45,9 +45,12 @@ impl Registry {
         let jobs: Vec<(&Layer, Option<Arc<download::Inflight>>)> = layers
             .iter()
             .map(|l| {
-                let job =
-                    (!self.store().blobs().exists(&l.digest)).then(|| download::start(&session, l));
-                (*l, job)
+                let blobs = self.store().blobs();
+                if blobs.exists(&l.digest) {
+                    download::remove_leftovers(blobs, &l.digest);
+                    return (*l, None);
+                }
+                (*l, Some(download::start(&session, l)))
             })
             .collect();
         for (layer, job) in &jobs {
