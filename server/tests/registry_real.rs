@@ -312,3 +312,47 @@ async fn pull_throughput_1gib() {
         mb / cp
     );
 }
+
+/// A real model file (SmolLM2-135M, from `scripts/fetch-test-models`) survives push and pull
+/// byte for byte; skipped when the test models are not fetched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_gguf_round_trip() {
+    use server::store::manifest::{MEDIA_TYPE_CONFIG, MEDIA_TYPE_MODEL};
+    use server::store::{Layer, Manifest};
+    let Some(reg) = RealRegistry::start() else {
+        return;
+    };
+    let home = std::env::var_os("HOME")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_default();
+    let gguf = home.join(".cache/herd/models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    if !gguf.exists() {
+        eprintln!("SKIP: {} not fetched", gguf.display());
+        return;
+    }
+    let src = tempfile::tempdir().unwrap();
+    let src_store = Store::open(src.path()).unwrap();
+    let file = tokio::fs::File::open(&gguf).await.unwrap();
+    let (md, n) = src_store.blobs().write_stream(file).await.unwrap();
+    let cfg = br#"{"model_format":"gguf","model_family":"llama"}"#;
+    let cd = src_store.blobs().write_bytes(cfg).unwrap();
+    let name = reg.name("library/smollm2:135m");
+    let m = Manifest::new(
+        Layer::new(MEDIA_TYPE_CONFIG, cd, cfg.len() as u64),
+        vec![Layer::new(MEDIA_TYPE_MODEL, md.clone(), n)],
+    );
+    src_store.write_manifest(&name, &m).unwrap();
+    registry(&src_store, test_options(None))
+        .push(&name, true, progress::discard())
+        .await
+        .unwrap();
+    let t = tempfile::tempdir().unwrap();
+    let store = Store::open(t.path()).unwrap();
+    let r = registry(&store, server::store::registry::RegistryOptions::default());
+    r.pull(&name, true, progress::discard()).await.unwrap();
+    assert_eq!(store.read(&name).unwrap().unwrap().bytes, m.to_bytes());
+    assert_eq!(
+        std::fs::read(store.blobs().path(&md)).unwrap(),
+        std::fs::read(&gguf).unwrap()
+    );
+}
