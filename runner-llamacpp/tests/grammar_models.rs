@@ -350,3 +350,20 @@ async fn unsupported_schema_feature_is_a_bad_request_naming_it() {
     assert_eq!(e.error.kind, ErrorKind::BadRequest);
     assert!(e.error.message.contains("if"), "{}", e.error.message);
 }
+
+#[tokio::test]
+async fn control_token_closes_compile_on_a_real_vocabulary_and_leave_free_text_alone() {
+    let _g = serial().await;
+    let r = Logged::spawn(&gemma());
+    r.ready().await;
+    let free = complete(&r.socket, greedy_with(GEMMA_PROMPT, 16, None)).await;
+    // One control token, and a harmony-shaped close (control token, text, control token); gemma
+    // never emits either here, so the response is its free text.
+    for close in ["<start_of_turn>", "<start_of_turn>final<end_of_turn>"] {
+        let c = json!({"type": "json_schema", "schema": {"type": "integer"}, "thinking_close": [close]});
+        let started = Instant::now();
+        let out = complete(&r.socket, greedy_with(GEMMA_PROMPT, 16, Some(c))).await;
+        eprintln!("close {close:?}: {:?} in {:?}", out.text, started.elapsed());
+        assert_eq!(out.text, free.text, "close {close:?}");
+    }
+}

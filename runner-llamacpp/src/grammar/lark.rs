@@ -135,8 +135,10 @@ pub fn mixed_grammar(schema: &Value, parts: &[Part], others: &[u32]) -> Option<S
         }
     }
     let mut item = format!("item: TEXT | <[{a}]> AFTER_OPEN");
-    for id in others {
-        item.push_str(&format!(" | <[{id}]>"));
+    if !others.is_empty() {
+        // One token-range lexeme, not one alternative per token: vocabularies hold thousands of
+        // control tokens and the parser bounds the items per row.
+        item.push_str(&format!(" | <[{}]>", ranges(others)));
     }
     let mut out = format!(
         "start: pre | pre {close} body\npre: item*\n{item}\n\
@@ -150,6 +152,28 @@ pub fn mixed_grammar(schema: &Value, parts: &[Part], others: &[u32]) -> Option<S
         }
     }
     Some(out)
+}
+
+/// Ids as llguidance token ranges, sorted and merged: `1-3,7`.
+pub fn ranges(ids: &[u32]) -> String {
+    let mut v = ids.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < v.len() {
+        let mut j = i;
+        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j {
+            v[i].to_string()
+        } else {
+            format!("{}-{}", v[i], v[j])
+        });
+        i = j + 1;
+    }
+    out.join(",")
 }
 
 /// A regex matching exactly `s`: every non-alphanumeric char as a `\x{..}` escape, which the
@@ -180,6 +204,12 @@ mod tests {
             grammar(&json!({}), &[String::new()], |_| None),
             grammar(&json!({}), &[], |_| None)
         );
+    }
+
+    #[test]
+    fn ranges_merge_runs() {
+        assert_eq!(ranges(&[7, 1, 2, 3, 3, 9, 10]), "1-3,7,9-10");
+        assert_eq!(ranges(&[5]), "5");
     }
 
     #[test]
