@@ -9,11 +9,16 @@
 //! runner protocol.
 
 pub mod blobs;
+pub mod embed;
 pub mod error;
 pub mod guard;
 pub mod models;
+pub mod options;
+pub mod request;
 pub mod serve;
 pub mod show;
+pub mod stream;
+pub mod types;
 
 use std::sync::Arc;
 
