@@ -23,6 +23,13 @@ impl IntoResponse for Error {
         let status = self.status();
         let message = self.to_string();
         let mut resp = (status, Json(serde_json::json!({ "error": message }))).into_response();
+        if matches!(self, Error::QueueFull) {
+            // The queue drains as requests finish; a second is a fair first retry.
+            resp.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
         if status.is_server_error() {
             resp.extensions_mut().insert(ServerErrorMessage(message));
         }

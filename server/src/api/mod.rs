@@ -9,11 +9,15 @@
 //! runner protocol.
 
 pub mod blobs;
+pub mod chat;
 pub mod embed;
 pub mod error;
+pub mod generate;
 pub mod guard;
+pub mod infer;
 pub mod models;
 pub mod options;
+pub mod ps;
 pub mod request;
 pub mod serve;
 pub mod show;
@@ -47,6 +51,8 @@ pub struct AppState {
     pub host_guard: Arc<HostGuard>,
     pub cors: Arc<CorsPolicy>,
     pub max_json_body: usize,
+    /// The scheduler-backed inference engine; `None` serves only the model-management routes.
+    pub engine: Option<crate::engine::Engine>,
 }
 
 impl AppState {
@@ -60,7 +66,13 @@ impl AppState {
                 &crate::config::Origins::default().allowed(),
             )),
             max_json_body: DEFAULT_MAX_JSON_BODY,
+            engine: None,
         }
+    }
+
+    pub fn with_engine(mut self, engine: crate::engine::Engine) -> AppState {
+        self.engine = Some(engine);
+        self
     }
 
     pub fn with_host_guard(mut self, guard: HostGuard) -> AppState {
@@ -85,7 +97,11 @@ pub fn app(state: AppState) -> Router {
         .route("/", get(root).head(root))
         .route("/api/version", get(version).head(version))
         .route("/api/tags", get(models::tags).head(models::tags))
-        .route("/api/ps", get(models::ps))
+        .route("/api/ps", get(ps::ps))
+        .route("/api/generate", post(generate::generate))
+        .route("/api/chat", post(chat::chat))
+        .route("/api/embed", post(embed::embed))
+        .route("/api/embeddings", post(embed::embeddings))
         .route("/api/show", post(models::show))
         .route("/api/copy", post(models::copy))
         .route("/api/delete", axum::routing::delete(models::delete))

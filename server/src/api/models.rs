@@ -281,10 +281,6 @@ pub async fn delete(
     }
 }
 
-/// Loaded models; the scheduler is not wired in yet, so nothing is ever loaded.
-pub async fn ps() -> Json<serde_json::Value> {
-    Json(serde_json::json!({ "models": [] }))
-}
 
 #[cfg(test)]
 mod tests {

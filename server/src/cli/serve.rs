@@ -47,9 +47,12 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .with_context(|| format!("listening on {bind}"))?;
     let local = listener.local_addr()?;
     let guard = HostGuard::detect(local);
+    let (engine, _runner_dir) =
+        crate::engine::start(&config).context("creating the runner socket directory")?;
     let state = AppState::new(store)
         .with_host_guard(guard)
-        .with_cors(CorsPolicy::new(&config.origins.allowed()));
+        .with_cors(CorsPolicy::new(&config.origins.allowed()))
+        .with_engine(engine.clone());
     tracing::info!(target: "herd", "Listening on {local} (version {})", crate::VERSION);
     api::serve(
         listener,
@@ -58,6 +61,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         shutdown_signal(),
     )
     .await?;
+    // No runner outlives the server: stop and reap them all before returning.
+    engine.scheduler().shutdown().await;
     tracing::info!(target: "herd", "server stopped");
     Ok(())
 }
