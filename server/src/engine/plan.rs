@@ -1,0 +1,168 @@
+//! Pure translation of resolved request options into what the scheduler and the runner take:
+//! the effective context length (Ollama's default, env, Modelfile and request precedence, capped
+//! at the training context), [`LoadOptions`] (a difference in any of them means a reload), and
+//! the sampling part of a [`CompletionRequest`].
+
+use runner_protocol::{CompletionRequest, FlashAttention, KvCacheType, LoadOptions, Sampling};
+
+use super::model::Model;
+use crate::api::options::Options;
+use crate::scheduler::{memory, KeepAlive, ModelRequest};
+
+/// Server-wide inputs to option resolution, from `Config`.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `OLLAMA_CONTEXT_LENGTH`; 0 = the memory tier default.
+    pub context_length: u32,
+    /// The memory tier default: Ollama picks 4096 below 23 GiB of accelerator memory, which is
+    /// every CPU-only host.
+    pub default_num_ctx: u32,
+    pub flash_attention: FlashAttention,
+    pub kv_cache_type: KvCacheType,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            context_length: 0,
+            default_num_ctx: 4096,
+            flash_attention: FlashAttention::Auto,
+            kv_cache_type: KvCacheType::F16,
+        }
+    }
+}
+
+/// Ollama never runs a context below this.
+pub const MIN_NUM_CTX: u32 = 4;
+
+/// `num_ctx` after defaults: `requested` is what request > Modelfile > env produced (0 = none
+/// set), then the tier default, capped at the model's training context, at least 4.
+pub fn effective_num_ctx(requested: i64, settings: &Settings, ctx_train: Option<u32>) -> u32 {
+    let mut n = if requested > 0 {
+        u32::try_from(requested).unwrap_or(u32::MAX)
+    } else if settings.context_length > 0 {
+        settings.context_length
+    } else {
+        settings.default_num_ctx
+    };
+    if let Some(train) = ctx_train.filter(|&t| t > 0) {
+        n = n.min(train);
+    }
+    n.max(MIN_NUM_CTX)
+}
+
+fn clamp_u32(v: i64) -> u32 {
+    u32::try_from(v.max(0)).unwrap_or(u32::MAX)
+}
+
+fn clamp_i32(v: i64) -> i32 {
+    i32::try_from(v).unwrap_or(if v < 0 { i32::MIN } else { i32::MAX })
+}
+
+/// The runner's load options for `model` under `opts`. `parallel` is left 0 for the scheduler
+/// to fill from `OLLAMA_NUM_PARALLEL`, except for embedding models, which Ollama runs with one
+/// slot.
+pub fn load_options(opts: &Options, model: &Model, settings: &Settings) -> LoadOptions {
+    let r = &opts.runner;
+    let batch = if r.num_batch > 0 {
+        clamp_u32(r.num_batch)
+    } else {
+        512
+    };
+    let embedding = model.is_embedding();
+    LoadOptions {
+        model: model.path.clone(),
+        ctx_size: effective_num_ctx(r.num_ctx, settings, model.ctx_train),
+        parallel: if embedding { 1 } else { 0 },
+        batch,
+        ubatch: batch,
+        gpu_layers: clamp_i32(r.num_gpu),
+        main_gpu: r.main_gpu.map(clamp_u32),
+        flash_attention: settings.flash_attention,
+        kv_cache_type: settings.kv_cache_type,
+        threads: clamp_u32(r.num_thread),
+        mmap: r.use_mmap.unwrap_or(true),
+        embedding,
+    }
+}
+
+/// What the handler asks the scheduler for.
+pub fn model_request(model: &Model, load: LoadOptions, keep_alive: Option<KeepAlive>) -> ModelRequest {
+    let mut for_estimate = load.clone();
+    for_estimate.parallel = for_estimate.parallel.max(1);
+    ModelRequest {
+        name: model.display_name.clone(),
+        digest: model.digest.clone(),
+        memory: memory::estimate(&model.memory, &for_estimate),
+        options: load,
+        keep_alive,
+    }
+}
+
+/// Sampling and prediction controls of a completion; the caller sets the prompt, constraint,
+/// truncate/shift and logprobs.
+pub fn completion_request(opts: &Options) -> CompletionRequest {
+    CompletionRequest {
+        sampling: Sampling {
+            temperature: opts.temperature,
+            top_k: clamp_i32(opts.top_k),
+            top_p: opts.top_p,
+            min_p: opts.min_p,
+            typical_p: opts.typical_p,
+            repeat_last_n: clamp_i32(opts.repeat_last_n),
+            repeat_penalty: opts.repeat_penalty,
+            presence_penalty: opts.presence_penalty,
+            frequency_penalty: opts.frequency_penalty,
+            seed: opts.seed,
+        },
+        num_predict: clamp_i32(opts.num_predict),
+        num_keep: clamp_i32(opts.num_keep),
+        stop: opts.stop.clone(),
+        ..CompletionRequest::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn num_ctx_precedence_and_caps() {
+        let s = |env| Settings {
+            context_length: env,
+            ..Settings::default()
+        };
+        // (requested, env, ctx_train) → effective
+        let cases = [
+            (0, 0, None, 4096),
+            (0, 0, Some(2048), 2048),
+            (0, 8192, None, 8192),
+            (0, 8192, Some(32768), 8192),
+            (1024, 8192, Some(32768), 1024),
+            (65536, 0, Some(32768), 32768),
+            (2, 0, None, MIN_NUM_CTX),
+            (-5, 0, None, 4096),
+            (i64::MAX, 0, None, u32::MAX),
+        ];
+        for (req, env, train, want) in cases {
+            assert_eq!(effective_num_ctx(req, &s(env), train), want, "{req} {env} {train:?}");
+        }
+    }
+
+    #[test]
+    fn sampling_follows_options() {
+        let mut o = Options::defaults(0);
+        o.temperature = 0.0;
+        o.seed = 42;
+        o.top_k = 1;
+        o.num_predict = 7;
+        o.stop = vec!["\n".into()];
+        let c = completion_request(&o);
+        assert_eq!(c.sampling.temperature, 0.0);
+        assert_eq!((c.sampling.seed, c.sampling.top_k, c.num_predict), (42, 1, 7));
+        assert_eq!(c.stop, vec!["\n"]);
+        let d = completion_request(&Options::defaults(0));
+        assert_eq!(d.sampling, Sampling::default(), "Ollama defaults survive the mapping");
+        assert_eq!((d.num_keep, d.num_predict), (4, -1));
+    }
+}
