@@ -16,6 +16,7 @@ pub mod generate;
 pub mod guard;
 pub mod infer;
 pub mod models;
+pub mod openai;
 pub mod options;
 pub mod ps;
 pub mod request;
