@@ -8,6 +8,7 @@
 //! `serve` feeds it to hyper-util with a real header-read timeout. Same hyper underneath as the
 //! runner protocol.
 
+pub mod anthropic;
 pub mod blobs;
 pub mod chat;
 pub mod embed;
@@ -110,6 +111,8 @@ pub fn app(state: AppState) -> Router {
             "/api/blobs/{digest}",
             head(blobs::head_blob).post(blobs::create_blob),
         )
+        .merge(openai::routes())
+        .route("/v1/messages", post(anthropic::messages))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(state.max_json_body))

@@ -9,3 +9,22 @@ pub mod common;
 pub mod error;
 pub mod native;
 pub mod sse;
+pub mod completions;
+pub mod embeddings;
+pub mod models;
+
+use axum::routing::{get, post};
+use axum::Router;
+
+use super::AppState;
+
+/// The OpenAI routes, merged into the app ahead of its middleware.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/chat/completions", post(chat::chat_completions))
+        .route("/v1/completions", post(completions::completions))
+        .route("/v1/embeddings", post(embeddings::embeddings))
+        .route("/v1/models", get(models::list))
+        // Names may contain '/' (`namespace/model:tag`, `host/namespace/model`).
+        .route("/v1/models/{*model}", get(models::retrieve))
+}
