@@ -20,7 +20,10 @@ use crate::api::openai::native::{self, Reply};
 use crate::api::openai::{chat, common, sse};
 use crate::api::AppState;
 
-pub async fn messages(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+pub async fn messages(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     match run(state, body).await {
         Ok(r) => r,
         Err(e) => anthropic_response(&e),
@@ -48,7 +51,10 @@ async fn run(state: AppState, body: Result<Bytes, BytesRejection>) -> Result<Res
     let reply = native::chat(&state, native_req).await?;
     let id = common::random_id("msg_", 24);
     if streaming {
-        return Ok(sse::response(reply.into_stream(), response::EventFrames::new(id)));
+        return Ok(sse::response(
+            reply.into_stream(),
+            response::EventFrames::new(id),
+        ));
     }
     let r = match reply {
         Reply::One(r) => r,

@@ -143,7 +143,11 @@ fn image(block: &Value) -> Result<String, ApiError> {
 
 /// One Anthropic message as one or more native messages (tool results become `tool` messages
 /// ahead of the user's own text).
-fn convert(m: InMessage, names: &mut HashMap<String, String>, out: &mut Vec<Message>) -> Result<(), ApiError> {
+fn convert(
+    m: InMessage,
+    names: &mut HashMap<String, String>,
+    out: &mut Vec<Message>,
+) -> Result<(), ApiError> {
     let role = m.role.to_lowercase();
     if role != "user" && role != "assistant" {
         return Err(bad(format!("messages: unexpected role \"{}\"", m.role)));
@@ -159,18 +163,39 @@ fn convert(m: InMessage, names: &mut HashMap<String, String>, out: &mut Vec<Mess
             return Ok(());
         }
         Value::Array(b) => b,
-        _ => return Err(bad("messages: content must be a string or an array of blocks")),
+        _ => {
+            return Err(bad(
+                "messages: content must be a string or an array of blocks",
+            ))
+        }
     };
     let mut texts = Vec::new();
     for b in &blocks {
         match b.get("type").and_then(Value::as_str) {
-            Some("text") => texts.push(b.get("text").and_then(Value::as_str).unwrap_or_default().to_owned()),
+            Some("text") => texts.push(
+                b.get("text")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+            ),
             Some("image") => msg.images.push(image(b)?),
-            Some("thinking") => msg.thinking.push_str(b.get("thinking").and_then(Value::as_str).unwrap_or_default()),
+            Some("thinking") => msg.thinking.push_str(
+                b.get("thinking")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default(),
+            ),
             Some("redacted_thinking") => {}
             Some("tool_use") => {
-                let id = b.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
-                let name = b.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+                let id = b
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                let name = b
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
                 let arguments = match b.get("input") {
                     Some(Value::Object(o)) => o.clone(),
                     None | Some(Value::Null) => Map::new(),
@@ -180,11 +205,19 @@ fn convert(m: InMessage, names: &mut HashMap<String, String>, out: &mut Vec<Mess
                 let index = msg.tool_calls.len() as i64;
                 msg.tool_calls.push(ToolCall {
                     id,
-                    function: ToolCallFunction { index, name, arguments },
+                    function: ToolCallFunction {
+                        index,
+                        name,
+                        arguments,
+                    },
                 });
             }
             Some("tool_result") => {
-                let id = b.get("tool_use_id").and_then(Value::as_str).unwrap_or_default().to_owned();
+                let id = b
+                    .get("tool_use_id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
                 out.push(Message {
                     role: "tool".into(),
                     content: text_of(b.get("content")),
@@ -202,8 +235,13 @@ fn convert(m: InMessage, names: &mut HashMap<String, String>, out: &mut Vec<Mess
         }
     }
     msg.content = texts.join("\n\n");
-    let has_tool_results = blocks.iter().any(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"));
-    let empty = msg.content.is_empty() && msg.images.is_empty() && msg.tool_calls.is_empty() && msg.thinking.is_empty();
+    let has_tool_results = blocks
+        .iter()
+        .any(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"));
+    let empty = msg.content.is_empty()
+        && msg.images.is_empty()
+        && msg.tool_calls.is_empty()
+        && msg.thinking.is_empty();
     if !(empty && has_tool_results) {
         out.push(msg);
     }
@@ -223,12 +261,20 @@ pub fn tools(v: Option<&Value>) -> Result<Vec<Tool>, ApiError> {
         .map(|(i, t)| {
             let name = match t.get("name") {
                 Some(Value::String(n)) if !n.is_empty() => n.clone(),
-                _ => return Err(bad(format!("tools.{i}.name: a non-empty string is required"))),
+                _ => {
+                    return Err(bad(format!(
+                        "tools.{i}.name: a non-empty string is required"
+                    )))
+                }
             };
             let parameters = match t.get("input_schema") {
                 Some(Value::Object(o)) => Value::Object(o.clone()),
                 None | Some(Value::Null) => json!({"type": "object", "properties": {}}),
-                Some(_) => return Err(bad(format!("tools.{i}.input_schema: must be a JSON schema object"))),
+                Some(_) => {
+                    return Err(bad(format!(
+                        "tools.{i}.input_schema: must be a JSON schema object"
+                    )))
+                }
             };
             let description = match t.get("description") {
                 None | Some(Value::Null) => String::new(),
@@ -238,7 +284,11 @@ pub fn tools(v: Option<&Value>) -> Result<Vec<Tool>, ApiError> {
             Ok(Tool {
                 kind: "function".into(),
                 items: None,
-                function: crate::api::types::ToolFunction { name, description, parameters },
+                function: crate::api::types::ToolFunction {
+                    name,
+                    description,
+                    parameters,
+                },
             })
         })
         .collect()
@@ -278,7 +328,11 @@ mod tests {
             json!({"num_predict": 32, "temperature": 0.3, "top_k": 5, "stop": ["\n\n"]})
         );
         assert_eq!(n.tools[0].function.name, "weather");
-        let wire: Vec<Value> = n.messages.iter().map(|m| serde_json::to_value(m).unwrap()).collect();
+        let wire: Vec<Value> = n
+            .messages
+            .iter()
+            .map(|m| serde_json::to_value(m).unwrap())
+            .collect();
         assert_eq!(
             wire,
             vec![
@@ -294,16 +348,30 @@ mod tests {
     #[test]
     fn bad_requests() {
         let err = |v: Value| to_native(req(v), None).unwrap_err();
-        assert_eq!(err(json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]})).message, "max_tokens: field required");
-        assert_eq!(err(json!({"model": "m", "max_tokens": 5, "messages": []})).status, 400);
-        let e = err(json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": [
-            {"type": "image", "source": {"type": "url", "url": "https://x/y.png"}}]}]}));
+        assert_eq!(
+            err(json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]})).message,
+            "max_tokens: field required"
+        );
+        assert_eq!(
+            err(json!({"model": "m", "max_tokens": 5, "messages": []})).status,
+            400
+        );
+        let e = err(
+            json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": [
+            {"type": "image", "source": {"type": "url", "url": "https://x/y.png"}}]}]}),
+        );
         assert!(e.message.contains("image URLs are not supported"));
         assert_eq!(err(json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}],
             "tools": [{"description": "no name"}]})).status, 400);
         assert_eq!(err(json!({"model": "m", "max_tokens": 5, "messages": [{"role": "system", "content": "x"}]})).status, 400);
-        assert_eq!(thinking(Some(&json!({"type": "enabled", "budget_tokens": 1024}))).unwrap(), Some(json!(true)));
-        assert_eq!(thinking(Some(&json!({"type": "disabled"}))).unwrap(), Some(json!(false)));
+        assert_eq!(
+            thinking(Some(&json!({"type": "enabled", "budget_tokens": 1024}))).unwrap(),
+            Some(json!(true))
+        );
+        assert_eq!(
+            thinking(Some(&json!({"type": "disabled"}))).unwrap(),
+            Some(json!(false))
+        );
         assert!(thinking(Some(&json!({"type": "sometimes"}))).is_err());
     }
 }

@@ -38,8 +38,10 @@ pub fn message(r: &ChatResponse, id: &str) -> Value {
         content.push(json!({"type": "text", "text": r.message.content}));
     }
     for c in &r.message.tool_calls {
-        content.push(json!({"type": "tool_use", "id": tool_id(c), "name": c.function.name,
-                            "input": Value::Object(c.function.arguments.clone())}));
+        content.push(
+            json!({"type": "tool_use", "id": tool_id(c), "name": c.function.name,
+                            "input": Value::Object(c.function.arguments.clone())}),
+        );
     }
     json!({
         "id": id,
@@ -83,7 +85,10 @@ impl EventFrames {
         match self.open.take() {
             Some(_) => {
                 let index = self.next_index - 1;
-                sse::event("content_block_stop", &json!({"type": "content_block_stop", "index": index}))
+                sse::event(
+                    "content_block_stop",
+                    &json!({"type": "content_block_stop", "index": index}),
+                )
             }
             None => String::new(),
         }
@@ -134,7 +139,10 @@ impl Frames<ChatResponse> for EventFrames {
                 "content": [], "stop_reason": null, "stop_sequence": null,
                 "usage": {"input_tokens": 0, "output_tokens": 0},
             });
-            out += &sse::event("message_start", &json!({"type": "message_start", "message": message}));
+            out += &sse::event(
+                "message_start",
+                &json!({"type": "message_start", "message": message}),
+            );
         }
         if !c.message.thinking.is_empty() {
             out += &self.text_into(Block::Thinking, &c.message.thinking);
@@ -184,14 +192,23 @@ mod tests {
     fn chunk(content: &str, thinking: &str) -> ChatResponse {
         let mut m = Message::assistant(content);
         m.thinking = thinking.into();
-        ChatResponse { model: "smollm2:latest".into(), created_at: "t".into(), message: m, ..Default::default() }
+        ChatResponse {
+            model: "smollm2:latest".into(),
+            created_at: "t".into(),
+            message: m,
+            ..Default::default()
+        }
     }
 
     fn done(reason: &str) -> ChatResponse {
         ChatResponse {
             done: true,
             done_reason: Some(reason.into()),
-            metrics: Metrics { prompt_eval_count: 9, eval_count: 2, ..Metrics::default() },
+            metrics: Metrics {
+                prompt_eval_count: 9,
+                eval_count: 2,
+                ..Metrics::default()
+            },
             ..chunk("", "")
         }
     }
@@ -205,20 +222,34 @@ mod tests {
             r#"{"id":"msg_1","type":"message","role":"assistant","model":"smollm2:latest","content":[{"type":"text","text":"Hello"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":9,"output_tokens":2}}"#
         );
         assert_eq!(message(&done("length"), "m")["stop_reason"], "max_tokens");
-        assert_eq!(message(&done("stop"), "m")["content"], json!([{"type": "text", "text": ""}]));
+        assert_eq!(
+            message(&done("stop"), "m")["content"],
+            json!([{"type": "text", "text": ""}])
+        );
         r.message.tool_calls = vec![ToolCall {
             id: "toolu_x".into(),
-            function: ToolCallFunction { index: 0, name: "f".into(), arguments: serde_json::from_value(json!({"a": 1})).unwrap() },
+            function: ToolCallFunction {
+                index: 0,
+                name: "f".into(),
+                arguments: serde_json::from_value(json!({"a": 1})).unwrap(),
+            },
         }];
         let v = message(&r, "m");
         assert_eq!(v["stop_reason"], "tool_use");
-        assert_eq!(v["content"][1], json!({"type": "tool_use", "id": "toolu_x", "name": "f", "input": {"a": 1}}));
+        assert_eq!(
+            v["content"][1],
+            json!({"type": "tool_use", "id": "toolu_x", "name": "f", "input": {"a": 1}})
+        );
     }
 
     #[test]
     fn event_stream_exact() {
         let mut f = EventFrames::new("msg_1".into());
-        let out = f.chunk(chunk("", "hm")) + &f.chunk(chunk("Hi", "")) + &f.chunk(chunk(" there", "")) + &f.chunk(done("stop")) + &f.finish();
+        let out = f.chunk(chunk("", "hm"))
+            + &f.chunk(chunk("Hi", ""))
+            + &f.chunk(chunk(" there", ""))
+            + &f.chunk(done("stop"))
+            + &f.finish();
         let expected = concat!(
             "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"smollm2:latest\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":0,\"output_tokens\":0}}}\n\n",
             "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}\n\n",
@@ -240,13 +271,28 @@ mod tests {
         let mut c = chunk("", "");
         c.message.tool_calls = vec![ToolCall {
             id: "toolu_1".into(),
-            function: ToolCallFunction { index: 0, name: "f".into(), arguments: serde_json::from_value(json!({"a": 1})).unwrap() },
+            function: ToolCallFunction {
+                index: 0,
+                name: "f".into(),
+                arguments: serde_json::from_value(json!({"a": 1})).unwrap(),
+            },
         }];
         let out = f.chunk(c) + &f.chunk(done("stop"));
-        assert!(out.contains(r#""content_block":{"type":"tool_use","id":"toolu_1","name":"f","input":{}}"#), "{out}");
-        assert!(out.contains(r#""delta":{"type":"input_json_delta","partial_json":"{\"a\":1}"}"#), "{out}");
+        assert!(
+            out.contains(
+                r#""content_block":{"type":"tool_use","id":"toolu_1","name":"f","input":{}}"#
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains(r#""delta":{"type":"input_json_delta","partial_json":"{\"a\":1}"}"#),
+            "{out}"
+        );
         assert!(out.contains(r#""stop_reason":"tool_use""#));
-        let e = f.error(&ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, "boom"));
+        let e = f.error(&ApiError::new(
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            "boom",
+        ));
         assert_eq!(e, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"boom\"}}\n\n");
     }
 }

@@ -130,7 +130,12 @@ pub async fn fold(mut s: native::NativeStream<ChatResponse>) -> Result<ChatRespo
             }
         }
     }
-    acc.ok_or_else(|| ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, "the model produced no response"))
+    acc.ok_or_else(|| {
+        ApiError::new(
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            "the model produced no response",
+        )
+    })
 }
 
 /// The native request for an OpenAI chat request.
@@ -201,7 +206,11 @@ pub fn messages_to_native(ms: Vec<InMessage>) -> Result<Vec<Message>, ApiError> 
                 None | Some(Value::Null) => Default::default(),
                 Some(Value::String(s)) => common::parse_arguments(&s)?,
                 Some(Value::Object(o)) => o,
-                Some(_) => return Err(ApiError::bad_request("invalid tool call arguments: expected a JSON object string")),
+                Some(_) => {
+                    return Err(ApiError::bad_request(
+                        "invalid tool call arguments: expected a JSON object string",
+                    ))
+                }
             };
             let id = tc.id.unwrap_or_default();
             if !id.is_empty() {
@@ -240,7 +249,10 @@ pub fn content(v: Option<&Value>) -> Result<(String, Vec<String>), ApiError> {
             for p in parts {
                 match p.get("type").and_then(Value::as_str) {
                     Some("text") | Some("input_text") => texts.push(
-                        p.get("text").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                        p.get("text")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_owned(),
                     ),
                     Some("image_url") => {
                         let url = match p.get("image_url") {
@@ -289,10 +301,16 @@ pub fn data_uri_image(url: &str) -> Result<String, ApiError> {
     let payload = PREFIXES
         .iter()
         .find_map(|p| url.strip_prefix(p))
-        .ok_or_else(|| ApiError::bad_request("invalid image input: expected a base64 data URI of a jpeg, png or webp image"))?;
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                "invalid image input: expected a base64 data URI of a jpeg, png or webp image",
+            )
+        })?;
     base64::engine::general_purpose::STANDARD
         .decode(payload)
-        .map_err(|_| ApiError::bad_request("invalid image input: the data URI is not valid base64"))?;
+        .map_err(|_| {
+            ApiError::bad_request("invalid image input: the data URI is not valid base64")
+        })?;
     Ok(payload.to_owned())
 }
 
@@ -307,7 +325,12 @@ pub fn completion(r: &ChatResponse, id: &str, created: i64) -> Value {
         message["reasoning"] = json!(r.message.thinking);
     }
     if called_tools(r) {
-        let calls: Vec<Value> = r.message.tool_calls.iter().map(|c| common::tool_call(c, None)).collect();
+        let calls: Vec<Value> = r
+            .message
+            .tool_calls
+            .iter()
+            .map(|c| common::tool_call(c, None))
+            .collect();
         message["tool_calls"] = Value::Array(calls);
     }
     let mut choice = json!({
@@ -391,7 +414,10 @@ impl Frames<ChatResponse> for ChunkFrames {
             out += &self.delta(json!({"reasoning": c.message.thinking}), None);
         }
         if !c.message.content.is_empty() {
-            out += &self.delta(json!({"content": c.message.content}), common::logprobs(&c.logprobs));
+            out += &self.delta(
+                json!({"content": c.message.content}),
+                common::logprobs(&c.logprobs),
+            );
         }
         if !c.message.tool_calls.is_empty() {
             let calls: Vec<Value> = c
@@ -410,7 +436,10 @@ impl Frames<ChatResponse> for ChunkFrames {
                 out += &self.delta(json!({"content": ""}), None);
             }
             let reason = common::finish_reason(c.done_reason.as_deref(), self.tool_calls > 0);
-            out += &self.frame(json!([{"index": 0, "delta": {}, "finish_reason": reason}]), None);
+            out += &self.frame(
+                json!([{"index": 0, "delta": {}, "finish_reason": reason}]),
+                None,
+            );
             if self.include_usage {
                 let usage = common::usage(c.metrics.prompt_eval_count, c.metrics.eval_count);
                 out += &self.frame(json!([]), Some(usage));

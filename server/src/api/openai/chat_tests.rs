@@ -58,7 +58,11 @@ fn request_becomes_native() {
         Value::Object(n.options.unwrap()),
         json!({"num_predict": 10, "temperature": 1.0, "top_p": 1.0, "seed": 1, "stop": ["x"]})
     );
-    let wire: Vec<Value> = n.messages.iter().map(|m| serde_json::to_value(m).unwrap()).collect();
+    let wire: Vec<Value> = n
+        .messages
+        .iter()
+        .map(|m| serde_json::to_value(m).unwrap())
+        .collect();
     assert_eq!(
         wire,
         vec![
@@ -75,23 +79,47 @@ fn request_becomes_native() {
 fn bad_requests() {
     let err = |v: Value| to_native(req(v)).unwrap_err();
     let e = err(json!({"model": "m", "messages": []}));
-    assert_eq!((e.status.as_u16(), e.message.as_str()), (400, "[] is too short - 'messages'"));
-    assert_eq!(err(json!({"model": "m"})).message, "[] is too short - 'messages'");
-    let e = err(json!({"model": "m", "messages": [{"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}]}]}));
+    assert_eq!(
+        (e.status.as_u16(), e.message.as_str()),
+        (400, "[] is too short - 'messages'")
+    );
+    assert_eq!(
+        err(json!({"model": "m"})).message,
+        "[] is too short - 'messages'"
+    );
+    let e = err(
+        json!({"model": "m", "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}]}]}),
+    );
     assert_eq!(e.status, 400);
-    assert!(e.message.contains("image URLs are not supported"), "{}", e.message);
-    let e = err(json!({"model": "m", "messages": [{"role": "user", "content": [
-        {"type": "image_url", "image_url": "data:image/gif;base64,aGk="}]}]}));
-    assert!(e.message.starts_with("invalid image input"), "{}", e.message);
-    let e = err(json!({"model": "m", "messages": [{"role": "user", "content": "hi"}],
-        "tools": [{"type": "function", "function": {"description": "no name"}}]}));
+    assert!(
+        e.message.contains("image URLs are not supported"),
+        "{}",
+        e.message
+    );
+    let e = err(
+        json!({"model": "m", "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": "data:image/gif;base64,aGk="}]}]}),
+    );
+    assert!(
+        e.message.starts_with("invalid image input"),
+        "{}",
+        e.message
+    );
+    let e = err(
+        json!({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"type": "function", "function": {"description": "no name"}}]}),
+    );
     assert_eq!(e.status, 400);
-    let e = err(json!({"model": "m", "messages": [{"role": "user", "content": "hi"}],
-        "response_format": {"type": "json_schema"}}));
+    let e = err(
+        json!({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+        "response_format": {"type": "json_schema"}}),
+    );
     assert_eq!(e.status, 400);
-    let e = err(json!({"model": "m", "messages": [{"role": "assistant", "tool_calls": [
-        {"id": "c", "function": {"name": "f", "arguments": "not json"}}]}]}));
+    let e = err(
+        json!({"model": "m", "messages": [{"role": "assistant", "tool_calls": [
+        {"id": "c", "function": {"name": "f", "arguments": "not json"}}]}]}),
+    );
     assert!(e.message.starts_with("invalid tool call arguments"));
 }
 
@@ -104,10 +132,20 @@ fn schema_format_and_reasoning_object() {
         "reasoning": {"effort": "none"}, "temperature": 0.2, "top_p": 0.5, "max_completion_tokens": 4
     })))
     .unwrap();
-    assert_eq!(n.format, Some(json!({"type": "object", "properties": {"a": {"type": "integer"}}})));
+    assert_eq!(
+        n.format,
+        Some(json!({"type": "object", "properties": {"a": {"type": "integer"}}}))
+    );
     assert_eq!(n.think, Some(json!(false)));
     let o = n.options.unwrap();
-    assert_eq!((o["temperature"].clone(), o["top_p"].clone(), o["num_predict"].clone()), (json!(0.2), json!(0.5), json!(4)));
+    assert_eq!(
+        (
+            o["temperature"].clone(),
+            o["top_p"].clone(),
+            o["num_predict"].clone()
+        ),
+        (json!(0.2), json!(0.5), json!(4))
+    );
 }
 
 #[test]
@@ -121,7 +159,11 @@ fn non_streamed_completion_shape() {
     );
     r.message.tool_calls = vec![ToolCall {
         id: "call_abc".into(),
-        function: ToolCallFunction { index: 0, name: "f".into(), arguments: serde_json::from_value(json!({"x": 1})).unwrap() },
+        function: ToolCallFunction {
+            index: 0,
+            name: "f".into(),
+            arguments: serde_json::from_value(json!({"x": 1})).unwrap(),
+        },
     }];
     let v = completion(&r, "chatcmpl-7", 1);
     assert_eq!(v["choices"][0]["finish_reason"], json!("tool_calls"));
@@ -129,7 +171,10 @@ fn non_streamed_completion_shape() {
         v["choices"][0]["message"]["tool_calls"],
         json!([{"id": "call_abc", "type": "function", "function": {"name": "f", "arguments": "{\"x\":1}"}}])
     );
-    assert_eq!(completion(&done("length"), "i", 1)["choices"][0]["finish_reason"], json!("length"));
+    assert_eq!(
+        completion(&done("length"), "i", 1)["choices"][0]["finish_reason"],
+        json!("length")
+    );
 }
 
 #[test]
@@ -164,7 +209,10 @@ fn stream_without_output_still_sends_role_and_tool_calls_finish() {
         .map(|s| serde_json::from_str(s.strip_prefix("data: ").unwrap()).unwrap())
         .collect();
     assert_eq!(frames.len(), 2, "no usage frame without include_usage");
-    assert_eq!(frames[0]["choices"][0]["delta"], json!({"role": "assistant", "content": ""}));
+    assert_eq!(
+        frames[0]["choices"][0]["delta"],
+        json!({"role": "assistant", "content": ""})
+    );
     assert_eq!(frames[1]["choices"][0]["finish_reason"], json!("length"));
 
     let mut f = ChunkFrames::new("c".into(), 1, false);
@@ -174,6 +222,9 @@ fn stream_without_output_still_sends_role_and_tool_calls_finish() {
     assert!(out.contains(r#""index":0,"type":"function""#) || out.contains(r#""index":0"#));
     assert!(out.contains(r#""index":1"#), "{out}");
     assert!(out.contains(r#""finish_reason":"tool_calls""#), "{out}");
-    let e = f.error(&ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, "boom"));
+    let e = f.error(&ApiError::new(
+        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+        "boom",
+    ));
     assert_eq!(e, "data: {\"error\":{\"message\":\"boom\",\"type\":\"api_error\",\"param\":null,\"code\":null}}\n\n");
 }

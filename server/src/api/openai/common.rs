@@ -87,7 +87,9 @@ pub fn options(s: &Sampling, max_tokens: Option<i64>) -> Result<Map<String, Valu
 
 /// `stop`: a string or an array of strings.
 pub fn stops(v: Option<&Value>) -> Result<Vec<String>, ApiError> {
-    let bad = || ApiError::bad_request("invalid type for 'stop': expected a string or an array of strings");
+    let bad = || {
+        ApiError::bad_request("invalid type for 'stop': expected a string or an array of strings")
+    };
     match v {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::String(s)) => Ok(vec![s.clone()]),
@@ -154,10 +156,16 @@ pub fn flat_tools(v: Option<&Value>) -> Result<Vec<Tool>, ApiError> {
 }
 
 fn check_tool(i: usize, kind: Option<&Value>, f: &Value) -> Result<(), ApiError> {
-    let bad = |what: &str| ApiError::bad_request(format!("invalid tool definition at tools[{i}]: {what}"));
+    let bad = |what: &str| {
+        ApiError::bad_request(format!("invalid tool definition at tools[{i}]: {what}"))
+    };
     match kind {
         Some(Value::String(k)) if k == "function" => {}
-        Some(Value::String(k)) => return Err(bad(&format!("unsupported type '{k}' (only 'function' is supported)"))),
+        Some(Value::String(k)) => {
+            return Err(bad(&format!(
+                "unsupported type '{k}' (only 'function' is supported)"
+            )))
+        }
         _ => return Err(bad("'type' must be \"function\"")),
     }
     if !f.is_object() {
@@ -229,9 +237,7 @@ pub fn logprobs(lp: &[Logprob]) -> Option<Value> {
     if lp.is_empty() {
         return None;
     }
-    let entry = |t: &crate::api::types::TokenLogprob| {
-        json!({"token": t.token, "logprob": t.logprob, "bytes": t.bytes})
-    };
+    let entry = |t: &crate::api::types::TokenLogprob| json!({"token": t.token, "logprob": t.logprob, "bytes": t.bytes});
     let content: Vec<Value> = lp
         .iter()
         .map(|l| {
@@ -327,7 +333,10 @@ mod tests {
             let e = chat_tools(Some(&b)).unwrap_err();
             assert_eq!(e.status, 400, "{b}");
         }
-        let flat = flat_tools(Some(&json!([{"type": "function", "name": "f", "parameters": {"type": "object"}}]))).unwrap();
+        let flat = flat_tools(Some(
+            &json!([{"type": "function", "name": "f", "parameters": {"type": "object"}}]),
+        ))
+        .unwrap();
         assert_eq!(flat[0].function.name, "f");
         assert!(flat_tools(Some(&json!([{"type": "function"}]))).is_err());
     }
@@ -349,13 +358,18 @@ mod tests {
         let v = tool_call(&call, Some(2));
         let id = v["id"].as_str().unwrap();
         assert!(id.len() == 13 && id.starts_with("call_"), "{id}");
-        assert!(id[5..].chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()));
+        assert!(id[5..]
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()));
         assert_eq!(v["function"]["arguments"], json!(r#"{"b":1,"a":"x"}"#));
         assert_eq!(v["index"], json!(2));
         assert_eq!(finish_reason(Some("stop"), true), json!("tool_calls"));
         assert_eq!(finish_reason(Some("length"), true), json!("length"));
         assert_eq!(finish_reason(Some("stop"), false), json!("stop"));
         assert_eq!(finish_reason(None, false), Value::Null);
-        assert_eq!(usage(3, 4), json!({"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}));
+        assert_eq!(
+            usage(3, 4),
+            json!({"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7})
+        );
     }
 }

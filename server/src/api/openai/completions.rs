@@ -87,7 +87,11 @@ pub fn to_native(req: CompletionRequest) -> Result<GenerateRequest, ApiError> {
     let prompt = match req.prompt {
         None | Some(Value::Null) => String::new(),
         Some(Value::String(s)) => s,
-        Some(_) => return Err(ApiError::bad_request("invalid type for 'prompt': expected a string")),
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "invalid type for 'prompt': expected a string",
+            ))
+        }
     };
     let (logprobs, top) = match req.logprobs {
         Some(n) if n < 0 => return Err(ApiError::bad_request("logprobs must be between 0 and 20")),
@@ -186,7 +190,8 @@ impl Frames<GenerateResponse> for TextFrames {
         }
         if c.done {
             let reason = common::finish_reason(c.done_reason.as_deref(), false);
-            let choice = json!([{"text": "", "index": 0, "logprobs": null, "finish_reason": reason}]);
+            let choice =
+                json!([{"text": "", "index": 0, "logprobs": null, "finish_reason": reason}]);
             out += &self.frame(&c.model, choice, None);
             if self.include_usage {
                 let usage = common::usage(c.metrics.prompt_eval_count, c.metrics.eval_count);
@@ -234,14 +239,18 @@ mod tests {
         }))
         .unwrap();
         let n = to_native(r).unwrap();
-        assert_eq!((n.prompt.as_str(), n.suffix.as_str(), n.stream), ("Once", "end", Some(false)));
+        assert_eq!(
+            (n.prompt.as_str(), n.suffix.as_str(), n.stream),
+            ("Once", "end", Some(false))
+        );
         assert!(n.logprobs);
         assert_eq!(n.top_logprobs, 2);
         assert_eq!(
             Value::Object(n.options.unwrap()),
             json!({"num_predict": 5, "temperature": 1.0, "top_p": 1.0, "stop": ["\n"]})
         );
-        let r: CompletionRequest = serde_json::from_value(json!({"model": "m", "prompt": ["a"]})).unwrap();
+        let r: CompletionRequest =
+            serde_json::from_value(json!({"model": "m", "prompt": ["a"]})).unwrap();
         assert_eq!(to_native(r).unwrap_err().status, 400);
     }
 
@@ -249,9 +258,26 @@ mod tests {
     fn completion_shape() {
         let mut r = gen("upon a time", true);
         r.logprobs = vec![
-            Logprob { token: TokenLogprob { token: "up".into(), logprob: -0.5, bytes: vec![] },
-                top_logprobs: vec![TokenLogprob { token: "up".into(), logprob: -0.5, bytes: vec![] }] },
-            Logprob { token: TokenLogprob { token: "on".into(), logprob: -1.0, bytes: vec![] }, top_logprobs: vec![] },
+            Logprob {
+                token: TokenLogprob {
+                    token: "up".into(),
+                    logprob: -0.5,
+                    bytes: vec![],
+                },
+                top_logprobs: vec![TokenLogprob {
+                    token: "up".into(),
+                    logprob: -0.5,
+                    bytes: vec![],
+                }],
+            },
+            Logprob {
+                token: TokenLogprob {
+                    token: "on".into(),
+                    logprob: -1.0,
+                    bytes: vec![],
+                },
+                top_logprobs: vec![],
+            },
         ];
         assert_eq!(
             serde_json::to_string(&completion(&r, "cmpl-3", 9)).unwrap(),
@@ -261,8 +287,15 @@ mod tests {
 
     #[test]
     fn stream_frames() {
-        let mut f = TextFrames { id: "cmpl-1".into(), created: 5, include_usage: true };
-        let out = f.chunk(gen("up", false)) + &f.chunk(gen("", false)) + &f.chunk(gen("", true)) + &f.finish();
+        let mut f = TextFrames {
+            id: "cmpl-1".into(),
+            created: 5,
+            include_usage: true,
+        };
+        let out = f.chunk(gen("up", false))
+            + &f.chunk(gen("", false))
+            + &f.chunk(gen("", true))
+            + &f.finish();
         let head = r#"{"id":"cmpl-1","object":"text_completion","created":5,"model":"gemma3:latest","system_fingerprint":"fp_ollama","choices":"#;
         let expected = [
             format!(r#"data: {head}[{{"text":"up","index":0,"logprobs":null,"finish_reason":null}}]}}"#),

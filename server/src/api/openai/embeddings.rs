@@ -115,14 +115,26 @@ mod tests {
     #[test]
     fn inputs() {
         let (n, enc) = to_native(req(json!({"model": "g", "input": "", "dimensions": 8}))).unwrap();
-        assert_eq!((n.input, n.dimensions, enc), (Some(json!([""])), 8, Encoding::Float));
-        let (n, enc) = to_native(req(json!({"model": "g", "input": ["a", "b"], "encoding_format": "base64"}))).unwrap();
+        assert_eq!(
+            (n.input, n.dimensions, enc),
+            (Some(json!([""])), 8, Encoding::Float)
+        );
+        let (n, enc) = to_native(req(
+            json!({"model": "g", "input": ["a", "b"], "encoding_format": "base64"}),
+        ))
+        .unwrap();
         assert_eq!((n.input, enc), (Some(json!(["a", "b"])), Encoding::Base64));
         for bad in [json!([]), json!([1, 2]), json!(null), json!(3)] {
             let e = to_native(req(json!({"model": "g", "input": bad}))).unwrap_err();
-            assert_eq!((e.status.as_u16(), e.message.as_str()), (400, "invalid input"));
+            assert_eq!(
+                (e.status.as_u16(), e.message.as_str()),
+                (400, "invalid input")
+            );
         }
-        assert!(to_native(req(json!({"model": "g", "input": "x", "encoding_format": "int8"}))).is_err());
+        assert!(to_native(req(
+            json!({"model": "g", "input": "x", "encoding_format": "int8"})
+        ))
+        .is_err());
     }
 
     #[test]
@@ -143,7 +155,10 @@ mod tests {
         let decoded = base64::engine::general_purpose::STANDARD
             .decode(b["data"][1]["embedding"].as_str().unwrap())
             .unwrap();
-        let back: Vec<f32> = decoded.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        let back: Vec<f32> = decoded
+            .chunks(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
         assert_eq!(back, vec![0.0, 0.25]);
     }
 }

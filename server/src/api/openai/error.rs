@@ -113,7 +113,11 @@ mod tests {
             (503, "api_error"),
         ];
         for (code, ty) in table {
-            assert_eq!(openai_type(StatusCode::from_u16(code).unwrap()), ty, "{code}");
+            assert_eq!(
+                openai_type(StatusCode::from_u16(code).unwrap()),
+                ty,
+                "{code}"
+            );
         }
         let resp = openai_response(&Error::QueueFull.into());
         assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
@@ -138,7 +142,11 @@ mod tests {
             (499, "api_error"),
         ];
         for (code, ty) in table {
-            assert_eq!(anthropic_type(StatusCode::from_u16(code).unwrap()), ty, "{code}");
+            assert_eq!(
+                anthropic_type(StatusCode::from_u16(code).unwrap()),
+                ty,
+                "{code}"
+            );
         }
     }
 }

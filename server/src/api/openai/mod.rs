@@ -6,12 +6,13 @@
 
 pub mod chat;
 pub mod common;
-pub mod error;
-pub mod native;
-pub mod sse;
 pub mod completions;
 pub mod embeddings;
+pub mod error;
 pub mod models;
+pub mod native;
+pub mod responses;
+pub mod sse;
 
 use axum::routing::{get, post};
 use axum::Router;
@@ -24,6 +25,7 @@ pub fn routes() -> Router<AppState> {
         .route("/v1/chat/completions", post(chat::chat_completions))
         .route("/v1/completions", post(completions::completions))
         .route("/v1/embeddings", post(embeddings::embeddings))
+        .route("/v1/responses", post(responses::responses))
         .route("/v1/models", get(models::list))
         // Names may contain '/' (`namespace/model:tag`, `host/namespace/model`).
         .route("/v1/models/{*model}", get(models::retrieve))

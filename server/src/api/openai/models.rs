@@ -59,7 +59,10 @@ mod tests {
 
     #[test]
     fn shapes() {
-        assert_eq!(list_body(&ListResponse { models: vec![] }), json!({"object": "list", "data": null}));
+        assert_eq!(
+            list_body(&ListResponse { models: vec![] }),
+            json!({"object": "list", "data": null})
+        );
         let m = ListModel {
             name: "smollm2:latest".into(),
             model: "smollm2:latest".into(),
@@ -68,10 +71,16 @@ mod tests {
             digest: "d".into(),
             details: Default::default(),
         };
-        let mut other = ListModel { name: "me/tiny:q4".into(), ..m.clone_shallow() };
+        let mut other = ListModel {
+            name: "me/tiny:q4".into(),
+            ..m.clone_shallow()
+        };
         other.modified_at = "bad".into();
         assert_eq!(
-            serde_json::to_string(&list_body(&ListResponse { models: vec![m, other] })).unwrap(),
+            serde_json::to_string(&list_body(&ListResponse {
+                models: vec![m, other]
+            }))
+            .unwrap(),
             r#"{"object":"list","data":[{"id":"smollm2:latest","object":"model","created":1714557600,"owned_by":"library"},{"id":"me/tiny:q4","object":"model","created":0,"owned_by":"me"}]}"#
         );
     }

@@ -190,11 +190,11 @@ mod tests {
 
     /// A body made of `parts`, each sent as its own frame (tests use it to split lines anywhere).
     fn body_of(parts: Vec<&'static str>) -> Body {
-        Body::from_stream(futures_util::stream::iter(
-            parts
-                .into_iter()
-                .map(|p| Ok::<axum::body::Bytes, std::convert::Infallible>(axum::body::Bytes::from_static(p.as_bytes()))),
-        ))
+        Body::from_stream(futures_util::stream::iter(parts.into_iter().map(|p| {
+            Ok::<axum::body::Bytes, std::convert::Infallible>(axum::body::Bytes::from_static(
+                p.as_bytes(),
+            ))
+        })))
     }
 
     fn ndjson(parts: Vec<&'static str>) -> Response {
@@ -238,7 +238,10 @@ mod tests {
         ]))
         .await;
         assert_eq!(items.len(), 1);
-        assert_eq!(items[0].as_ref().unwrap().done_reason.as_deref(), Some("stop"));
+        assert_eq!(
+            items[0].as_ref().unwrap().done_reason.as_deref(),
+            Some("stop")
+        );
     }
 
     #[tokio::test]
@@ -247,8 +250,17 @@ mod tests {
         let Err(e) = read::<GenerateResponse>(resp).await else {
             panic!("expected an error")
         };
-        assert_eq!(e, ApiError::new(StatusCode::NOT_FOUND, "model 'x' not found"));
-        let resp = (StatusCode::OK, axum::Json(serde_json::json!({"model":"m","created_at":"t","response":"hi","done":true}))).into_response();
+        assert_eq!(
+            e,
+            ApiError::new(StatusCode::NOT_FOUND, "model 'x' not found")
+        );
+        let resp = (
+            StatusCode::OK,
+            axum::Json(
+                serde_json::json!({"model":"m","created_at":"t","response":"hi","done":true}),
+            ),
+        )
+            .into_response();
         let Ok(Reply::One(r)) = read::<GenerateResponse>(resp).await else {
             panic!("expected one reply")
         };
