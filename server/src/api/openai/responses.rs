@@ -21,7 +21,7 @@ use serde_json::{json, Map, Value};
 use super::common::{self, Sampling};
 use super::error::{openai_response, ApiError};
 use super::native::{self, Reply};
-use super::sse::{self, Frames};
+use super::sse;
 use super::{chat, chat::InFunction};
 use crate::api::types::{ChatRequest, ChatResponse, Message, ToolCall, ToolCallFunction};
 use crate::api::AppState;
