@@ -26,6 +26,8 @@ pub struct MessagesRequest {
     pub stop_sequences: Option<Vec<String>>,
     pub tools: Option<Value>,
     pub thinking: Option<Value>,
+    /// `{effort, format}`: effort is a thinking level, format a JSON schema for the output.
+    pub output_config: Option<Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -39,11 +41,33 @@ fn bad(msg: impl Into<String>) -> ApiError {
     ApiError::bad_request(msg)
 }
 
-/// `thinking: {type: "enabled"|"adaptive"|"disabled"}` → native `think`.
-pub fn thinking(v: Option<&Value>) -> Result<Option<Value>, ApiError> {
-    let Some(v) = v.filter(|v| !v.is_null()) else {
-        return Ok(None);
+/// `thinking: {type: "enabled"|"adaptive"|"disabled"}` → native `think`; an
+/// `output_config.effort` level (`low`, `medium`, `high`, `max`) refines an enabled (or unset)
+/// thinking into that level.
+pub fn thinking(
+    v: Option<&Value>,
+    output_config: Option<&Value>,
+) -> Result<Option<Value>, ApiError> {
+    let effort = output_config
+        .and_then(|o| o.get("effort"))
+        .filter(|e| !e.is_null());
+    let level = match effort.map(|e| e.as_str()) {
+        None => None,
+        Some(Some(l @ ("low" | "medium" | "high" | "max"))) => Some(json!(l)),
+        Some(_) => {
+            return Err(bad(
+                "output_config.effort: must be \"low\", \"medium\", \"high\" or \"max\"",
+            ))
+        }
     };
+    let Some(v) = v.filter(|v| !v.is_null()) else {
+        return Ok(level);
+    };
+    if let (Some(level), Some("enabled" | "adaptive")) =
+        (&level, v.get("type").and_then(Value::as_str))
+    {
+        return Ok(Some(level.clone()));
+    }
     match v.get("type").and_then(Value::as_str) {
         Some("enabled") | Some("adaptive") => Ok(Some(json!(true))),
         Some("disabled") => Ok(Some(json!(false))),
@@ -93,11 +117,25 @@ pub fn to_native(req: MessagesRequest, think: Option<Value>) -> Result<ChatReque
         model: req.model,
         messages,
         stream: Some(req.stream.unwrap_or(false)),
+        format: output_format(req.output_config.as_ref())?,
         tools: tools(req.tools.as_ref())?,
         options: Some(options),
         think,
         ..ChatRequest::default()
     })
+}
+
+/// `output_config.format: {type: "json_schema", schema}` → native `format`.
+fn output_format(v: Option<&Value>) -> Result<Option<Value>, ApiError> {
+    let Some(f) = v.and_then(|o| o.get("format")).filter(|f| !f.is_null()) else {
+        return Ok(None);
+    };
+    match (f.get("type").and_then(Value::as_str), f.get("schema")) {
+        (Some("json_schema"), Some(s)) if s.is_object() => Ok(Some(s.clone())),
+        _ => Err(bad(
+            "output_config.format: expected {\"type\": \"json_schema\", \"schema\": {...}}",
+        )),
+    }
 }
 
 fn system_text(v: Option<&Value>) -> Result<String, ApiError> {
@@ -364,14 +402,28 @@ mod tests {
         assert_eq!(err(json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}],
             "tools": [{"description": "no name"}]})).status, 400);
         assert_eq!(err(json!({"model": "m", "max_tokens": 5, "messages": [{"role": "system", "content": "x"}]})).status, 400);
+        let on = json!({"type": "enabled", "budget_tokens": 1024});
+        let off = json!({"type": "disabled"});
+        let high = json!({"effort": "high"});
+        assert_eq!(thinking(Some(&on), None).unwrap(), Some(json!(true)));
+        assert_eq!(thinking(Some(&off), None).unwrap(), Some(json!(false)));
         assert_eq!(
-            thinking(Some(&json!({"type": "enabled", "budget_tokens": 1024}))).unwrap(),
-            Some(json!(true))
+            thinking(Some(&on), Some(&high)).unwrap(),
+            Some(json!("high"))
         );
         assert_eq!(
-            thinking(Some(&json!({"type": "disabled"}))).unwrap(),
+            thinking(Some(&off), Some(&high)).unwrap(),
             Some(json!(false))
         );
-        assert!(thinking(Some(&json!({"type": "sometimes"}))).is_err());
+        assert_eq!(thinking(None, Some(&high)).unwrap(), Some(json!("high")));
+        assert_eq!(thinking(None, None).unwrap(), None);
+        assert!(thinking(Some(&json!({"type": "sometimes"})), None).is_err());
+        assert!(thinking(None, Some(&json!({"effort": "extreme"}))).is_err());
+        let schema = json!({"type": "object", "properties": {"a": {"type": "string"}}});
+        let n = to_native(req(json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}],
+            "output_config": {"format": {"type": "json_schema", "schema": schema}}})), None).unwrap();
+        assert_eq!(n.format, Some(schema));
+        assert_eq!(err(json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}],
+            "output_config": {"format": {"type": "json_schema"}}})).status, 400);
     }
 }

@@ -1,6 +1,7 @@
 //! Shape tests for the Responses translation.
 
 use super::*;
+use crate::api::openai::sse::Frames;
 use crate::api::types::Metrics;
 
 fn req(v: Value) -> ResponsesRequest {
