@@ -84,7 +84,11 @@ async fn run(state: AppState, req: ChatRequest) -> Result<Response> {
         return Ok(Json(bare(&name, Some("load"))).into_response());
     }
 
-    let msgs = layered(&model.view.system, infer::layer_messages(&model), &req.messages);
+    let msgs = layered(
+        &model.view.system,
+        infer::layer_messages(&model),
+        &req.messages,
+    );
     let tools: Vec<serde_json::Value> = req
         .tools
         .iter()
@@ -142,7 +146,12 @@ async fn run(state: AppState, req: ChatRequest) -> Result<Response> {
     creq.constraint = infer::constraint(&format);
     let stream = lease.into_completion(&creq).await?;
     let steps = engine::steps(stream, started, load);
-    Ok(respond_chat(chunks(Box::pin(steps), name), req.streams(), !req.tools.is_empty()).await)
+    Ok(respond_chat(
+        chunks(Box::pin(steps), name),
+        req.streams(),
+        !req.tools.is_empty(),
+    )
+    .await)
 }
 
 fn chunks(
@@ -180,18 +189,42 @@ mod tests {
 
     #[test]
     fn modelfile_layers() {
-        let layer = vec![prompt::Message::new("user", "example q"), prompt::Message::new("assistant", "example a")];
-        let roles = |ms: Vec<prompt::Message>| ms.into_iter().map(|m| format!("{}:{}", m.role, m.content)).collect::<Vec<_>>();
+        let layer = vec![
+            prompt::Message::new("user", "example q"),
+            prompt::Message::new("assistant", "example a"),
+        ];
+        let roles = |ms: Vec<prompt::Message>| {
+            ms.into_iter()
+                .map(|m| format!("{}:{}", m.role, m.content))
+                .collect::<Vec<_>>()
+        };
         // SYSTEM layer goes first when the request does not bring its own.
         assert_eq!(
             roles(layered("be brief", layer.clone(), &[wire("user", "hi")])),
-            vec!["system:be brief", "user:example q", "assistant:example a", "user:hi"]
+            vec![
+                "system:be brief",
+                "user:example q",
+                "assistant:example a",
+                "user:hi"
+            ]
         );
         // A request system message replaces the SYSTEM layer.
         assert_eq!(
-            roles(layered("be brief", layer, &[wire("system", "mine"), wire("user", "hi")])),
-            vec!["user:example q", "assistant:example a", "system:mine", "user:hi"]
+            roles(layered(
+                "be brief",
+                layer,
+                &[wire("system", "mine"), wire("user", "hi")]
+            )),
+            vec![
+                "user:example q",
+                "assistant:example a",
+                "system:mine",
+                "user:hi"
+            ]
         );
-        assert_eq!(roles(layered("", vec![], &[wire("user", "hi")])), vec!["user:hi"]);
+        assert_eq!(
+            roles(layered("", vec![], &[wire("user", "hi")])),
+            vec!["user:hi"]
+        );
     }
 }

@@ -39,9 +39,9 @@ async fn raw_embeddings(
         truncate,
     };
     let resp = lease.embed(&req).await.map_err(|e| match e {
-        Error::Runner(r) if r.kind == ErrorKind::ContextOverflow => Error::BadRequest(
-            "the input length exceeds the context length".into(),
-        ),
+        Error::Runner(r) if r.kind == ErrorKind::ContextOverflow => {
+            Error::BadRequest("the input length exceeds the context length".into())
+        }
         other => other,
     })?;
     Ok((resp.embeddings, load, resp.prompt_eval_count))

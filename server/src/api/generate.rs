@@ -22,7 +22,10 @@ use crate::error::{Error, Result};
 use crate::prompt::{self, render_generate};
 use crate::runner::Runner;
 
-pub async fn generate(State(state): State<AppState>, OJson(req): OJson<GenerateRequest>) -> Response {
+pub async fn generate(
+    State(state): State<AppState>,
+    OJson(req): OJson<GenerateRequest>,
+) -> Response {
     match run(state, req).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
@@ -116,7 +119,10 @@ async fn run(state: AppState, req: GenerateRequest) -> Result<Response> {
             .context
             .iter()
             .flatten()
-            .map(|&t| i32::try_from(t).map_err(|_| Error::BadRequest(format!("invalid context token {t}"))))
+            .map(|&t| {
+                i32::try_from(t)
+                    .map_err(|_| Error::BadRequest(format!("invalid context token {t}")))
+            })
             .collect::<Result<Vec<i32>>>()?;
         let prefix = runner
             .detokenize(&DetokenizeRequest {

@@ -73,7 +73,11 @@ pub fn keep_alive(k: Option<ConfigKeepAlive>) -> Option<KeepAlive> {
 }
 
 /// Defaults < `OLLAMA_CONTEXT_LENGTH` < the params layer < the request's `options`.
-pub fn options(engine: &Engine, model: &Model, req: Option<&Map<String, Value>>) -> Result<Options> {
+pub fn options(
+    engine: &Engine,
+    model: &Model,
+    req: Option<&Map<String, Value>>,
+) -> Result<Options> {
     Options::resolve(engine.settings().context_length, &model.view.options, req)
 }
 

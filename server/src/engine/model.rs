@@ -109,8 +109,8 @@ impl Model {
 /// one, the GGUF `tokenizer.chat_template` renders with minijinja; else Ollama's `{{ .Prompt }}`.
 fn template_for(view: &ModelView, g: Option<&GgufFile>) -> Result<(Template, Option<String>)> {
     if let Some(src) = &view.template {
-        let t = Template::parse_go(src)
-            .map_err(|e| Error::Internal(format!("template error: {e}")))?;
+        let t =
+            Template::parse_go(src).map_err(|e| Error::Internal(format!("template error: {e}")))?;
         return Ok((t, None));
     }
     let Some(src) = g.and_then(GgufFile::chat_template) else {
