@@ -19,6 +19,7 @@ use server::engine::{Engine, Settings};
 use server::scheduler::{Scheduler, SchedulerConfig};
 use tower::ServiceExt;
 
+#[allow(unused_imports)]
 pub use api_support::{
     ago, get, post_json, request, Reply, TestStore, MT_PARAMS, MT_SYSTEM, MT_TEMPLATE,
 };
