@@ -29,7 +29,7 @@ async fn generate_streams_ollama_chunks() {
     let (last, rest) = ls.split_last().unwrap();
     for c in rest {
         assert_eq!(keys(c), ["model", "created_at", "response", "done"], "{c}");
-        assert_eq!(c["model"], "fake:latest");
+        assert_eq!(c["model"], "fake", "the name as requested");
         assert_eq!(c["done"], false);
         rfc3339(c["created_at"].as_str().unwrap());
     }
