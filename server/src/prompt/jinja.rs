@@ -47,7 +47,7 @@ impl JinjaChat {
         );
         env.add_function("strftime_now", |fmt: String| strftime_now(&fmt));
         env.add_filter("tojson", tojson);
-        env.add_template_owned(NAME, source.clone())?;
+        env.add_template_owned(NAME, strip_generation_tags(&source))?;
         Ok(JinjaChat {
             env,
             src: source,
@@ -60,6 +60,11 @@ impl JinjaChat {
         &self.src
     }
 
+    /// Renders with the message shape the template accepts. Templates disagree on two points
+    /// (llama.cpp probes for the same): tool-call `arguments` as an object (most) or a JSON
+    /// string (DeepSeek), and `content` as a string (most) or a list of typed parts (Gemma 3).
+    /// We try the common shape first and fall back only when rendering fails; if every shape
+    /// fails, the first error is reported.
     pub fn render(
         &self,
         messages: &[Message],
@@ -70,30 +75,107 @@ impl JinjaChat {
             .env
             .get_template(NAME)
             .map_err(|e| Error::Internal(e.to_string()))?;
-        let mut ctx = Map::new();
-        ctx.insert(
-            "messages".into(),
-            J::Array(messages.iter().map(message_json).collect()),
-        );
-        if !tools.is_empty() {
-            ctx.insert("tools".into(), J::Array(tools.to_vec()));
+        let mut first_err = None;
+        for shape in SHAPES {
+            let msgs = messages.iter().map(|m| message_json(m, shape)).collect();
+            let mut ctx = Map::new();
+            ctx.insert("messages".into(), J::Array(msgs));
+            // HF passes `tools=None` / `documents=None` when absent; an undefined value would
+            // pass `tools is not none` checks.
+            let tools_val = if tools.is_empty() {
+                J::Null
+            } else {
+                J::Array(tools.to_vec())
+            };
+            ctx.insert("tools".into(), tools_val);
+            ctx.insert("documents".into(), J::Null);
+            ctx.insert("add_generation_prompt".into(), J::Bool(true));
+            ctx.insert("bos_token".into(), J::String(self.bos.clone()));
+            ctx.insert("eos_token".into(), J::String(self.eos.clone()));
+            if let Some(t) = think {
+                // Ollama's native mode sends these as chat_template_kwargs.
+                ctx.insert("enable_thinking".into(), J::Bool(t.enabled()));
+                if let Think::Level(l) = t {
+                    ctx.insert("reasoning_effort".into(), J::String(l.clone()));
+                }
+            }
+            match tmpl.render(JValue::from_serialize(J::Object(ctx))) {
+                Ok(out) => return Ok(out),
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
         }
-        ctx.insert("add_generation_prompt".into(), J::Bool(true));
-        ctx.insert("bos_token".into(), J::String(self.bos.clone()));
-        ctx.insert("eos_token".into(), J::String(self.eos.clone()));
-        if let Some(t) = think {
-            ctx.insert("enable_thinking".into(), J::Bool(t.enabled()));
-        }
-        tmpl.render(JValue::from_serialize(J::Object(ctx)))
-            .map_err(|e| Error::Internal(format!("chat template: {e}")))
+        let e = first_err.map(|e| e.to_string()).unwrap_or_default();
+        Err(Error::Internal(format!("chat template: {e}")))
     }
 }
 
+/// How messages are shaped for the template.
+#[derive(Clone, Copy)]
+struct Shape {
+    /// Tool-call arguments as a JSON string instead of an object.
+    string_args: bool,
+    /// Content as `[{"type": "text", "text": ...}]` instead of a string.
+    typed_content: bool,
+}
+
+const SHAPES: [Shape; 4] = [
+    Shape {
+        string_args: false,
+        typed_content: false,
+    },
+    Shape {
+        string_args: true,
+        typed_content: false,
+    },
+    Shape {
+        string_args: false,
+        typed_content: true,
+    },
+    Shape {
+        string_args: true,
+        typed_content: true,
+    },
+];
+
+/// HF's `AssistantTracker` extension adds `{% generation %}...{% endgeneration %}` (marks
+/// assistant tokens for training masks; no output of its own). minijinja lacks it, so the tags
+/// become an always-true `if` with the same trim markers, keeping whitespace control intact.
+fn strip_generation_tags(src: &str) -> String {
+    let mut out = String::with_capacity(src.len());
+    let mut rest = src;
+    while let Some(i) = rest.find("{%") {
+        out.push_str(&rest[..i]);
+        let tag = &rest[i..];
+        let Some(end) = tag.find("%}") else {
+            out.push_str(tag);
+            return out;
+        };
+        let inner = &tag[2..end];
+        let (lt, body) = inner.strip_prefix('-').map_or(("", inner), |b| ("-", b));
+        let (body, rt) = body.strip_suffix('-').map_or((body, ""), |b| (b, "-"));
+        match body.trim() {
+            "generation" => out.push_str(&format!("{{%{lt} if true {rt}%}}")),
+            "endgeneration" => out.push_str(&format!("{{%{lt} endif {rt}%}}")),
+            _ => out.push_str(&tag[..end + 2]),
+        }
+        rest = &tag[end + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// OpenAI-style message dict, the shape HF templates read.
-fn message_json(m: &Message) -> J {
+fn message_json(m: &Message, shape: Shape) -> J {
     let mut o = Map::new();
     o.insert("role".into(), J::String(m.role.clone()));
-    o.insert("content".into(), J::String(m.content.clone()));
+    let content = if shape.typed_content {
+        json!([{"type": "text", "text": m.content}])
+    } else {
+        J::String(m.content.clone())
+    };
+    o.insert("content".into(), content);
     if let Some(t) = &m.thinking {
         o.insert("reasoning_content".into(), J::String(t.clone()));
     }
@@ -107,9 +189,14 @@ fn message_json(m: &Message) -> J {
                     call.insert("id".into(), J::String(c.id.clone()));
                 }
                 call.insert("type".into(), J::String("function".into()));
+                let args = if shape.string_args {
+                    J::String(serde_json::to_string(&c.arguments).unwrap_or_default())
+                } else {
+                    J::Object(c.arguments.clone())
+                };
                 call.insert(
                     "function".into(),
-                    json!({"name": c.name, "arguments": c.arguments}),
+                    json!({"name": c.name, "arguments": args}),
                 );
                 J::Object(call)
             })
@@ -245,6 +332,54 @@ mod tests {
     }
 
     #[test]
+    fn think_kwargs() {
+        let src = "{{ enable_thinking is defined }}|{{ enable_thinking }}|{{ reasoning_effort }}";
+        let j = JinjaChat::new(src.into(), String::new(), String::new()).unwrap();
+        assert_eq!(j.render(&[], &[], None).unwrap(), "False||");
+        let high = Think::Level("high".into());
+        assert_eq!(j.render(&[], &[], Some(&high)).unwrap(), "True|True|high");
+        assert_eq!(
+            j.render(&[], &[], Some(&Think::Bool(false))).unwrap(),
+            "True|False|"
+        );
+    }
+
+    #[test]
+    fn generation_tags_become_transparent() {
+        assert_eq!(
+            strip_generation_tags("a{%- generation %}b{% endgeneration -%} {% if x %}"),
+            "a{%- if true %}b{% endif -%} {% if x %}"
+        );
+        let j = JinjaChat::new(
+            "x {%- generation -%} y {% endgeneration %}z".into(),
+            String::new(),
+            String::new(),
+        );
+        assert_eq!(j.unwrap().render(&[], &[], None).unwrap(), "xy z");
+    }
+
+    #[test]
+    fn falls_back_to_string_arguments_and_typed_content() {
+        let calls = vec![super::super::render::ToolCall {
+            name: "f".into(),
+            arguments: serde_json::from_str(r#"{"a":1}"#).unwrap(),
+            ..Default::default()
+        }];
+        let msgs = [Message {
+            tool_calls: calls,
+            ..Message::new("assistant", "hi")
+        }];
+        // String concatenation only works when arguments is a string (DeepSeek style).
+        let src = "{{ 'args=' + messages[0].tool_calls[0].function.arguments }}";
+        let j = JinjaChat::new(src.into(), String::new(), String::new()).unwrap();
+        assert_eq!(j.render(&msgs, &[], None).unwrap(), r#"args={"a":1}"#);
+        // Typed content parts (Gemma 3 style).
+        let src = "{{ messages[0].content[0].text + '!' }}";
+        let j = JinjaChat::new(src.into(), String::new(), String::new()).unwrap();
+        assert_eq!(j.render(&msgs, &[], None).unwrap(), "hi!");
+    }
+
+    #[test]
     fn hf_features() {
         // trim_blocks eats the newline after `{% endif %}`; `-%}` eats the one after endfor.
         let src = "{%- for m in messages %}{{ m.content.strip() | upper }}{% if m.content.startswith(' h') %}!{% endif %}\n{% endfor -%}\n{{ bos_token }}{{ tools | tojson }}{% for i in [1,2,3] %}{% if i == 2 %}{% break %}{% endif %}{{ i }}{% endfor %}";
@@ -257,6 +392,9 @@ mod tests {
             )
             .unwrap();
         assert_eq!(out, "HI!<s>[{\"type\": \"function\"}]1");
+        let src = "{% if tools is not none %}T{% endif %}{% if documents is none %}D{% endif %}";
+        let j = JinjaChat::new(src.into(), String::new(), String::new()).unwrap();
+        assert_eq!(j.render(&[], &[], None).unwrap(), "D");
         let j = JinjaChat::new(
             "{{ raise_exception('bad roles') }}".into(),
             String::new(),

@@ -11,6 +11,18 @@
 //! cache it (it is `Send + Sync`), then call [`render_chat`] / [`render_generate`] per request.
 //! Capability helpers (`uses_tools`, `uses_suffix`, `thinking_tags`, `tool_call_tag`) feed
 //! `/api/show` capabilities and the output parsers.
+//!
+//! ```
+//! use server::prompt::{render_chat, Message, RenderRequest, Template};
+//! let t = Template::parse_go("{{ range .Messages }}<{{ .Role }}>{{ .Content }}{{ end }}<assistant>").unwrap();
+//! let req = RenderRequest { messages: vec![Message::new("user", "hi")], ..Default::default() };
+//! assert_eq!(render_chat(&t, &req).unwrap(), "<user>hi<assistant>");
+//! ```
+//!
+//! Errors: `Template::parse_go` returns a [`TemplateError`] (line/col; Ollama answers 400
+//! `template error: …` at create, 500 for a per-request `template`); `Template::jinja` fails with
+//! `Error::BadRequest`; rendering failures (template exec errors, `raise_exception`) are
+//! `Error::Internal` carrying the message, as Ollama answers 500.
 
 mod caps;
 pub mod gotmpl;

@@ -114,6 +114,26 @@ fn message_fields_match_ollama() {
 }
 
 #[test]
+fn tool_function_prints_as_json() {
+    // qwen2.5's template: `{"type": "function", "function": {{ .Function }}}`.
+    let t =
+        go("{{ range .Tools }}{{ .Function }}|{{ .Function.Parameters }}{{ end }}{{ .Messages }}");
+    let tools = vec![
+        json!({"type": "function", "function": {"name": "f", "description": "d",
+        "parameters": {"type": "object", "properties": {"x": {"type": "string"}}}}}),
+    ];
+    let req = RenderRequest {
+        messages: vec![],
+        tools,
+        think: None,
+    };
+    assert_eq!(
+        render_chat(&t, &req).unwrap(),
+        r#"{"name":"f","description":"d","parameters":{"type":"object","properties":{"x":{"type":"string"}}}}|{"type":"object","properties":{"x":{"type":"string"}}}[]"#
+    );
+}
+
+#[test]
 fn message_json_uses_go_field_names() {
     let t = go("{{ range .Messages }}{{ json . }}{{ end }}");
     assert_eq!(

@@ -168,7 +168,10 @@ fn tool(t: &J) -> Value {
             ("Properties", json_map(props)),
         ],
         Some(J::Object(pj.clone())),
-        None,
+        // Printed as JSON: library templates write `{{ .Function }}` expecting api.ToolFunction's
+        // JSON `String()`. (Ollama's newer templateToolFunction lost that method and prints Go
+        // struct syntax, a regression we do not reproduce.)
+        Some(json_string(&J::Object(pj.clone()))),
     );
     let fj = json!({
         "name": str_field(&f, "name"),
@@ -183,7 +186,7 @@ fn tool(t: &J) -> Value {
             ("Parameters", params),
         ],
         Some(fj.clone()),
-        None,
+        Some(json_string(&fj)),
     );
     let mut tj = Map::new();
     tj.insert("type".into(), J::String(str_field(t, "type")));

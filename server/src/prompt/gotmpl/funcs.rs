@@ -286,6 +286,18 @@ pub fn sprintf(f: &str, args: &[Value]) -> String {
             chars.next();
         }
         let mut width = None;
+        if chars.peek() == Some(&'*') {
+            // `*` takes the width from the next argument; negative means left-justify.
+            chars.next();
+            match args.get(next_arg) {
+                Some(Value::Int(w)) => {
+                    minus |= *w < 0;
+                    width = Some(w.unsigned_abs() as usize);
+                }
+                _ => out.push_str("%!(BADWIDTH)"),
+            }
+            next_arg += 1;
+        }
         while let Some(d) = chars.peek().and_then(|c| c.to_digit(10)) {
             width = Some(width.unwrap_or(0) * 10 + d as usize);
             chars.next();
@@ -294,6 +306,14 @@ pub fn sprintf(f: &str, args: &[Value]) -> String {
         if chars.peek() == Some(&'.') {
             chars.next();
             let mut p = 0;
+            if chars.peek() == Some(&'*') {
+                chars.next();
+                match args.get(next_arg) {
+                    Some(Value::Int(v)) if *v >= 0 => p = *v as usize,
+                    _ => out.push_str("%!(BADPREC)"),
+                }
+                next_arg += 1;
+            }
             while let Some(d) = chars.peek().and_then(|c| c.to_digit(10)) {
                 p = p * 10 + d as usize;
                 chars.next();
