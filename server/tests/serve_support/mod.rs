@@ -132,3 +132,64 @@ pub fn rfc3339(s: &str) -> time::OffsetDateTime {
     time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
         .unwrap_or_else(|e| panic!("{s}: {e}"))
 }
+
+/// The real runner built next to the test executable (`cargo build -p runner-llamacpp`), or
+/// `HERD_RUNNER`. `None` when it has not been built: the native tests then say so and skip.
+pub fn native_runner() -> Option<std::path::PathBuf> {
+    if let Some(p) = std::env::var_os("HERD_RUNNER") {
+        return Some(p.into());
+    }
+    let exe = std::env::current_exe().ok()?;
+    let p = exe.parent()?.parent()?.join("runner-llamacpp");
+    p.exists().then_some(p)
+}
+
+/// A test model GGUF from `scripts/fetch-test-models` (`$HERD_CACHE/models`).
+pub fn test_model(file: &str) -> Option<std::path::PathBuf> {
+    let cache = std::env::var_os("HERD_CACHE").map_or_else(
+        || {
+            std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/herd")
+        },
+        std::path::PathBuf::from,
+    );
+    let p = cache.join("models").join(file);
+    p.exists().then_some(p)
+}
+
+/// Registers `name:latest` with `gguf` as its model layer the way Ollama lays it out: the blob
+/// (hard-linked, else copied) under its sha256, a config blob, extra layers, the manifest.
+pub fn register_file(ts: &TestStore, name: &str, gguf: &std::path::Path, extra: &[(&str, &[u8])]) {
+    let out = std::process::Command::new("sha256sum")
+        .arg(gguf)
+        .output()
+        .unwrap();
+    let hex = String::from_utf8(out.stdout).unwrap()[..64].to_owned();
+    let blob = ts.root().join("blobs").join(format!("sha256-{hex}"));
+    if !blob.exists() && std::fs::hard_link(gguf, &blob).is_err() {
+        std::fs::copy(gguf, &blob).unwrap();
+    }
+    let size = std::fs::metadata(gguf).unwrap().len();
+    let mut layers = vec![format!(
+        r#"{{"mediaType":"application/vnd.ollama.image.model","digest":"sha256:{hex}","size":{size}}}"#
+    )];
+    for (mt, bytes) in extra {
+        let d = ts.blob(bytes);
+        layers.push(format!(
+            r#"{{"mediaType":"{mt}","digest":"{d}","size":{}}}"#,
+            bytes.len()
+        ));
+    }
+    let config = format!(
+        r#"{{"model_format":"gguf","model_family":"","architecture":"amd64","os":"linux","rootfs":{{"type":"layers","diff_ids":["sha256:{hex}"]}}}}"#
+    );
+    let cd = ts.blob(config.as_bytes());
+    let manifest = format!(
+        r#"{{"schemaVersion":2,"mediaType":"application/vnd.docker.distribution.manifest.v2+json","config":{{"mediaType":"application/vnd.docker.container.image.v1+json","digest":"{cd}","size":{}}},"layers":[{}]}}"#,
+        config.len(),
+        layers.join(",")
+    );
+    let path = ts.manifest_path(name, "latest");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, manifest).unwrap();
+}
