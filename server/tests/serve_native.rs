@@ -20,7 +20,10 @@ const SMOL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
 /// A harness on the real runner with `models` registered, or `None` (skip) when the runner or a
 /// model file is missing.
-fn native(models: &[(&str, &str, &[(&str, &[u8])])]) -> Option<Harness> {
+/// `(name, model file, extra layers)`.
+type Registration<'a> = (&'a str, &'a str, &'a [(&'a str, &'a [u8])]);
+
+fn native(models: &[Registration<'_>]) -> Option<Harness> {
     let Some(runner) = native_runner() else {
         eprintln!("skipped: runner-llamacpp not built (cargo build -p runner-llamacpp)");
         return None;
