@@ -62,13 +62,7 @@ struct Session {
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let client = Client::new(&args.client.host)?;
-    client
-        .send(
-            Method::POST,
-            "/api/show",
-            Some(&json!({"model": args.model})),
-        )
-        .await?;
+    check_model(&client, &args.model).await?;
     let mut prompt = args.prompt.join(" ");
     let stdin_tty = std::io::stdin().is_terminal();
     if !stdin_tty {
@@ -100,6 +94,24 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         return repl(&mut s, history).await;
     }
     s.chat(&prompt).await
+}
+
+/// Ollama's pre-flight `/api/show`: only "no such model" stops the run (Ollama would pull
+/// then); a model `/api/show` cannot describe may still run.
+async fn check_model(client: &Client, model: &str) -> anyhow::Result<()> {
+    match client
+        .send(Method::POST, "/api/show", Some(&json!({"model": model})))
+        .await
+    {
+        Err(e) if e.to_string().contains("not found") || e.to_string().contains("connect") => {
+            Err(e)
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "show failed; running anyway");
+            Ok(())
+        }
+        Ok(_) => Ok(()),
+    }
 }
 
 /// `--think` / `/set think LEVEL`: a bool or one of Ollama's levels.
@@ -472,9 +484,7 @@ async fn command(s: &mut Session, line: &str) -> anyhow::Result<bool> {
         ("/show", [what]) => show(s, what).await?,
         ("/load", [model]) => {
             println!("Loading model '{model}'");
-            s.client
-                .send(Method::POST, "/api/show", Some(&json!({"model": model})))
-                .await?;
+            check_model(&s.client, model).await?;
             s.model = (*model).to_owned();
             s.messages.clear();
             s.preload().await?;
@@ -488,6 +498,11 @@ async fn command(s: &mut Session, line: &str) -> anyhow::Result<bool> {
 }
 
 async fn show(s: &Session, what: &str) -> anyhow::Result<()> {
+    // The session's own system message wins over the model's, as in Ollama.
+    if let ("system", Some(own)) = (what, &s.system) {
+        println!("{own}");
+        return Ok(());
+    }
     let info: Value = s
         .client
         .json(Method::POST, "/api/show", Some(&json!({"model": s.model})))
@@ -514,11 +529,14 @@ async fn show(s: &Session, what: &str) -> anyhow::Result<()> {
         }
         "license" | "modelfile" | "parameters" | "system" | "template" => {
             let t = text(what);
-            if t.is_empty() {
-                println!("No {what} was specified for this model.");
-            } else {
-                println!("{t}");
-            }
+            let missing = match what {
+                "license" => "No license was specified for this model.",
+                "parameters" => "No parameters were specified for this model.",
+                "system" => "No system message was specified for this model.",
+                "template" => "No prompt template was specified for this model.",
+                _ => "",
+            };
+            println!("{}", if t.is_empty() { missing } else { t.as_str() });
         }
         _ => println!("Unknown command '/show {what}'. Type /? for help"),
     }
