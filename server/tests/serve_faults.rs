@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use serde_json::json;
+use serve_support::api_support::post_json;
 use serve_support::*;
 
 const SLOW: &[&str] = &[
@@ -136,4 +137,53 @@ async fn client_disconnect_frees_the_slot() {
         took < Duration::from_millis(1000),
         "slot freed promptly: {took:?}"
     );
+}
+
+#[tokio::test]
+async fn six_hundred_requests_against_a_queue_of_512() {
+    let h = Harness::with(|c| c.max_queue = 512, Default::default());
+    // One slot, and the first request holds it: everyone admitted after it waits.
+    h.fake(
+        "slow",
+        &["--tokens", "a b c", "--token-delay-ms", "5000"],
+        &[],
+    );
+    let held = h
+        .open("/api/generate", json!({"model": "slow", "prompt": "x"}))
+        .await;
+    assert_eq!(held.status(), StatusCode::OK);
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..599 {
+        let app = h.app.clone();
+        tasks.spawn(async move {
+            let body = json!({"model": "slow", "prompt": format!("{i}"), "stream": false});
+            let r = post_json(&app, "/api/generate", body).await;
+            (r.status, started.elapsed())
+        });
+    }
+    // 1 active + 511 waiting fill the queue; exactly the other 88 are refused, quickly.
+    let mut refused = 0;
+    while refused < 88 {
+        let Ok(Some(done)) = tokio::time::timeout(Duration::from_secs(3), tasks.join_next()).await
+        else {
+            break;
+        };
+        let (status, at) = done.unwrap();
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(at < Duration::from_secs(2), "503 after {at:?}");
+        refused += 1;
+    }
+    assert_eq!(refused, 88);
+    // Nobody else finishes while the slot is held.
+    let more = tokio::time::timeout(Duration::from_millis(300), tasks.join_next()).await;
+    assert!(more.is_err(), "no further replies while the queue is full");
+    println!("88 refusals within {:?}", started.elapsed());
+    tasks.abort_all();
+    drop(held);
+    // Aborted waiters leave; the queue admits again.
+    let r = h
+        .post("/api/embed", json!({"model": "slow", "input": "x"}))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
 }
