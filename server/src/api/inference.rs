@@ -146,6 +146,7 @@ pub async fn resolve_model(
     }
     let name = ModelName::parse(raw).map_err(|_| Error::InvalidModelName)?;
     let store = state.store.clone();
+    let cache = state.resolved.clone();
     let not_found = match errors {
         NameErrors::TryPulling => {
             format!("model {} not found, try pulling it first", go_quote(raw))
@@ -154,6 +155,11 @@ pub async fn resolve_model(
     };
     blocking(move || {
         let entry = store.read(&name)?.ok_or(Error::NotFound(not_found))?;
+        // The manifest digest pins every layer (blobs are content-addressed), so a model read
+        // once is reused until its manifest changes: no GGUF parse on the request path.
+        if let Some(m) = cache.get(&entry.digest_hex, &entry.name) {
+            return Ok(m);
+        }
         let view = ModelView::load(&store, &entry)?;
         // A model layer that is not GGUF (the fake runner's scripts) has no metadata; the runner
         // refuses what it cannot do.
@@ -162,14 +168,39 @@ pub async fn resolve_model(
         if gguf.is_none() && capabilities.is_empty() {
             capabilities.push("completion".to_owned());
         }
-        Ok(Arc::new(ResolvedModel {
+        let model = Arc::new(ResolvedModel {
             name: entry.name,
             digest: entry.digest_hex,
             view,
             capabilities,
-        }))
+        });
+        cache.put(model.clone());
+        Ok(model)
     })
     .await
+}
+
+/// Resolved models by manifest digest (bounded; cleared when full).
+#[derive(Debug, Default)]
+pub struct ResolvedCache(std::sync::Mutex<std::collections::HashMap<String, Arc<ResolvedModel>>>);
+
+impl ResolvedCache {
+    const MAX: usize = 64;
+
+    /// The cached model for `digest`, if it was read under this exact name (the name is part of
+    /// what a job reports).
+    fn get(&self, digest: &str, name: &ModelName) -> Option<Arc<ResolvedModel>> {
+        let map = self.0.lock().unwrap();
+        map.get(digest).filter(|m| m.name == *name).cloned()
+    }
+
+    fn put(&self, m: Arc<ResolvedModel>) {
+        let mut map = self.0.lock().unwrap();
+        if map.len() >= Self::MAX {
+            map.clear();
+        }
+        map.insert(m.digest.clone(), m);
+    }
 }
 
 /// Ollama's capability check: a model that cannot complete is `"RAW" does not support

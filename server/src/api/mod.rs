@@ -58,6 +58,8 @@ pub struct AppState {
     pub inference: Option<Arc<dyn Inference>>,
     /// `OLLAMA_CONTEXT_LENGTH` and `OLLAMA_KEEP_ALIVE`, for requests that leave them unset.
     pub defaults: InferenceDefaults,
+    /// Models already read from the store, by manifest digest.
+    pub resolved: Arc<inference::ResolvedCache>,
 }
 
 impl AppState {
@@ -73,6 +75,7 @@ impl AppState {
             max_json_body: DEFAULT_MAX_JSON_BODY,
             engine: None,
             inference: None,
+            resolved: Arc::default(),
             defaults: InferenceDefaults::default(),
         }
     }

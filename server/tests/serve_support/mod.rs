@@ -30,7 +30,7 @@ pub struct Harness {
     pub ts: TestStore,
     pub app: Router,
     pub engine: Engine,
-    _runner_dir: tempfile::TempDir,
+    pub runner_dir: tempfile::TempDir,
 }
 
 impl Harness {
@@ -60,7 +60,7 @@ impl Harness {
             ts,
             app,
             engine,
-            _runner_dir: dir,
+            runner_dir: dir,
         }
     }
 
