@@ -1,114 +1,98 @@
-//! `/api/embed` and the legacy `/api/embeddings`: the handlers (model lookup with the embed
-//! not-found wording, a runner slot through the scheduler, the runner's raw vectors) and the
-//! pure post-processing — input shapes, L2 normalization (then cut to `dimensions` and
-//! normalize again), and the legacy raw float64 vector.
+//! `/api/embed` and `/api/embeddings`: input shapes, L2 normalization (then cut to
+//! `dimensions` and normalize again), and the legacy raw float64 vector. The processing is
+//! pure; the runner produces the raw vectors through the `Inference` seam.
 
 use std::time::Instant;
 
 use axum::extract::State;
 use axum::Json;
-use runner_protocol::{EmbedRequest as RunnerEmbed, ErrorKind, Prompt};
 use serde_json::Value;
 
-use super::infer::{self, NotFound};
-use super::request;
+use super::inference::{engine, resolve_model, EmbedJob, NameErrors};
+use super::options::Options;
+use super::request::parse_keep_alive;
 use super::types::{EmbedRequest, EmbedResponse, EmbeddingRequest, EmbeddingResponse};
 use super::{AppState, OJson};
 use crate::error::{Error, Result};
 
-fn nanos(d: std::time::Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
-/// Raw vectors for `inputs` from a runner of `model_name`, plus load time and prompt tokens.
-async fn raw_embeddings(
-    state: &AppState,
-    model_name: &str,
-    inputs: Vec<String>,
-    truncate: bool,
-    keep_alive: Option<&Value>,
-    options: Option<&serde_json::Map<String, Value>>,
-) -> Result<(Vec<Vec<f32>>, std::time::Duration, u32)> {
-    let keep_alive = infer::keep_alive(request::parse_keep_alive(keep_alive)?);
-    let engine = infer::engine(state)?.clone();
-    let model = infer::lookup(state, model_name, NotFound::TryPulling).await?;
-    let opts = infer::options(&engine, &model, options)?;
-    let (lease, load) = engine.acquire(&model, &opts, keep_alive).await?;
-    let req = RunnerEmbed {
-        inputs: inputs.into_iter().map(Prompt::Text).collect(),
-        truncate,
-    };
-    let resp = lease.embed(&req).await.map_err(|e| match e {
-        Error::Runner(r) if r.kind == ErrorKind::ContextOverflow => Error::BadRequest(
-            "the input length exceeds the context length".into(),
-        ),
-        other => other,
-    })?;
-    Ok((resp.embeddings, load, resp.prompt_eval_count))
-}
-
-/// `POST /api/embed`.
 pub async fn embed(
     State(state): State<AppState>,
     OJson(req): OJson<EmbedRequest>,
 ) -> Result<Json<EmbedResponse>> {
-    let started = Instant::now();
-    let input = inputs(req.input.as_ref())?;
-    if input.is_empty() {
-        // Still a known model, or the usual 404.
-        infer::lookup(&state, &req.model, NotFound::TryPulling).await?;
+    let start = Instant::now();
+    let keep_alive = parse_keep_alive(req.keep_alive.as_ref())?;
+    let texts = inputs(req.input.as_ref())?;
+    let model = resolve_model(&state, &req.model, NameErrors::TryPulling).await?;
+    let options = Options::resolve(
+        state.defaults.context_length,
+        &model.view.options,
+        req.options.as_ref(),
+    )?;
+    let keep_alive = keep_alive.unwrap_or(state.defaults.keep_alive);
+    let engine = engine(&state)?;
+    if texts.is_empty() {
+        engine.load(model, options, keep_alive).await?;
         return Ok(Json(EmbedResponse {
             model: req.model,
-            embeddings: Vec::new(),
-            ..Default::default()
+            ..EmbedResponse::default()
         }));
     }
-    let (raw, load, count) = raw_embeddings(
-        &state,
-        &req.model,
-        input,
-        req.truncate.unwrap_or(true),
-        req.keep_alive.as_ref(),
-        req.options.as_ref(),
-    )
-    .await?;
-    let embeddings = raw
+    let out = engine
+        .embed(EmbedJob {
+            model,
+            inputs: texts,
+            truncate: req.truncate.unwrap_or(true),
+            options,
+            keep_alive,
+        })
+        .await?;
+    let embeddings = out
+        .embeddings
         .into_iter()
         .map(|v| finish(v, req.dimensions))
         .collect::<Result<Vec<_>>>()?;
     Ok(Json(EmbedResponse {
         model: req.model,
         embeddings,
-        total_duration: nanos(started.elapsed()),
-        load_duration: nanos(load),
-        prompt_eval_count: u64::from(count),
+        total_duration: start.elapsed().as_nanos() as u64,
+        load_duration: out.load_duration.as_nanos() as u64,
+        prompt_eval_count: out.prompt_eval_count,
     }))
 }
 
-/// `POST /api/embeddings` (legacy): one raw, unnormalized float64 vector.
+/// The legacy endpoint: one prompt, the raw vector as float64, no normalization.
 pub async fn embeddings(
     State(state): State<AppState>,
     OJson(req): OJson<EmbeddingRequest>,
 ) -> Result<Json<EmbeddingResponse>> {
+    let keep_alive = parse_keep_alive(req.keep_alive.as_ref())?;
+    let model = resolve_model(&state, &req.model, NameErrors::TryPulling).await?;
+    let options = Options::resolve(
+        state.defaults.context_length,
+        &model.view.options,
+        req.options.as_ref(),
+    )?;
+    let keep_alive = keep_alive.unwrap_or(state.defaults.keep_alive);
+    let engine = engine(&state)?;
     if req.prompt.is_empty() {
-        infer::lookup(&state, &req.model, NotFound::TryPulling).await?;
+        engine.load(model, options, keep_alive).await?;
         return Ok(Json(EmbeddingResponse::default()));
     }
-    let (raw, _, _) = raw_embeddings(
-        &state,
-        &req.model,
-        vec![req.prompt],
-        true,
-        req.keep_alive.as_ref(),
-        req.options.as_ref(),
-    )
-    .await?;
-    let first = raw
-        .into_iter()
-        .next()
+    let out = engine
+        .embed(EmbedJob {
+            model,
+            inputs: vec![req.prompt],
+            truncate: true,
+            options,
+            keep_alive,
+        })
+        .await?;
+    let raw = out
+        .embeddings
+        .first()
         .ok_or_else(|| Error::Internal("the runner returned no embedding".into()))?;
     Ok(Json(EmbeddingResponse {
-        embedding: legacy(&first),
+        embedding: legacy(raw),
     }))
 }
 

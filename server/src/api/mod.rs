@@ -10,12 +10,11 @@
 
 pub mod anthropic;
 pub mod blobs;
-pub mod chat;
 pub mod embed;
 pub mod error;
 pub mod generate;
 pub mod guard;
-pub mod infer;
+pub mod inference;
 pub mod models;
 pub mod openai;
 pub mod options;
@@ -39,6 +38,7 @@ use crate::store::Store;
 
 pub use error::OJson;
 pub use guard::{CorsPolicy, HostGuard};
+pub use inference::{Inference, InferenceDefaults};
 pub use serve::{serve, ServeOptions};
 
 /// Largest JSON request body accepted (413 beyond). Chat requests carry base64 images, so this
@@ -53,8 +53,15 @@ pub struct AppState {
     pub host_guard: Arc<HostGuard>,
     pub cors: Arc<CorsPolicy>,
     pub max_json_body: usize,
-    /// The scheduler-backed inference engine; `None` serves only the model-management routes.
+    /// The scheduler-backed engine (also the `inference` below); `/api/ps` reads its scheduler.
     pub engine: Option<crate::engine::Engine>,
+    /// Runs models for generate/chat/embed; `None` until the scheduler is wired in (those
+    /// endpoints then validate requests and answer 500 for work that needs a model loaded).
+    pub inference: Option<Arc<dyn Inference>>,
+    /// `OLLAMA_CONTEXT_LENGTH` and `OLLAMA_KEEP_ALIVE`, for requests that leave them unset.
+    pub defaults: InferenceDefaults,
+    /// Models already read from the store, by manifest digest.
+    pub resolved: Arc<inference::ResolvedCache>,
 }
 
 impl AppState {
@@ -69,10 +76,25 @@ impl AppState {
             )),
             max_json_body: DEFAULT_MAX_JSON_BODY,
             engine: None,
+            inference: None,
+            resolved: Arc::default(),
+            defaults: InferenceDefaults::default(),
         }
     }
 
+    pub fn with_inference(mut self, engine: Arc<dyn Inference>) -> AppState {
+        self.inference = Some(engine);
+        self
+    }
+
+    pub fn with_defaults(mut self, defaults: InferenceDefaults) -> AppState {
+        self.defaults = defaults;
+        self
+    }
+
+    /// Serves inference (and `/api/ps`) with the scheduler-backed engine.
     pub fn with_engine(mut self, engine: crate::engine::Engine) -> AppState {
+        self.inference = Some(Arc::new(engine.clone()));
         self.engine = Some(engine);
         self
     }
@@ -101,7 +123,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/tags", get(models::tags).head(models::tags))
         .route("/api/ps", get(ps::ps))
         .route("/api/generate", post(generate::generate))
-        .route("/api/chat", post(chat::chat))
+        .route("/api/chat", post(generate::chat))
         .route("/api/embed", post(embed::embed))
         .route("/api/embeddings", post(embed::embeddings))
         .route("/api/show", post(models::show))

@@ -281,7 +281,6 @@ pub async fn delete(
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

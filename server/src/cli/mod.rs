@@ -3,6 +3,8 @@
 
 pub mod client;
 pub mod format;
+pub mod ps;
+pub mod run;
 pub mod serve;
 pub mod show;
 
@@ -23,6 +25,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Show(args) => show::run(args).await,
         Command::Cp(args) => copy(args).await,
         Command::Rm(args) => remove(args).await,
+        Command::Run(args) => run::run(args).await,
+        Command::Ps(args) => ps::ps(args).await,
+        Command::Stop(args) => ps::stop(args).await,
     }
 }
 

@@ -7,7 +7,9 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio::net::TcpListener;
 
-use crate::api::{self, serve::shutdown_signal, AppState, CorsPolicy, HostGuard, ServeOptions};
+use crate::api::{
+    self, serve::shutdown_signal, AppState, CorsPolicy, HostGuard, InferenceDefaults, ServeOptions,
+};
 use crate::config::Config;
 use crate::store::Store;
 
@@ -52,6 +54,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let state = AppState::new(store)
         .with_host_guard(guard)
         .with_cors(CorsPolicy::new(&config.origins.allowed()))
+        .with_defaults(InferenceDefaults {
+            context_length: config.context_length,
+            keep_alive: config.keep_alive,
+        })
         .with_engine(engine.clone());
     tracing::info!(target: "herd", "Listening on {local} (version {})", crate::VERSION);
     api::serve(

@@ -1,10 +1,13 @@
-//! The engine-facing layer between the HTTP handlers and the scheduler: looking a model up in
-//! the store and preparing it for inference (`model`), turning resolved options into load and
-//! completion parameters (`plan`), and turning a runner's completion into timed steps
-//! (`completion`); chat truncation policy (`truncate`). Handlers own the wire shapes; this module owns what happens to a request
-//! between them and a runner.
+//! The engine behind the API's `Inference` seam: between validated jobs and the scheduler.
+//! It prepares a resolved model for inference (`model`: GGUF facts, compiled template), turns
+//! resolved options into load and completion parameters (`plan`), renders prompts and drives
+//! runners (`inference`, with chat truncation policy in `truncate`), and turns a runner's
+//! completion into timed steps (`completion`). Handlers own validation and wire shapes; this
+//! module owns what happens to a job between them and a runner.
 
 pub mod completion;
+pub mod convert;
+mod inference;
 pub mod model;
 pub mod plan;
 pub mod truncate;
@@ -17,10 +20,10 @@ pub use completion::{done_reason, steps, Step};
 pub use model::Model;
 pub use plan::Settings;
 
+use crate::api::inference::ResolvedModel;
 use crate::api::options::Options;
 use crate::error::{Error, Result};
 use crate::scheduler::{KeepAlive, Lease, Scheduler};
-use crate::store::{ModelName, Store};
 
 /// Prepared models kept in memory, keyed by manifest digest (a changed manifest is a new key).
 const MODEL_CACHE: usize = 32;
@@ -56,29 +59,24 @@ impl Engine {
         &self.inner.settings
     }
 
-    /// The model `name` refers to, prepared; `Ok(None)` when no such model is stored.
-    /// `Err(InvalidModelName)` for a name that cannot exist.
-    pub async fn model(&self, store: &Store, name: &str) -> Result<Option<Arc<Model>>> {
-        let parsed = ModelName::parse(name)?;
-        let store = store.clone();
+    /// The prepared form of a resolved model (GGUF facts, compiled template), cached by
+    /// manifest digest.
+    pub async fn prepare(&self, resolved: Arc<ResolvedModel>) -> Result<Arc<Model>> {
+        if let Some(m) = self.cached(&resolved.digest) {
+            return Ok(m);
+        }
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || {
-            let Some(entry) = store.read(&parsed)? else {
-                return Ok(None);
-            };
-            if let Some(m) = inner.models.lock().unwrap().get(&entry.digest_hex) {
-                return Ok(Some(m.clone()));
-            }
-            let model = Arc::new(Model::load(&store, &entry)?);
+            let model = Arc::new(Model::prepare(&resolved)?);
             let mut cache = inner.models.lock().unwrap();
             if cache.len() >= MODEL_CACHE {
                 cache.clear();
             }
-            cache.insert(entry.digest_hex.clone(), model.clone());
-            Ok(Some(model))
+            cache.insert(resolved.digest.clone(), model.clone());
+            Ok(model)
         })
         .await
-        .map_err(|e| Error::Internal(format!("model lookup task: {e}")))?
+        .map_err(|e| Error::Internal(format!("model preparation task: {e}")))?
     }
 
     /// A cached model by manifest digest (for `/api/ps` details), without touching the store.

@@ -6,12 +6,12 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::api::inference::ResolvedModel;
 use crate::api::show::{ModelDetails, ModelView};
 use crate::error::{Error, Result};
 use crate::gguf::{self, GgufFile, Value};
 use crate::prompt::Template;
 use crate::scheduler::MemoryInputs;
-use crate::store::{ManifestEntry, Store};
 
 /// Everything a handler needs about one model, independent of any request.
 #[derive(Debug)]
@@ -38,9 +38,9 @@ pub struct Model {
 }
 
 impl Model {
-    /// Reads the layers and the GGUF header of `entry`. Blocking.
-    pub fn load(store: &Store, entry: &ManifestEntry) -> Result<Model> {
-        let view = ModelView::load(store, entry)?;
+    /// Reads the GGUF header of a resolved model and compiles its template. Blocking.
+    pub fn prepare(resolved: &ResolvedModel) -> Result<Model> {
+        let view = resolved.view.clone();
         let path = view
             .model_path
             .clone()
@@ -55,11 +55,7 @@ impl Model {
                 None
             }
         };
-        let mut capabilities = view.capabilities(gguf.as_ref());
-        if gguf.is_none() && capabilities.is_empty() {
-            // Without metadata nothing says otherwise; the runner will refuse what it cannot do.
-            capabilities.push("completion".to_owned());
-        }
+        let capabilities = resolved.capabilities.clone();
         let details = view.details(gguf.as_ref());
         let (template, bos_text) = template_for(&view, gguf.as_ref())?;
         let g = gguf.as_ref();
@@ -80,9 +76,9 @@ impl Model {
             },
         };
         Ok(Model {
-            display_name: entry.name.display_shortest(),
-            full_name: entry.name.to_string(),
-            digest: entry.digest_hex.clone(),
+            display_name: resolved.name.display_shortest(),
+            full_name: resolved.name.to_string(),
+            digest: resolved.digest.clone(),
             path,
             ctx_train: u32_of(g.and_then(GgufFile::context_length)),
             embedding_length: g.and_then(GgufFile::embedding_length),
@@ -109,8 +105,8 @@ impl Model {
 /// one, the GGUF `tokenizer.chat_template` renders with minijinja; else Ollama's `{{ .Prompt }}`.
 fn template_for(view: &ModelView, g: Option<&GgufFile>) -> Result<(Template, Option<String>)> {
     if let Some(src) = &view.template {
-        let t = Template::parse_go(src)
-            .map_err(|e| Error::Internal(format!("template error: {e}")))?;
+        let t =
+            Template::parse_go(src).map_err(|e| Error::Internal(format!("template error: {e}")))?;
         return Ok((t, None));
     }
     let Some(src) = g.and_then(GgufFile::chat_template) else {

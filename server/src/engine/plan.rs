@@ -87,7 +87,11 @@ pub fn load_options(opts: &Options, model: &Model, settings: &Settings) -> LoadO
 }
 
 /// What the handler asks the scheduler for.
-pub fn model_request(model: &Model, load: LoadOptions, keep_alive: Option<KeepAlive>) -> ModelRequest {
+pub fn model_request(
+    model: &Model,
+    load: LoadOptions,
+    keep_alive: Option<KeepAlive>,
+) -> ModelRequest {
     let mut for_estimate = load.clone();
     for_estimate.parallel = for_estimate.parallel.max(1);
     ModelRequest {
@@ -145,7 +149,11 @@ mod tests {
             (i64::MAX, 0, None, u32::MAX),
         ];
         for (req, env, train, want) in cases {
-            assert_eq!(effective_num_ctx(req, &s(env), train), want, "{req} {env} {train:?}");
+            assert_eq!(
+                effective_num_ctx(req, &s(env), train),
+                want,
+                "{req} {env} {train:?}"
+            );
         }
     }
 
@@ -159,10 +167,17 @@ mod tests {
         o.stop = vec!["\n".into()];
         let c = completion_request(&o);
         assert_eq!(c.sampling.temperature, 0.0);
-        assert_eq!((c.sampling.seed, c.sampling.top_k, c.num_predict), (42, 1, 7));
+        assert_eq!(
+            (c.sampling.seed, c.sampling.top_k, c.num_predict),
+            (42, 1, 7)
+        );
         assert_eq!(c.stop, vec!["\n"]);
         let d = completion_request(&Options::defaults(0));
-        assert_eq!(d.sampling, Sampling::default(), "Ollama defaults survive the mapping");
+        assert_eq!(
+            d.sampling,
+            Sampling::default(),
+            "Ollama defaults survive the mapping"
+        );
         assert_eq!((d.num_keep, d.num_predict), (4, -1));
     }
 }

@@ -21,7 +21,12 @@ fn window(msgs: &[Message], i: usize) -> Vec<Message> {
 /// The longest suffix of `msgs` (plus earlier system messages) whose token count is at most
 /// `limit`. `count` renders and tokenizes a candidate. With `truncate` off, or when everything
 /// fits, all messages are kept (one count at most).
-pub async fn fit<F, Fut>(msgs: &[Message], limit: usize, truncate: bool, mut count: F) -> Result<Vec<Message>>
+pub async fn fit<F, Fut>(
+    msgs: &[Message],
+    limit: usize,
+    truncate: bool,
+    mut count: F,
+) -> Result<Vec<Message>>
 where
     F: FnMut(Vec<Message>) -> Fut,
     Fut: Future<Output = Result<usize>>,
@@ -83,7 +88,16 @@ mod tests {
             ("user", "q"),
         ]);
         // Everything: 2 + 5*4 + 2 = 24.
-        assert_eq!(run(&conv, 24, true).await, (vec!["S", "aaaa", "bbbb", "cccc", "dddd", "q"].into_iter().map(String::from).collect(), 1));
+        assert_eq!(
+            run(&conv, 24, true).await,
+            (
+                vec!["S", "aaaa", "bbbb", "cccc", "dddd", "q"]
+                    .into_iter()
+                    .map(String::from)
+                    .collect(),
+                1
+            )
+        );
         // Keeps the system message and the newest turns that fit.
         let (kept, _) = run(&conv, 14, true).await;
         assert_eq!(kept, vec!["S", "cccc", "dddd", "q"]);

@@ -134,7 +134,7 @@ fn parse<R: Read + Seek>(c: &mut Cursor<R>, opts: ReadOptions, file_size: u64) -
         let at = c.pos;
         let key = c.utf8("key")?;
         if !keys.insert(key.clone()) {
-            return Err(c.err_at(at, "key", &format!("duplicate key {key:?}")));
+            return Err(c.err_at(at, &format!("key {key:?}"), "duplicate key"));
         }
         let ty = c.value_type(&key)?;
         let value = c.value(ty, &key, opts)?;
@@ -155,7 +155,7 @@ fn parse<R: Read + Seek>(c: &mut Cursor<R>, opts: ReadOptions, file_size: u64) -
         let at = c.pos;
         let t = c.tensor_info()?;
         if !names.insert(t.name.clone()) {
-            return Err(c.err_at(at, "tensor name", &format!("duplicate tensor {:?}", t.name)));
+            return Err(c.err_at(at, &format!("tensor {:?}", t.name), "duplicate tensor name"));
         }
         parameter_count = parameter_count
             .checked_add(t.n_elements)
@@ -205,7 +205,7 @@ fn parse<R: Read + Seek>(c: &mut Cursor<R>, opts: ReadOptions, file_size: u64) -
 /// Type and range checks on the few keys whose misuse crashed other loaders. Returns the alignment.
 fn check_known_keys(kvs: &[(String, Value)]) -> Result<u64> {
     let get = |k: &str| kvs.iter().find(|(key, _)| key == k).map(|(_, v)| v);
-    let bad = |m: String| Err(Error::InvalidGguf(m));
+    let bad = |m: String| Err(Error::InvalidGguf(clip(&m)));
     let alignment = match get("general.alignment") {
         None => DEFAULT_ALIGNMENT,
         Some(Value::U32(a)) if a.is_power_of_two() && u64::from(*a) <= MAX_ALIGNMENT => (*a).into(),
@@ -238,14 +238,23 @@ fn check_known_keys(kvs: &[(String, Value)]) -> Result<u64> {
                 Some(n) if n <= MAX_BLOCK_COUNT => {}
                 Some(n) => return bad(format!("{key}: {n} exceeds the maximum {MAX_BLOCK_COUNT}")),
                 None => {
+                    let t = v.value_type();
                     return bad(format!(
-                        "{key}: must be a non-negative integer, found {v:?}"
-                    ))
+                        "{key}: must be a non-negative integer, found {t:?}"
+                    ));
                 }
             }
         }
     }
     Ok(alignment)
+}
+
+/// Keys, names and architectures may be up to 16 MiB; error messages carry a short prefix.
+fn clip(s: &str) -> String {
+    match s.char_indices().nth(160) {
+        Some((cut, _)) => format!("{}...", &s[..cut]),
+        None => s.to_owned(),
+    }
 }
 
 /// A position-tracking reader over a source of known length. Every read first checks that the
@@ -258,7 +267,7 @@ struct Cursor<R> {
 
 impl<R: Read + Seek> Cursor<R> {
     fn err_at(&self, at: u64, what: &str, msg: &str) -> Error {
-        Error::InvalidGguf(format!("{what} at offset {at}: {msg}"))
+        Error::InvalidGguf(format!("{} at offset {at}: {msg}", clip(what)))
     }
 
     fn remaining(&self) -> u64 {

@@ -1,80 +1,21 @@
-//! What the inference handlers (`generate`, `chat`, `embed`) share: reaching the engine, model
-//! lookup with each handler's own not-found wording, capability checks, keep-alive and option
-//! resolution, and conversions from the wire types to the engine's and the runner's.
-
-use std::sync::Arc;
+//! Conversions from the API's wire and request types to the renderer's and the runner's:
+//! messages, Modelfile MESSAGE layers, `think`, `format` constraints, logprobs, and whether the
+//! runner should add BOS itself.
 
 use runner_protocol::Constraint;
-use serde_json::{Map, Value};
 
-use super::options::Options;
-use super::request::{Format, ThinkValue};
-use super::types::{Logprob, Message, TokenLogprob};
-use super::AppState;
+use super::Model;
+use crate::api::request::{Format, ThinkValue};
+use crate::api::types::{Logprob, Message, TokenLogprob};
 use crate::config::KeepAlive as ConfigKeepAlive;
-use crate::engine::{Engine, Model};
-use crate::error::{Error, Result};
 use crate::prompt;
 use crate::scheduler::KeepAlive;
 
-pub fn engine(state: &AppState) -> Result<&Engine> {
-    state
-        .engine
-        .as_ref()
-        .ok_or_else(|| Error::Internal("inference is not enabled on this server".into()))
-}
-
-/// How a handler words "no such model" (Ollama differs per endpoint).
-#[derive(Debug, Clone, Copy)]
-pub enum NotFound {
-    /// generate/chat: 404 `model 'NAME' not found`.
-    Quoted,
-    /// embed/embeddings: 404 `model "NAME" not found, try pulling it first`.
-    TryPulling,
-}
-
-impl NotFound {
-    pub fn error(self, name: &str) -> Error {
-        match self {
-            NotFound::Quoted => Error::NotFound(format!("model '{name}' not found")),
-            NotFound::TryPulling => Error::NotFound(format!(
-                "model {} not found, try pulling it first",
-                super::show::go_quote(name)
-            )),
-        }
-    }
-}
-
-/// The stored model `name`; an unparsable name reads as not found, as in Ollama.
-pub async fn lookup(state: &AppState, name: &str, nf: NotFound) -> Result<Arc<Model>> {
-    match engine(state)?.model(&state.store, name).await {
-        Ok(Some(m)) => Ok(m),
-        Ok(None) | Err(Error::InvalidModelName) => Err(nf.error(name)),
-        Err(e) => Err(e),
-    }
-}
-
-/// 400 `"NAME" does not support CAP` unless the model has the capability.
-pub fn require(model: &Model, cap: &str, what: &str, name: &str) -> Result<()> {
-    if model.has_capability(cap) {
-        return Ok(());
-    }
-    Err(Error::BadRequest(format!(
-        "{} does not support {what}",
-        super::show::go_quote(name)
-    )))
-}
-
-pub fn keep_alive(k: Option<ConfigKeepAlive>) -> Option<KeepAlive> {
-    k.map(|k| match k {
+pub fn keep_alive(k: ConfigKeepAlive) -> KeepAlive {
+    match k {
         ConfigKeepAlive::Forever => KeepAlive::Forever,
         ConfigKeepAlive::For(d) => KeepAlive::For(d),
-    })
-}
-
-/// Defaults < `OLLAMA_CONTEXT_LENGTH` < the params layer < the request's `options`.
-pub fn options(engine: &Engine, model: &Model, req: Option<&Map<String, Value>>) -> Result<Options> {
-    Options::resolve(engine.settings().context_length, &model.view.options, req)
+    }
 }
 
 pub fn constraint(format: &Format) -> Option<Constraint> {
@@ -164,17 +105,52 @@ pub fn add_special(model: &Model, prompt: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::request::parse_think;
+    use serde_json::json;
 
     #[test]
-    fn not_found_wording_per_handler() {
+    fn think_keeps_bool_or_level_shape() {
+        let t = |v| think(parse_think(Some(&v)).unwrap());
+        assert_eq!(t(json!(true)), Some(prompt::Think::Bool(true)));
+        assert_eq!(t(json!(false)), Some(prompt::Think::Bool(false)));
+        assert_eq!(t(json!("high")), Some(prompt::Think::Level("high".into())));
+        assert_eq!(think(None), None);
+    }
+
+    #[test]
+    fn format_becomes_a_constraint() {
+        assert_eq!(constraint(&Format::None), None);
+        assert!(matches!(
+            constraint(&Format::Json),
+            Some(Constraint::Json { .. })
+        ));
+        let schema = json!({"type": "object"});
         assert_eq!(
-            NotFound::Quoted.error("nope").to_string(),
-            "model 'nope' not found"
+            constraint(&Format::Schema(schema.clone())),
+            Some(Constraint::JsonSchema {
+                schema,
+                thinking_close: Vec::new()
+            })
         );
+    }
+
+    #[test]
+    fn logprobs_map_field_for_field() {
+        let lp = runner_protocol::TokenLogprob {
+            token: "a".into(),
+            logprob: -0.5,
+            bytes: vec![97],
+            top_logprobs: vec![runner_protocol::TopLogprob {
+                token: "b".into(),
+                logprob: -1.0,
+                bytes: vec![98],
+            }],
+        };
+        let out = logprobs(vec![lp]);
         assert_eq!(
-            NotFound::TryPulling.error("nope").to_string(),
-            "model \"nope\" not found, try pulling it first"
+            serde_json::to_value(&out).unwrap(),
+            json!([{"token": "a", "logprob": -0.5, "bytes": [97],
+                    "top_logprobs": [{"token": "b", "logprob": -1.0, "bytes": [98]}]}])
         );
-        assert_eq!(NotFound::Quoted.error("").status(), 404);
     }
 }
