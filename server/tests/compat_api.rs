@@ -156,7 +156,7 @@ async fn chat_completion_non_streamed() {
     let usage = v["usage"].take();
     assert_eq!(
         v,
-        json!({"id": null, "object": "chat.completion", "created": null, "model": "fake:latest",
+        json!({"id": null, "object": "chat.completion", "created": null, "model": "fake",
                "system_fingerprint": "fp_ollama",
                "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello, world"}, "finish_reason": "stop"}],
                "usage": null})
@@ -192,7 +192,10 @@ async fn chat_completion_stream_frames() {
         assert_eq!(c["id"], chunks[0]["id"]);
         assert_eq!(c["created"], chunks[0]["created"]);
         assert_eq!(c["object"], "chat.completion.chunk");
-        assert_eq!(c["model"], "fake:latest");
+        assert_eq!(
+            c["model"], "fake",
+            "the name as requested, like the native reply"
+        );
         assert_eq!(c["system_fingerprint"], "fp_ollama");
     }
     assert_eq!(

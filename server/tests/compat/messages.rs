@@ -32,7 +32,7 @@ async fn responses_non_streamed_and_streamed() {
     assert!(v["id"].as_str().unwrap().starts_with("resp_"));
     assert_eq!(v["object"], "response");
     assert_eq!(v["status"], "completed");
-    assert_eq!(v["model"], "echo:latest");
+    assert_eq!(v["model"], "echo");
     assert_eq!(v["output"][0]["type"], "message");
     assert_eq!(v["output"][0]["content"][0]["text"], "[system]I[user]hi");
     assert_eq!(v["usage"]["output_tokens"].as_u64().unwrap(), 1);
@@ -96,7 +96,7 @@ async fn anthropic_messages() {
     let usage = v["usage"].take();
     assert_eq!(
         v,
-        json!({"id": null, "type": "message", "role": "assistant", "model": "echo:latest",
+        json!({"id": null, "type": "message", "role": "assistant", "model": "echo",
                "content": [{"type": "text", "text": "[system]S[user]hi"}],
                "stop_reason": "end_turn", "stop_sequence": null, "usage": null})
     );

@@ -33,10 +33,8 @@ pub async fn messages(
 /// Whether `model` is stored and can think; unknown models answer false (the native handler
 /// then reports them).
 async fn can_think(state: &AppState, model: &str) -> bool {
-    let Some(engine) = state.engine.as_ref() else {
-        return false;
-    };
-    matches!(engine.model(&state.store, model).await, Ok(Some(m)) if m.has_capability("thinking"))
+    use crate::api::inference::{resolve_model, NameErrors};
+    matches!(resolve_model(state, model, NameErrors::NotFound).await, Ok(m) if m.can("thinking"))
 }
 
 async fn run(state: AppState, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {

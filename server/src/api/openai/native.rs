@@ -47,7 +47,7 @@ impl<T: Send + 'static> Reply<T> {
 }
 
 pub async fn chat(state: &AppState, req: ChatRequest) -> Result<Reply<ChatResponse>, ApiError> {
-    read(crate::api::chat::chat(State(state.clone()), OJson(req)).await).await
+    read(crate::api::generate::chat(State(state.clone()), OJson(req)).await).await
 }
 
 pub async fn generate(
