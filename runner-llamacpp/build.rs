@@ -224,9 +224,13 @@ fn build(
         cfg.define(flags, "");
     }
     if on_path("ccache") {
-        for l in ["C", "CXX", "CUDA"] {
+        let cuda = defines.iter().any(|(k, v)| k == "GGML_CUDA" && v == "ON");
+        for l in ["C", "CXX"].into_iter().chain(cuda.then_some("CUDA")) {
             cfg.define(format!("CMAKE_{l}_COMPILER_LAUNCHER"), "ccache");
         }
+        // Paths under the work dir hash as relative ones, so another cache root (a fresh
+        // HERD_CACHE, another user) still hits.
+        cfg.env("CCACHE_BASEDIR", &work).env("CCACHE_NOHASHDIR", "1");
     }
     let started = std::time::Instant::now();
     cfg.build();

@@ -13,8 +13,8 @@ use std::path::PathBuf;
 
 pub use host::{join_host_port, split_host_port, OllamaHost, DEFAULT_PORT};
 pub use parse::{
-    clean, env_duration_nanos, go_parse_bool, go_parse_duration, ollama_bool, KeepAlive,
-    LoadTimeout,
+    clean, env_duration_nanos, go_parse_bool, go_parse_duration, keep_alive_display,
+    keep_alive_from_nanos, ollama_bool, KeepAlive, LoadTimeout,
 };
 
 /// File name of the llama.cpp runner binary, looked up next to `herd` by default.
@@ -41,18 +41,18 @@ pub enum Command {
     /// List models
     #[command(visible_alias = "ls")]
     List(ListArgs),
+    /// List running models
+    Ps(ListArgs),
     /// Show information for a model
     Show(ShowArgs),
+    /// Stop a running model
+    Stop(StopArgs),
     /// Copy a model
     Cp(CopyArgs),
     /// Remove one or more models
     Rm(RemoveArgs),
     /// Run a model
     Run(RunArgs),
-    /// List running models
-    Ps(PsArgs),
-    /// Stop a running model
-    Stop(StopArgs),
 }
 
 /// Logging, shared by every subcommand.
@@ -64,7 +64,7 @@ pub struct LogArgs {
         env = "OLLAMA_DEBUG",
         global = true,
         value_parser = parse_log_level,
-        num_args = 0..=1,
+        num_args = 0..=1, require_equals = true,
         default_missing_value = "1",
         default_value = "0"
     )]
@@ -147,6 +147,13 @@ pub struct ShowArgs {
 }
 
 #[derive(Debug, Clone, Args)]
+pub struct StopArgs {
+    pub model: String,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Clone, Args)]
 pub struct CopyArgs {
     pub source: String,
     pub destination: String,
@@ -193,19 +200,6 @@ pub struct RunArgs {
     pub client: ClientArgs,
 }
 
-#[derive(Debug, Clone, Args)]
-pub struct PsArgs {
-    #[command(flatten)]
-    pub client: ClientArgs,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct StopArgs {
-    pub model: String,
-    #[command(flatten)]
-    pub client: ClientArgs,
-}
-
 /// The REPL history file, `~/.ollama/history`.
 pub fn history_file() -> PathBuf {
     let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
@@ -225,7 +219,7 @@ pub struct Config {
     #[arg(long, env = "OLLAMA_ORIGINS", value_parser = parse_origins, default_value = "")]
     pub origins: Origins,
     /// Do not prune unreferenced blobs at startup.
-    #[arg(long, env = "OLLAMA_NOPRUNE", value_parser = parse::clap_bool, num_args = 0..=1,
+    #[arg(long, env = "OLLAMA_NOPRUNE", value_parser = parse::clap_bool, num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "false")]
     pub noprune: bool,
     /// How long a model stays loaded after its last request (Go duration or seconds; negative = forever).
@@ -255,11 +249,11 @@ pub struct Config {
           allow_negative_numbers = true)]
     pub load_timeout: LoadTimeout,
     /// Run thinking + structured output as two generations (rollback switch for single-pass).
-    #[arg(long, env = "OLLAMA_FORMAT_TWO_PASS", value_parser = parse::clap_bool, num_args = 0..=1,
+    #[arg(long, env = "OLLAMA_FORMAT_TWO_PASS", value_parser = parse::clap_bool, num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "false")]
     pub format_two_pass: bool,
     /// Allow draft-model speculation while a grammar constrains output (MLX runner).
-    #[arg(long, env = "OLLAMA_MLX_DRAFT_UNDER_GRAMMAR", value_parser = parse::clap_bool, num_args = 0..=1,
+    #[arg(long, env = "OLLAMA_MLX_DRAFT_UNDER_GRAMMAR", value_parser = parse::clap_bool, num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "false")]
     pub mlx_draft_under_grammar: bool,
     /// Path of the runner-llamacpp binary (default: next to the herd executable).
@@ -299,7 +293,7 @@ impl Config {
             ("OLLAMA_MODELS", self.models.display().to_string()),
             ("OLLAMA_ORIGINS", self.origins.allowed().join(",")),
             ("OLLAMA_NOPRUNE", self.noprune.to_string()),
-            ("OLLAMA_KEEP_ALIVE", self.keep_alive.to_string()),
+            ("OLLAMA_KEEP_ALIVE", keep_alive_display(&self.keep_alive)),
             ("OLLAMA_NUM_PARALLEL", self.num_parallel.to_string()),
             (
                 "OLLAMA_MAX_LOADED_MODELS",
@@ -511,6 +505,21 @@ mod tests {
             panic!("expected show")
         };
         assert!(s.parameters && s.verbose && !s.license);
+
+        // Optional-value flags never swallow the next word.
+        let cli =
+            Cli::try_parse_from(["herd", "--debug", "serve", "--noprune", "--host", "h"]).unwrap();
+        assert_eq!(cli.log.level, LogLevel::Debug);
+        let Command::Serve(cfg) = cli.command else {
+            panic!("expected serve")
+        };
+        assert!(cfg.noprune);
+        let cli = Cli::try_parse_from(["herd", "--debug=2", "serve", "--noprune=false"]).unwrap();
+        assert_eq!(cli.log.level, LogLevel::Trace);
+        let Command::Serve(cfg) = cli.command else {
+            panic!("expected serve")
+        };
+        assert!(!cfg.noprune);
 
         let err = Cli::try_parse_from(["herd", "--version"]).unwrap_err();
         assert_eq!(err.kind(), clap::error::ErrorKind::DisplayVersion);

@@ -136,10 +136,16 @@ fn serve_list_show_copy_remove() {
     assert_eq!(out, "copied 'tiny' to 'copy:v2'\n");
     let (ok, out, err) = server.herd(&["rm", "copy:v2", "tiny"]);
     assert!(ok, "{err}");
+    // The unload before delete succeeds (nothing was loaded), so no warning.
+    assert_eq!(err, "");
     assert_eq!(out, "deleted 'copy:v2'\ndeleted 'tiny'\n");
     let (ok, out, _) = server.herd(&["ls"]);
     assert!(ok);
     assert_eq!(out, "NAME    ID    SIZE    MODIFIED\n");
+
+    let (ok, _, err) = server.herd(&["stop", "missing"]);
+    assert!(!ok);
+    assert_eq!(err.trim(), "Error: couldn't find model \"missing\" to stop");
 
     let (ok, _, err) = server.herd(&["show", "missing"]);
     assert!(!ok);

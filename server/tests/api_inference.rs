@@ -12,7 +12,7 @@ use axum::http::{Method, StatusCode};
 use axum::Router;
 use futures_util::future::BoxFuture;
 use serde_json::{json, Value};
-use server::api::inference::{ChatJob, EmbedJob, EmbedOutput, GenerateJob, ResolvedModel};
+use server::api::inference::{ChatJob, EmbedJob, EmbedOutput, GenerateJob, ResolvedModel, Running};
 use server::api::options::Options;
 use server::api::stream::ChunkStream;
 use server::api::types::{ChatResponse, GenerateResponse, Message, Metrics};
@@ -146,6 +146,30 @@ impl Inference for Fake {
                 prompt_eval_count: 7,
                 load_duration: Duration::from_nanos(5),
             })
+        })
+    }
+
+    fn ps(&self) -> BoxFuture<'static, Vec<Running>> {
+        let soon = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_900_000_000);
+        Box::pin(async move {
+            vec![
+                Running {
+                    name: "registry.ollama.ai/library/tiny:latest".into(),
+                    digest: "ab".repeat(32),
+                    size: 1000,
+                    size_vram: 0,
+                    context_length: 4096,
+                    expires_at: Some(soon),
+                },
+                Running {
+                    name: "gone:latest".into(),
+                    digest: "cd".repeat(32),
+                    size: 10,
+                    size_vram: 10,
+                    context_length: 2048,
+                    expires_at: None,
+                },
+            ]
         })
     }
 }
@@ -349,7 +373,9 @@ async fn empty_prompt_loads_and_keep_alive_zero_unloads() {
     let summary: Vec<String> = calls
         .iter()
         .map(|c| match c {
-            Call::Load(m, k, ctx) => format!("load {m} {k} {ctx}"),
+            Call::Load(m, k, ctx) => {
+                format!("load {m} {} {ctx}", server::config::keep_alive_display(k))
+            }
             Call::Unload(m) => format!("unload {m}"),
             other => format!("{other:?}"),
         })
@@ -552,4 +578,30 @@ async fn without_an_engine_validation_still_answers() {
     )
     .await;
     assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED);
+}
+
+#[tokio::test]
+async fn ps_lists_loaded_models_longest_keep_alive_first() {
+    let (_ts, _fake, app) = setup();
+    let body = get(&app, "/api/ps").await.json();
+    let models = body["models"].as_array().unwrap();
+    assert_eq!(models.len(), 2);
+    // Never-expiring first, shown ~292 years ahead like Ollama's MaxInt64 duration.
+    assert_eq!(models[0]["name"], "gone:latest");
+    let year: i32 = models[0]["expires_at"].as_str().unwrap()[..4]
+        .parse()
+        .unwrap();
+    assert!(year > 2300, "{}", models[0]["expires_at"]);
+    assert_eq!(
+        models[0]["details"]["format"], "",
+        "no such model in the store"
+    );
+    let mut tiny = models[1].clone();
+    tiny.as_object_mut().unwrap().remove("details");
+    assert_eq!(
+        tiny,
+        json!({"name": "tiny:latest", "model": "tiny:latest", "size": 1000, "digest": "ab".repeat(32),
+               "expires_at": "2030-03-17T17:46:40Z", "size_vram": 0, "context_length": 4096})
+    );
+    assert_eq!(models[1]["details"]["family"], "llama");
 }

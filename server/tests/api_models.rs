@@ -262,6 +262,18 @@ async fn malformed_gguf_is_an_error_for_that_model_only() {
         .map(|m| m["name"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(names, ["good:latest", "broken:latest"]);
+
+    // A manifest whose model blob is gone reads as a missing model.
+    let w = ts.model("hollow", "latest", &tiny_gguf(), &[], ago(30));
+    std::fs::remove_file(ts.root().join("blobs").join(w.model_blob.replace(':', "-"))).unwrap();
+    let r = post_json(&app, "/api/show", json!({"model": "hollow"})).await;
+    assert_eq!(
+        (r.status, r.json()),
+        (
+            StatusCode::NOT_FOUND,
+            json!({"error": "model 'hollow:latest' not found"})
+        )
+    );
 }
 
 #[tokio::test]

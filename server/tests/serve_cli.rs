@@ -151,10 +151,13 @@ fn run_with_piped_stdin_then_ps_and_stop() {
     assert!(ok, "{err}");
     let (_, out, _) = s.herd(&["ps"], "");
     assert!(!out.contains("fake:latest"), "{out}");
+    // As in Ollama: stopping a stored model that is not loaded is fine, an unknown one is not.
     let (ok, _, err) = s.herd(&["stop", "fake"], "");
+    assert!(ok, "{err}");
+    let (ok, _, err) = s.herd(&["stop", "ghost"], "");
     assert!(!ok);
     assert!(
-        err.contains("couldn't find model \"fake\" to stop"),
+        err.contains("couldn't find model \"ghost\" to stop"),
         "{err}"
     );
     let (ok, _, err) = s.herd(&["run", "ghost"], "x");

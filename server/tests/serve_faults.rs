@@ -187,3 +187,32 @@ async fn six_hundred_requests_against_a_queue_of_512() {
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
 }
+
+#[tokio::test]
+async fn a_runner_that_hangs_at_load_fails_the_request_and_is_reaped() {
+    let h = Harness::with(
+        |c| c.load_timeout = Some(Duration::from_millis(800)),
+        Default::default(),
+    );
+    h.fake("stuck", &["--hang-load"], &[]);
+    let t = Instant::now();
+    let r = h
+        .post("/api/generate", json!({"model": "stuck", "prompt": "x"}))
+        .await;
+    let took = t.elapsed();
+    println!("load stall reported after {took:?}: {}", r.text());
+    assert!(r.status.is_server_error(), "{} {}", r.status, r.text());
+    assert!(!r.json()["error"].as_str().unwrap().is_empty());
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert!(h.ps().await.is_empty());
+    // The stuck process was stopped and reaped: no child of ours mentions its model blob.
+    let blobs = h.ts.root().join("blobs");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !scheduler_support::children_mentioning(&blobs).is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        scheduler_support::children_mentioning(&blobs).is_empty(),
+        "no zombie runner"
+    );
+}

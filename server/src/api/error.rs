@@ -24,7 +24,7 @@ impl IntoResponse for Error {
         let message = self.to_string();
         let mut resp = (status, Json(serde_json::json!({ "error": message }))).into_response();
         if matches!(self, Error::QueueFull) {
-            // The queue drains as requests finish; a second is a fair first retry.
+            // Admission overflow is transient (DESIGN.md decision 8): tell clients when to retry.
             resp.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
                 axum::http::HeaderValue::from_static("1"),
@@ -111,6 +111,9 @@ mod tests {
     fn error_shape() {
         let resp = Error::NotFound("model 'x:latest' not found".into()).into_response();
         assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+        let resp = Error::QueueFull.into_response();
+        assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(resp.headers()["retry-after"], "1");
         let resp = Error::Internal("boom".into()).into_response();
         assert_eq!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
         assert!(resp.extensions().get::<ServerErrorMessage>().is_some());

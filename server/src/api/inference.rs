@@ -79,6 +79,21 @@ pub struct EmbedOutput {
     pub load_duration: Duration,
 }
 
+/// One loaded model, as `/api/ps` reports it (the scheduler's view).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Running {
+    /// The model's name as loaded (any spelling `ModelName::parse` accepts).
+    pub name: String,
+    /// Hex sha256 of the manifest (as `/api/tags` `digest`).
+    pub digest: String,
+    /// Bytes in use, and the part of it on accelerators.
+    pub size: u64,
+    pub size_vram: u64,
+    pub context_length: u32,
+    /// When keep-alive unloads it; `None` = never.
+    pub expires_at: Option<std::time::SystemTime>,
+}
+
 /// What the native handlers need from the scheduler.
 pub trait Inference: Send + Sync + 'static {
     /// Make sure the model is loaded (an empty prompt or message list), keeping it this long.
@@ -97,6 +112,8 @@ pub trait Inference: Send + Sync + 'static {
     ) -> BoxFuture<'static, Result<ChunkStream<GenerateResponse>>>;
     fn chat(&self, job: ChatJob) -> BoxFuture<'static, Result<ChunkStream<ChatResponse>>>;
     fn embed(&self, job: EmbedJob) -> BoxFuture<'static, Result<EmbedOutput>>;
+    /// Loaded models.
+    fn ps(&self) -> BoxFuture<'static, Vec<Running>>;
 }
 
 /// Defaults a request falls back to (from `Config`).

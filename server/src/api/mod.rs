@@ -1,6 +1,7 @@
 //! The HTTP surface: Ollama's native `/api` routes, the middleware in front of them (Host guard,
-//! CORS, body limit, tracing) and the server loop. Handlers only translate shapes; the store,
-//! GGUF reader and (later) scheduler do the work.
+//! CORS, body limit, tracing) and the server loop. Handlers validate and translate shapes; the
+//! store and GGUF reader answer model questions, and generate/chat/embed go through the
+//! `Inference` seam (`inference.rs`) to whatever runs models.
 //!
 //! Framework: axum 0.8. It gives tower middleware (tracing, limits, our guards as plain
 //! functions), typed extractors that turn malformed requests into our one error type, and
@@ -10,6 +11,7 @@
 
 pub mod anthropic;
 pub mod blobs;
+pub mod convert;
 pub mod embed;
 pub mod error;
 pub mod generate;
@@ -18,7 +20,6 @@ pub mod inference;
 pub mod models;
 pub mod openai;
 pub mod options;
-pub mod ps;
 pub mod request;
 pub mod serve;
 pub mod show;
@@ -121,7 +122,7 @@ pub fn app(state: AppState) -> Router {
         .route("/", get(root).head(root))
         .route("/api/version", get(version).head(version))
         .route("/api/tags", get(models::tags).head(models::tags))
-        .route("/api/ps", get(ps::ps))
+        .route("/api/ps", get(models::ps))
         .route("/api/generate", post(generate::generate))
         .route("/api/chat", post(generate::chat))
         .route("/api/embed", post(embed::embed))
@@ -144,7 +145,8 @@ pub fn app(state: AppState) -> Router {
             guard::host_guard,
         ))
         .layer(middleware::from_fn(error::log_server_errors))
-        .layer(TraceLayer::new_for_http());
+        // 5xx are logged once, with their message, by `log_server_errors`.
+        .layer(TraceLayer::new_for_http().on_failure(()));
     routes.with_state(state)
 }
 

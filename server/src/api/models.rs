@@ -172,11 +172,18 @@ fn show_model(store: &Store, name: &ModelName, req: &ShowRequest) -> Result<Show
     let Some(entry) = store.read(&resolved)? else {
         return Err(Error::NotFound(format!("model '{short}' not found")));
     };
-    let mut view = ModelView::load(store, &entry)?;
+    // A layer blob missing from disk reads as "no such model", as in Ollama (os.IsNotExist).
+    let missing = |e: Error| match e {
+        Error::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
+            Error::NotFound(format!("model '{short}' not found"))
+        }
+        e => e,
+    };
+    let mut view = ModelView::load(store, &entry).map_err(missing)?;
     if let Some(system) = req.system.as_deref().filter(|s| !s.is_empty()) {
         view.system = system.to_owned();
     }
-    let gguf = view.gguf(req.verbose)?;
+    let gguf = view.gguf(req.verbose).map_err(missing)?;
     let template = match (
         &view.template,
         gguf.as_ref().and_then(|g| g.chat_template()),
@@ -278,6 +285,83 @@ pub async fn delete(
             Ok(StatusCode::OK)
         }
         None => Err(Error::NotFound(format!("model '{raw}' not found"))),
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct PsResponse {
+    pub models: Vec<PsModel>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PsModel {
+    pub name: String,
+    pub model: String,
+    pub size: u64,
+    pub digest: String,
+    pub details: ModelDetails,
+    pub expires_at: String,
+    pub size_vram: u64,
+    pub context_length: u32,
+}
+
+/// Loaded models, longest remaining keep-alive first; empty without an inference engine.
+pub async fn ps(State(state): State<AppState>) -> Result<Json<PsResponse>> {
+    let Some(engine) = state.inference.clone() else {
+        return Ok(Json(PsResponse { models: Vec::new() }));
+    };
+    let mut running = engine.ps().await;
+    // `None` (never expires) sorts first, then later deadlines (Ollama compares Unix seconds).
+    running.sort_by_key(|r| {
+        std::cmp::Reverse(r.expires_at.map_or(u64::MAX, |t| {
+            t.duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs())
+        }))
+    });
+    let store = state.store.clone();
+    let models = blocking(move || {
+        Ok(running
+            .into_iter()
+            .map(|r| {
+                let parsed = ModelName::parse(&r.name).ok();
+                let details = parsed
+                    .as_ref()
+                    .and_then(|n| store.read(n).ok().flatten())
+                    .and_then(|e| ModelView::load(&store, &e).ok())
+                    .map(|v| {
+                        let mut d = v.details(None);
+                        d.parent_model.clear();
+                        d
+                    })
+                    .unwrap_or_default();
+                let display = parsed.map_or_else(|| r.name.clone(), |n| n.display_shortest());
+                PsModel {
+                    name: display.clone(),
+                    model: display,
+                    size: r.size,
+                    digest: r.digest,
+                    details,
+                    expires_at: expires_at(r.expires_at),
+                    size_vram: r.size_vram,
+                    context_length: r.context_length,
+                }
+            })
+            .collect())
+    })
+    .await?;
+    Ok(Json(PsResponse { models }))
+}
+
+/// Never expiring is shown as Ollama shows it: now plus the largest Go duration (~292 years).
+fn expires_at(t: Option<SystemTime>) -> String {
+    match t {
+        Some(t) => rfc3339_nano(t),
+        None => {
+            let forever = time::OffsetDateTime::now_utc() + time::Duration::nanoseconds(i64::MAX);
+            forever
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap_or_default()
+        }
     }
 }
 

@@ -2,13 +2,11 @@
 //! `format`, `keep_alive`, `top_logprobs`, and generate's `raw` restrictions. Each returns
 //! Ollama's exact 400 message; all are pure and table-tested.
 
-use std::time::Duration;
-
 use serde_json::Value;
 
 use super::show::go_quote;
 use super::types::GenerateRequest;
-use crate::config::{go_parse_duration, KeepAlive};
+use crate::config::KeepAlive;
 use crate::error::{Error, Result};
 
 /// How hard to think: `true` means `Medium`, `false` means off.
@@ -115,35 +113,7 @@ pub fn parse_format(v: Option<&Value>) -> Result<Format> {
 pub fn parse_keep_alive(v: Option<&Value>) -> Result<Option<KeepAlive>> {
     match v {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => {
-            let secs = n.as_f64().unwrap_or(0.0);
-            if secs < 0.0 {
-                Ok(Some(KeepAlive::Forever))
-            } else {
-                // Go: time.Duration(t * float64(time.Second)), saturating.
-                let ns = (secs * 1e9).min(i64::MAX as f64) as u64;
-                Ok(Some(KeepAlive::For(Duration::from_nanos(ns))))
-            }
-        }
-        Some(Value::String(s)) => go_parse_duration(s)
-            .map(|ns| Some(KeepAlive::from_nanos(ns)))
-            .map_err(Error::BadRequest),
-        Some(other) => Err(Error::BadRequest(format!(
-            "Unsupported type: '{}'",
-            go_type_name(other)
-        ))),
-    }
-}
-
-/// What Go's `reflect.TypeOf` prints for a JSON-decoded value.
-fn go_type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "<nil>",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "float64",
-        Value::String(_) => "string",
-        Value::Array(_) => "[]interface {}",
-        Value::Object(_) => "map[string]interface {}",
+        Some(v) => KeepAlive::from_json(v).map(Some).map_err(Error::BadRequest),
     }
 }
 
@@ -193,6 +163,7 @@ pub fn effective_think(
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::time::Duration;
 
     #[test]
     fn think_values() {

@@ -248,14 +248,21 @@ impl ModelView {
             }
         }
         if let Some(t) = &self.template {
-            if t.contains(".Tools") {
-                add("tools");
-            }
-            if t.contains(".Suffix") {
-                add("insert");
-            }
-            if t.contains(".Thinking") {
-                add("thinking");
+            // Ollama's rules: the identifiers the Go template reads, and thinking tags inferred
+            // around `.Thinking` inside `range .Messages`. A broken template adds nothing.
+            match crate::prompt::Template::parse_go(t) {
+                Ok(tpl) => {
+                    if tpl.uses_tools() {
+                        add("tools");
+                    }
+                    if tpl.uses_suffix() {
+                        add("insert");
+                    }
+                    if tpl.thinking_tags().is_some() {
+                        add("thinking");
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "model template contains errors"),
             }
         }
         caps
@@ -463,10 +470,24 @@ mod tests {
     #[test]
     fn template_capabilities() {
         let v = ModelView {
-            template: Some("{{ .Tools }}{{ .Suffix }}{{ .Thinking }}".into()),
+            template: Some(
+                "{{ if .Tools }}T{{ end }}{{ .Suffix }}{{ range .Messages }}<think>{{ .Thinking }}</think>{{ end }}"
+                    .into(),
+            ),
             ..ModelView::default()
         };
         assert_eq!(v.capabilities(None), vec!["tools", "insert", "thinking"]);
+        // `.Thinking` outside `range .Messages` infers no tags (Ollama's InferTags).
+        let v = ModelView {
+            template: Some("{{ .Thinking }}{{ .Prompt }}".into()),
+            ..ModelView::default()
+        };
+        assert!(v.capabilities(None).is_empty());
+        let broken = ModelView {
+            template: Some("{{ .Tools ".into()),
+            ..ModelView::default()
+        };
+        assert!(broken.capabilities(None).is_empty());
         let v = ModelView::default();
         assert!(v.capabilities(None).is_empty());
         assert_eq!(v.go_template(), DEFAULT_TEMPLATE);

@@ -11,26 +11,35 @@ use serde_json::{Map, Value};
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
 pub struct GenerateRequest {
+    #[serde(deserialize_with = "null_default")]
     pub model: String,
+    #[serde(deserialize_with = "null_default")]
     pub prompt: String,
+    #[serde(deserialize_with = "null_default")]
     pub suffix: String,
+    #[serde(deserialize_with = "null_default")]
     pub system: String,
+    #[serde(deserialize_with = "null_default")]
     pub template: String,
     /// Deprecated: token ids of a previous exchange, detokenized and prepended.
     pub context: Option<Vec<i64>>,
     pub stream: Option<bool>,
+    #[serde(deserialize_with = "null_default")]
     pub raw: bool,
     pub format: Option<Value>,
     pub keep_alive: Option<Value>,
     /// Base64 images (no `data:` prefix).
+    #[serde(deserialize_with = "null_default")]
     pub images: Vec<String>,
     pub options: Option<Map<String, Value>>,
     pub think: Option<Value>,
     pub truncate: Option<bool>,
     pub shift: Option<bool>,
-    #[serde(rename = "_debug_render_only")]
+    #[serde(rename = "_debug_render_only", deserialize_with = "null_default")]
     pub debug_render_only: bool,
+    #[serde(deserialize_with = "null_default")]
     pub logprobs: bool,
+    #[serde(deserialize_with = "null_default")]
     pub top_logprobs: i64,
 }
 
@@ -38,19 +47,24 @@ pub struct GenerateRequest {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
 pub struct ChatRequest {
+    #[serde(deserialize_with = "null_default")]
     pub model: String,
+    #[serde(deserialize_with = "null_default")]
     pub messages: Vec<Message>,
     pub stream: Option<bool>,
     pub format: Option<Value>,
     pub keep_alive: Option<Value>,
+    #[serde(deserialize_with = "null_default")]
     pub tools: Vec<Tool>,
     pub options: Option<Map<String, Value>>,
     pub think: Option<Value>,
     pub truncate: Option<bool>,
     pub shift: Option<bool>,
-    #[serde(rename = "_debug_render_only")]
+    #[serde(rename = "_debug_render_only", deserialize_with = "null_default")]
     pub debug_render_only: bool,
+    #[serde(deserialize_with = "null_default")]
     pub logprobs: bool,
+    #[serde(deserialize_with = "null_default")]
     pub top_logprobs: i64,
 }
 
@@ -70,20 +84,49 @@ impl ChatRequest {
 /// A chat message. `role` is lower-cased on input, as Ollama does.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Message {
-    #[serde(deserialize_with = "lowercase")]
+    #[serde(default, deserialize_with = "lowercase")]
     pub role: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     pub content: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "String::is_empty"
+    )]
     pub thinking: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub images: Vec<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub tool_calls: Vec<ToolCall>,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "String::is_empty"
+    )]
     pub tool_name: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "String::is_empty"
+    )]
     pub tool_call_id: String,
+}
+
+/// Go decodes JSON `null` into a field's zero value; serde would reject it.
+fn null_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
 fn lowercase<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
@@ -190,6 +233,7 @@ pub struct DebugInfo {
 /// One `/api/generate` chunk (or the whole non-streamed reply). Field order is Go's.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct GenerateResponse {
+    #[serde(deserialize_with = "null_default")]
     pub model: String,
     /// RFC 3339 with nanoseconds, UTC (`created_at_now`).
     pub created_at: String,
@@ -218,6 +262,7 @@ pub struct GenerateResponse {
 /// One `/api/chat` chunk (or the whole non-streamed reply). Field order is Go's.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChatResponse {
+    #[serde(deserialize_with = "null_default")]
     pub model: String,
     pub created_at: String,
     pub message: Message,
@@ -240,17 +285,20 @@ pub struct ChatResponse {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
 pub struct EmbedRequest {
+    #[serde(deserialize_with = "null_default")]
     pub model: String,
     /// A string or an array of strings (see `embed::inputs`).
     pub input: Option<Value>,
     pub keep_alive: Option<Value>,
     pub truncate: Option<bool>,
+    #[serde(deserialize_with = "null_default")]
     pub dimensions: i64,
     pub options: Option<Map<String, Value>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct EmbedResponse {
+    #[serde(deserialize_with = "null_default")]
     pub model: String,
     pub embeddings: Vec<Vec<f32>>,
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -265,7 +313,9 @@ pub struct EmbedResponse {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
 pub struct EmbeddingRequest {
+    #[serde(deserialize_with = "null_default")]
     pub model: String,
+    #[serde(deserialize_with = "null_default")]
     pub prompt: String,
     pub keep_alive: Option<Value>,
     pub options: Option<Map<String, Value>>,
@@ -351,6 +401,14 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(req.messages[0].role, "user");
+        // Go decodes null into zero values.
+        let nulls: ChatRequest = serde_json::from_value(json!({
+            "model": "m", "messages": [{"role": "assistant", "content": null, "tool_calls": null}],
+            "tools": null, "logprobs": null
+        }))
+        .unwrap();
+        assert_eq!(nulls.messages[0].content, "");
+        assert!(nulls.tools.is_empty());
         assert!(req.streams());
         assert_eq!(req.think, Some(json!("high")));
         assert_eq!(req.tools[0].function.name, "f");

@@ -3,7 +3,6 @@
 
 pub mod client;
 pub mod format;
-pub mod ps;
 pub mod run;
 pub mod serve;
 pub mod show;
@@ -14,7 +13,7 @@ use reqwest::Method;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::config::{Cli, Command, CopyArgs, ListArgs, RemoveArgs};
+use crate::config::{Cli, Command, CopyArgs, ListArgs, RemoveArgs, StopArgs};
 use client::Client;
 
 /// Runs one parsed command line to completion.
@@ -22,12 +21,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(config) => serve::run(*config).await,
         Command::List(args) => list(args).await,
+        Command::Ps(args) => ps(args).await,
         Command::Show(args) => show::run(args).await,
+        Command::Stop(args) => stop(args).await,
         Command::Cp(args) => copy(args).await,
         Command::Rm(args) => remove(args).await,
         Command::Run(args) => run::run(args).await,
-        Command::Ps(args) => ps::ps(args).await,
-        Command::Stop(args) => ps::stop(args).await,
     }
 }
 
@@ -88,6 +87,81 @@ fn list_table(models: &[ListedModel], prefix: Option<&str>, now: SystemTime) -> 
     format::table(&rows)
 }
 
+#[derive(Deserialize)]
+struct PsResponse {
+    models: Vec<RunningModel>,
+}
+
+#[derive(Deserialize)]
+struct RunningModel {
+    name: String,
+    digest: String,
+    size: u64,
+    size_vram: u64,
+    context_length: u64,
+    expires_at: String,
+}
+
+async fn ps(args: ListArgs) -> anyhow::Result<()> {
+    let client = Client::new(&args.client.host)?;
+    let resp: PsResponse = client.json(Method::GET, "/api/ps", None::<&()>).await?;
+    print!(
+        "{}",
+        ps_table(&resp.models, args.prefix.as_deref(), SystemTime::now())
+    );
+    Ok(())
+}
+
+/// `NAME ID SIZE PROCESSOR CONTEXT UNTIL`, as Ollama's `ps` prints it.
+fn ps_table(models: &[RunningModel], prefix: Option<&str>, now: SystemTime) -> String {
+    let mut rows = vec![["NAME", "ID", "SIZE", "PROCESSOR", "CONTEXT", "UNTIL"]
+        .map(str::to_owned)
+        .to_vec()];
+    for m in models {
+        if prefix.is_some_and(|p| !m.name.starts_with(p)) {
+            continue;
+        }
+        let until = time::OffsetDateTime::parse(
+            &m.expires_at,
+            &time::format_description::well_known::Rfc3339,
+        )
+        .map_or_else(
+            |_| "Never".to_string(),
+            |t| {
+                let t: SystemTime = t.into();
+                if t < now {
+                    "Stopping...".to_string()
+                } else {
+                    format::human_time(t, now)
+                }
+            },
+        );
+        rows.push(vec![
+            m.name.clone(),
+            m.digest.chars().take(12).collect(),
+            format::human_bytes(m.size),
+            processor(m.size, m.size_vram),
+            m.context_length.to_string(),
+            until,
+        ]);
+    }
+    format::table(&rows)
+}
+
+/// Where a loaded model lives: `100% GPU`, `100% CPU`, or the split.
+fn processor(size: u64, vram: u64) -> String {
+    if vram == 0 {
+        "100% CPU".into()
+    } else if vram == size {
+        "100% GPU".into()
+    } else if vram > size || size == 0 {
+        "Unknown".into()
+    } else {
+        let cpu = ((size - vram) as f64 / size as f64 * 100.0).round() as u64;
+        format!("{cpu}%/{}% CPU/GPU", 100 - cpu)
+    }
+}
+
 async fn copy(args: CopyArgs) -> anyhow::Result<()> {
     let client = Client::new(&args.client.host)?;
     let body = json!({ "source": args.source, "destination": args.destination });
@@ -96,11 +170,38 @@ async fn copy(args: CopyArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Unloads `model` now: a generate with an empty prompt and `keep_alive: 0`.
+async fn unload(client: &Client, model: &str) -> anyhow::Result<()> {
+    client
+        .send(
+            Method::POST,
+            "/api/generate",
+            Some(&json!({ "model": model, "keep_alive": 0 })),
+        )
+        .await
+        .map(drop)
+}
+
+async fn stop(args: StopArgs) -> anyhow::Result<()> {
+    let client = Client::new(&args.client.host)?;
+    unload(&client, &args.model).await.map_err(|e| {
+        if e.to_string().contains("not found") {
+            anyhow::anyhow!("couldn't find model \"{}\" to stop", args.model)
+        } else {
+            e
+        }
+    })
+}
+
 async fn remove(args: RemoveArgs) -> anyhow::Result<()> {
     let client = Client::new(&args.client.host)?;
     for model in &args.models {
-        // Ollama unloads the model first (generate with keep_alive 0); that needs the scheduler,
-        // which is not wired yet, so deletion goes straight to the store.
+        // Unload first so no runner keeps the deleted blobs open (as Ollama does).
+        if let Err(e) = unload(&client, model).await {
+            if !e.to_string().to_lowercase().contains("not found") {
+                eprintln!("Warning: unable to stop model '{model}'");
+            }
+        }
         client
             .send(
                 Method::DELETE,
@@ -117,6 +218,39 @@ async fn remove(args: RemoveArgs) -> anyhow::Result<()> {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn ps_output() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let models = vec![
+            RunningModel {
+                name: "smollm2:135m".into(),
+                digest: "0123456789abcdef".into(),
+                size: 200_000_000,
+                size_vram: 50_000_000,
+                context_length: 4096,
+                expires_at: "2023-11-14T22:17:20Z".into(),
+            },
+            RunningModel {
+                name: "gemma3:270m".into(),
+                digest: "fedcba9876543210".into(),
+                size: 300_000_000,
+                size_vram: 300_000_000,
+                context_length: 32768,
+                expires_at: "2318-01-01T00:00:00Z".into(),
+            },
+        ];
+        assert_eq!(
+            ps_table(&models, None, now),
+            "NAME            ID              SIZE      PROCESSOR          CONTEXT    UNTIL\n\
+             smollm2:135m    0123456789ab    200 MB    75%/25% CPU/GPU    4096       4 minutes from now\n\
+             gemma3:270m     fedcba987654    300 MB    100% GPU           32768      Forever\n"
+        );
+        assert_eq!(processor(10, 0), "100% CPU");
+        assert_eq!(processor(10, 20), "Unknown");
+        let later = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        assert!(ps_table(&models[..1], None, later).contains("Stopping..."));
+    }
 
     #[test]
     fn list_output() {

@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+pub use crate::scheduler::KeepAlive;
+
 /// Ollama's `envconfig.Var`: trim spaces, then quotes (both kinds), as one cut.
 pub fn clean(raw: &str) -> &str {
     raw.trim().trim_matches(|c| c == '"' || c == '\'')
@@ -122,32 +124,20 @@ pub fn go_parse_duration(orig: &str) -> Result<i64, String> {
     }
 }
 
-/// How long an idle model stays loaded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeepAlive {
-    /// Never unload (any negative value in Ollama's grammar).
-    Forever,
-    /// Unload this long after the last request; zero unloads right after it.
-    For(Duration),
-}
-
-impl KeepAlive {
-    /// From signed nanoseconds: negative means forever.
-    pub fn from_nanos(ns: i64) -> Self {
-        if ns < 0 {
-            KeepAlive::Forever
-        } else {
-            KeepAlive::For(Duration::from_nanos(ns as u64))
-        }
+/// Signed nanoseconds as a keep-alive: negative means forever.
+pub fn keep_alive_from_nanos(ns: i64) -> KeepAlive {
+    if ns < 0 {
+        KeepAlive::Forever
+    } else {
+        KeepAlive::For(Duration::from_nanos(ns as u64))
     }
 }
 
-impl std::fmt::Display for KeepAlive {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            KeepAlive::Forever => f.write_str("forever"),
-            KeepAlive::For(d) => write!(f, "{d:?}"),
-        }
+/// For the startup log: `forever` or the duration.
+pub fn keep_alive_display(k: &KeepAlive) -> String {
+    match k {
+        KeepAlive::Forever => "forever".to_owned(),
+        KeepAlive::For(d) => format!("{d:?}"),
     }
 }
 
@@ -185,7 +175,7 @@ pub fn clap_keep_alive(raw: &str) -> Result<KeepAlive, String> {
         return Ok(KeepAlive::For(Duration::from_secs(300)));
     }
     env_duration_nanos(raw)
-        .map(KeepAlive::from_nanos)
+        .map(keep_alive_from_nanos)
         .ok_or_else(|| {
             format!(
                 "{:?} is neither a duration (5m, 1h30m) nor seconds",

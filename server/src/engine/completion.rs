@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use futures_util::{Stream, StreamExt};
 use runner_protocol::{CompletionChunk, DoneReason, TokenLogprob};
 
+use crate::api::convert::metrics;
 use crate::api::types::Metrics;
 use crate::error::{Error, Result};
 use crate::runner::CompletionStream;
@@ -23,10 +24,6 @@ pub enum Step {
         reason: DoneReason,
         metrics: Metrics,
     },
-}
-
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Maps a runner stream to steps. `started` is when the HTTP request arrived; `load` is the
@@ -44,25 +41,10 @@ pub fn steps(
                 timings,
             } => Ok(Step::Done {
                 reason: done_reason,
-                metrics: Metrics {
-                    total_duration: nanos(started.elapsed()),
-                    load_duration: nanos(load),
-                    prompt_eval_count: u64::from(timings.prompt_eval_count),
-                    prompt_eval_duration: timings.prompt_eval_duration_ns,
-                    eval_count: u64::from(timings.eval_count),
-                    eval_duration: timings.eval_duration_ns,
-                },
+                metrics: metrics(&timings, load, started.elapsed()),
             }),
             // The client already turns error chunks into `Err`; this keeps the mapping total.
             CompletionChunk::Error { error } => Err(Error::Runner(error)),
         })
     })
-}
-
-/// Ollama's `done_reason` text.
-pub fn done_reason(r: DoneReason) -> &'static str {
-    match r {
-        DoneReason::Stop => "stop",
-        DoneReason::Length => "length",
-    }
 }

@@ -1,35 +1,11 @@
-//! Conversions from the API's wire and request types to the renderer's and the runner's:
-//! messages, Modelfile MESSAGE layers, `think`, `format` constraints, logprobs, and whether the
-//! runner should add BOS itself.
-
-use runner_protocol::Constraint;
+//! Conversions from the API's request types to the prompt renderer's: messages, Modelfile
+//! MESSAGE layers, `think`; and whether the runner should add BOS itself. (Options, formats,
+//! metrics and logprobs convert in `api::convert`.)
 
 use super::Model;
-use crate::api::request::{Format, ThinkValue};
-use crate::api::types::{Logprob, Message, TokenLogprob};
-use crate::config::KeepAlive as ConfigKeepAlive;
+use crate::api::request::ThinkValue;
+use crate::api::types::Message;
 use crate::prompt;
-use crate::scheduler::KeepAlive;
-
-pub fn keep_alive(k: ConfigKeepAlive) -> KeepAlive {
-    match k {
-        ConfigKeepAlive::Forever => KeepAlive::Forever,
-        ConfigKeepAlive::For(d) => KeepAlive::For(d),
-    }
-}
-
-pub fn constraint(format: &Format) -> Option<Constraint> {
-    match format {
-        Format::None => None,
-        Format::Json => Some(Constraint::Json {
-            thinking_close: Vec::new(),
-        }),
-        Format::Schema(s) => Some(Constraint::JsonSchema {
-            schema: s.clone(),
-            thinking_close: Vec::new(),
-        }),
-    }
-}
 
 pub fn think(t: Option<ThinkValue>) -> Option<prompt::Think> {
     t.map(|t| {
@@ -73,27 +49,6 @@ pub fn layer_messages(model: &Model) -> Vec<prompt::Message> {
         .collect()
 }
 
-pub fn logprobs(lp: Vec<runner_protocol::TokenLogprob>) -> Vec<Logprob> {
-    lp.into_iter()
-        .map(|t| Logprob {
-            token: TokenLogprob {
-                token: t.token,
-                logprob: f64::from(t.logprob),
-                bytes: t.bytes,
-            },
-            top_logprobs: t
-                .top_logprobs
-                .into_iter()
-                .map(|a| TokenLogprob {
-                    token: a.token,
-                    logprob: f64::from(a.logprob),
-                    bytes: a.bytes,
-                })
-                .collect(),
-        })
-        .collect()
-}
-
 /// Whether the runner should add BOS itself: not when a Jinja template already printed it.
 pub fn add_special(model: &Model, prompt: &str) -> bool {
     !model
@@ -115,42 +70,5 @@ mod tests {
         assert_eq!(t(json!(false)), Some(prompt::Think::Bool(false)));
         assert_eq!(t(json!("high")), Some(prompt::Think::Level("high".into())));
         assert_eq!(think(None), None);
-    }
-
-    #[test]
-    fn format_becomes_a_constraint() {
-        assert_eq!(constraint(&Format::None), None);
-        assert!(matches!(
-            constraint(&Format::Json),
-            Some(Constraint::Json { .. })
-        ));
-        let schema = json!({"type": "object"});
-        assert_eq!(
-            constraint(&Format::Schema(schema.clone())),
-            Some(Constraint::JsonSchema {
-                schema,
-                thinking_close: Vec::new()
-            })
-        );
-    }
-
-    #[test]
-    fn logprobs_map_field_for_field() {
-        let lp = runner_protocol::TokenLogprob {
-            token: "a".into(),
-            logprob: -0.5,
-            bytes: vec![97],
-            top_logprobs: vec![runner_protocol::TopLogprob {
-                token: "b".into(),
-                logprob: -1.0,
-                bytes: vec![98],
-            }],
-        };
-        let out = logprobs(vec![lp]);
-        assert_eq!(
-            serde_json::to_value(&out).unwrap(),
-            json!([{"token": "a", "logprob": -0.5, "bytes": [97],
-                    "top_logprobs": [{"token": "b", "logprob": -1.0, "bytes": [98]}]}])
-        );
     }
 }

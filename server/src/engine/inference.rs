@@ -14,18 +14,19 @@ use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, Stream, StreamExt};
 use runner_protocol::{DetokenizeRequest, EmbedRequest, ErrorKind, Prompt, TokenizeRequest};
 
-use super::convert::{self, keep_alive};
-use super::{model::parse_request_template, plan, truncate, Engine, Model, Step};
+use super::convert;
+use super::{model::parse_request_template, truncate, Engine, Model, Step};
+use crate::api::convert as api_convert;
 use crate::api::inference::{
-    ChatJob, EmbedJob, EmbedOutput, GenerateJob, Inference, ResolvedModel,
+    ChatJob, EmbedJob, EmbedOutput, GenerateJob, Inference, ResolvedModel, Running,
 };
 use crate::api::options::Options;
 use crate::api::stream::ChunkStream;
 use crate::api::types::{created_at_now, ChatResponse, DebugInfo, GenerateResponse, Message};
-use crate::config::KeepAlive as ConfigKeepAlive;
 use crate::error::{Error, Result};
 use crate::prompt::{self, render_chat, render_generate, RenderRequest};
 use crate::runner::Runner;
+use crate::scheduler::KeepAlive;
 
 type Steps = std::pin::Pin<Box<dyn Stream<Item = Result<Step>> + Send>>;
 
@@ -34,14 +35,12 @@ impl Inference for Engine {
         &self,
         model: Arc<ResolvedModel>,
         options: Options,
-        keep: ConfigKeepAlive,
+        keep: KeepAlive,
     ) -> BoxFuture<'static, Result<()>> {
         let engine = self.clone();
         async move {
             let model = engine.prepare(model).await?;
-            let (lease, _) = engine
-                .acquire(&model, &options, Some(keep_alive(keep)))
-                .await?;
+            let (lease, _) = engine.acquire(&model, &options, Some(keep)).await?;
             drop(lease);
             Ok(())
         }
@@ -75,6 +74,27 @@ impl Inference for Engine {
     fn embed(&self, job: EmbedJob) -> BoxFuture<'static, Result<EmbedOutput>> {
         let engine = self.clone();
         async move { embed(engine, job).await }.boxed()
+    }
+
+    fn ps(&self) -> BoxFuture<'static, Vec<Running>> {
+        let engine = self.clone();
+        async move {
+            engine
+                .scheduler()
+                .ps()
+                .await
+                .into_iter()
+                .map(|m| Running {
+                    name: m.name,
+                    digest: m.digest,
+                    size: m.size,
+                    size_vram: m.size_vram,
+                    context_length: m.context_length,
+                    expires_at: m.expires_at,
+                })
+                .collect()
+        }
+        .boxed()
     }
 }
 
@@ -117,14 +137,14 @@ fn completion(
     prompt: String,
     ctl: Controls<'_>,
 ) -> runner_protocol::CompletionRequest {
-    let mut c = plan::completion_request(opts);
+    let mut c = opts.completion_request();
     c.add_special = convert::add_special(model, &prompt);
     c.prompt = Prompt::Text(prompt);
     c.truncate = ctl.truncate.unwrap_or(true);
     c.shift = ctl.shift.unwrap_or(true);
     c.logprobs = ctl.logprobs;
     c.top_logprobs = u32::try_from(ctl.top_logprobs).unwrap_or(0);
-    c.constraint = convert::constraint(ctl.format);
+    c.constraint = api_convert::constraint(ctl.format, Vec::new());
     c
 }
 
@@ -175,7 +195,7 @@ async fn generate(engine: Engine, job: GenerateJob) -> Result<ChunkStream<Genera
     }
 
     let (lease, load) = engine
-        .acquire(&model, &job.options, Some(keep_alive(job.keep_alive)))
+        .acquire(&model, &job.options, Some(job.keep_alive))
         .await?;
     let runner = lease.runner().clone();
     let mut full_prompt = rendered;
@@ -252,12 +272,12 @@ fn generate_chunks(steps: Steps, tail: Tail) -> ChunkStream<GenerateResponse> {
                 st.output.push_str(&content);
                 let mut r = generate_chunk(None);
                 r.response = content;
-                r.logprobs = convert::logprobs(logprobs);
+                r.logprobs = api_convert::logprobs(&logprobs);
                 Ok(r)
             }
             Ok(Step::Done { reason, metrics }) => {
                 st.finished = true;
-                let mut r = generate_chunk(Some(super::done_reason(reason)));
+                let mut r = generate_chunk(Some(api_convert::done_reason(reason)));
                 r.metrics = metrics;
                 if let Some(p) = &st.tail.prompt {
                     r.context = context_tokens(&st.tail.runner, format!("{p}{}", st.output)).await;
@@ -333,7 +353,7 @@ async fn chat(engine: Engine, job: ChatJob) -> Result<ChunkStream<ChatResponse>>
     }
 
     let (lease, load) = engine
-        .acquire(&model, &job.options, Some(keep_alive(job.keep_alive)))
+        .acquire(&model, &job.options, Some(job.keep_alive))
         .await?;
     let runner = lease.runner().clone();
     let num_ctx = lease.options().ctx_size as usize;
@@ -370,11 +390,11 @@ async fn chat(engine: Engine, job: ChatJob) -> Result<ChunkStream<ChatResponse>>
             Step::Text { content, logprobs } => {
                 let mut r = chat_chunk(None);
                 r.message.content = content;
-                r.logprobs = convert::logprobs(logprobs);
+                r.logprobs = api_convert::logprobs(&logprobs);
                 r
             }
             Step::Done { reason, metrics } => {
-                let mut r = chat_chunk(Some(super::done_reason(reason)));
+                let mut r = chat_chunk(Some(api_convert::done_reason(reason)));
                 r.metrics = metrics;
                 r
             }
@@ -385,7 +405,7 @@ async fn chat(engine: Engine, job: ChatJob) -> Result<ChunkStream<ChatResponse>>
 async fn embed(engine: Engine, job: EmbedJob) -> Result<EmbedOutput> {
     let model = engine.prepare(job.model.clone()).await?;
     let (lease, load) = engine
-        .acquire(&model, &job.options, Some(keep_alive(job.keep_alive)))
+        .acquire(&model, &job.options, Some(job.keep_alive))
         .await?;
     let req = EmbedRequest {
         inputs: job.inputs.into_iter().map(Prompt::Text).collect(),

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-pub use completion::{done_reason, steps, Step};
+pub use completion::{steps, Step};
 pub use model::Model;
 pub use plan::Settings;
 
@@ -109,16 +109,12 @@ impl Engine {
 /// keep-alive, with runner sockets in a fresh private directory. Keep the returned directory
 /// guard alive as long as the engine (dropping it removes the sockets' directory).
 pub fn start(config: &crate::config::Config) -> std::io::Result<(Engine, tempfile::TempDir)> {
-    use crate::config::KeepAlive as Cfg;
     let dir = crate::runner::create_runner_dir()?;
     let mut sc = crate::scheduler::SchedulerConfig::new(config.runner_path(), dir.path());
     sc.num_parallel = config.num_parallel;
     sc.max_loaded_models = config.max_loaded_models as usize;
     sc.max_queue = config.max_queue as usize;
-    sc.default_keep_alive = match config.keep_alive {
-        Cfg::Forever => KeepAlive::Forever,
-        Cfg::For(d) => KeepAlive::For(d),
-    };
+    sc.default_keep_alive = config.keep_alive;
     sc.load_timeout = config.load_timeout.0;
     // Runners see an allow-listed copy of our environment, never all of it.
     sc.runner_env = crate::runner::runner_env(std::env::vars_os());

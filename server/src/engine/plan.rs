@@ -1,9 +1,8 @@
-//! Pure translation of resolved request options into what the scheduler and the runner take:
-//! the effective context length (Ollama's default, env, Modelfile and request precedence, capped
-//! at the training context), [`LoadOptions`] (a difference in any of them means a reload), and
-//! the sampling part of a [`CompletionRequest`].
+//! Pure translation of resolved request options into what the scheduler takes: the effective
+//! context length (Ollama's default, env, Modelfile and request precedence, capped at the
+//! training context) and [`LoadOptions`] (a difference in any of them means a reload).
 
-use runner_protocol::{CompletionRequest, FlashAttention, KvCacheType, LoadOptions, Sampling};
+use runner_protocol::{FlashAttention, KvCacheType, LoadOptions};
 
 use super::model::Model;
 use crate::api::options::Options;
@@ -51,39 +50,23 @@ pub fn effective_num_ctx(requested: i64, settings: &Settings, ctx_train: Option<
     n.max(MIN_NUM_CTX)
 }
 
-fn clamp_u32(v: i64) -> u32 {
-    u32::try_from(v.max(0)).unwrap_or(u32::MAX)
-}
-
-fn clamp_i32(v: i64) -> i32 {
-    i32::try_from(v).unwrap_or(if v < 0 { i32::MIN } else { i32::MAX })
-}
-
-/// The runner's load options for `model` under `opts`. `parallel` is left 0 for the scheduler
-/// to fill from `OLLAMA_NUM_PARALLEL`, except for embedding models, which Ollama runs with one
-/// slot.
+/// The runner's load options for `model` under `opts`: `api::convert`'s mapping of the runner
+/// options, with the effective context length and the engine-wide settings. `parallel` is left
+/// 0 for the scheduler to fill from `OLLAMA_NUM_PARALLEL`, except for embedding models, which
+/// Ollama runs with one slot.
 pub fn load_options(opts: &Options, model: &Model, settings: &Settings) -> LoadOptions {
-    let r = &opts.runner;
-    let batch = if r.num_batch > 0 {
-        clamp_u32(r.num_batch)
-    } else {
-        512
-    };
     let embedding = model.is_embedding();
-    LoadOptions {
+    let mut load = LoadOptions {
         model: model.path.clone(),
-        ctx_size: effective_num_ctx(r.num_ctx, settings, model.ctx_train),
         parallel: if embedding { 1 } else { 0 },
-        batch,
-        ubatch: batch,
-        gpu_layers: clamp_i32(r.num_gpu),
-        main_gpu: r.main_gpu.map(clamp_u32),
         flash_attention: settings.flash_attention,
         kv_cache_type: settings.kv_cache_type,
-        threads: clamp_u32(r.num_thread),
-        mmap: r.use_mmap.unwrap_or(true),
         embedding,
-    }
+        ..LoadOptions::default()
+    };
+    opts.apply_to_load(&mut load);
+    load.ctx_size = effective_num_ctx(opts.runner.num_ctx, settings, model.ctx_train);
+    load
 }
 
 /// What the handler asks the scheduler for.
@@ -100,29 +83,6 @@ pub fn model_request(
         memory: memory::estimate(&model.memory, &for_estimate),
         options: load,
         keep_alive,
-    }
-}
-
-/// Sampling and prediction controls of a completion; the caller sets the prompt, constraint,
-/// truncate/shift and logprobs.
-pub fn completion_request(opts: &Options) -> CompletionRequest {
-    CompletionRequest {
-        sampling: Sampling {
-            temperature: opts.temperature,
-            top_k: clamp_i32(opts.top_k),
-            top_p: opts.top_p,
-            min_p: opts.min_p,
-            typical_p: opts.typical_p,
-            repeat_last_n: clamp_i32(opts.repeat_last_n),
-            repeat_penalty: opts.repeat_penalty,
-            presence_penalty: opts.presence_penalty,
-            frequency_penalty: opts.frequency_penalty,
-            seed: opts.seed,
-        },
-        num_predict: clamp_i32(opts.num_predict),
-        num_keep: clamp_i32(opts.num_keep),
-        stop: opts.stop.clone(),
-        ..CompletionRequest::default()
     }
 }
 
@@ -155,29 +115,5 @@ mod tests {
                 "{req} {env} {train:?}"
             );
         }
-    }
-
-    #[test]
-    fn sampling_follows_options() {
-        let mut o = Options::defaults(0);
-        o.temperature = 0.0;
-        o.seed = 42;
-        o.top_k = 1;
-        o.num_predict = 7;
-        o.stop = vec!["\n".into()];
-        let c = completion_request(&o);
-        assert_eq!(c.sampling.temperature, 0.0);
-        assert_eq!(
-            (c.sampling.seed, c.sampling.top_k, c.num_predict),
-            (42, 1, 7)
-        );
-        assert_eq!(c.stop, vec!["\n"]);
-        let d = completion_request(&Options::defaults(0));
-        assert_eq!(
-            d.sampling,
-            Sampling::default(),
-            "Ollama defaults survive the mapping"
-        );
-        assert_eq!((d.num_keep, d.num_predict), (4, -1));
     }
 }

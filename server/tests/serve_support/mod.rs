@@ -180,8 +180,11 @@ pub fn register_file(ts: &TestStore, name: &str, gguf: &std::path::Path, extra: 
             bytes.len()
         ));
     }
+    // Ollama's create fills the config from the GGUF: family = architecture.
+    let meta = server::gguf::read_path(gguf, Default::default()).unwrap();
+    let family = meta.architecture().unwrap_or_default().to_owned();
     let config = format!(
-        r#"{{"model_format":"gguf","model_family":"","architecture":"amd64","os":"linux","rootfs":{{"type":"layers","diff_ids":["sha256:{hex}"]}}}}"#
+        r#"{{"model_format":"gguf","model_family":"{family}","model_families":["{family}"],"architecture":"amd64","os":"linux","rootfs":{{"type":"layers","diff_ids":["sha256:{hex}"]}}}}"#
     );
     let cd = ts.blob(config.as_bytes());
     let manifest = format!(
