@@ -517,3 +517,43 @@ async fn models_list_and_retrieve() {
 
 #[path = "compat/messages.rs"]
 mod messages;
+
+#[tokio::test]
+async fn chat_logprobs_and_namespaced_models() {
+    let env = Env::new();
+    let r = env
+        .post(
+            "/v1/chat/completions",
+            json!({"model": "fake", "messages": user("hi"), "logprobs": true, "top_logprobs": 2}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let lp = &r.json()["choices"][0]["logprobs"]["content"];
+    let tokens: Vec<&str> = lp
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["token"].as_str().unwrap())
+        .collect();
+    assert_eq!(tokens, ["Hello,", " world"]);
+    assert!(lp[0]["logprob"].as_f64().unwrap() <= 0.0);
+    assert_eq!(lp[0]["top_logprobs"].as_array().unwrap().len(), 2);
+    assert!(lp[0]["bytes"].is_array());
+    env.done().await;
+
+    let env = Env::with(false);
+    let path = env
+        ._store
+        .root()
+        .join("manifests/registry.ollama.ai/someone/tiny");
+    // A `someone/tiny:v1` model: the route must take names with a namespace.
+    env._store
+        .model("tiny", "latest", &tiny_gguf(), &[], ago(5));
+    std::fs::create_dir_all(&path).unwrap();
+    std::fs::copy(env._store.manifest_path("tiny", "latest"), path.join("v1")).unwrap();
+    let r = get(&env.app, "/v1/models/someone/tiny:v1").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["id"], "someone/tiny:v1");
+    assert_eq!(r.json()["owned_by"], "someone");
+    env.done().await;
+}
