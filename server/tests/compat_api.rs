@@ -461,6 +461,17 @@ async fn embeddings_float_and_base64() {
         (400, openai_error("invalid input", "invalid_request_error"))
     );
     let r = env
+        .post("/v1/embeddings", json!({"model": "fake", "input": [1, 2]}))
+        .await;
+    assert_eq!(
+        (r.status.as_u16(), r.json()),
+        (
+            400,
+            openai_error("invalid input type", "invalid_request_error")
+        ),
+        "the native handler judges other input shapes"
+    );
+    let r = env
         .post("/v1/embeddings", json!({"model": "nope", "input": "x"}))
         .await;
     assert_eq!(r.status, 404);

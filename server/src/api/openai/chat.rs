@@ -275,9 +275,10 @@ pub fn content(v: Option<&Value>) -> Result<(String, Vec<String>), ApiError> {
             }
             Ok((texts.join("\n\n"), images))
         }
-        Some(_) => Err(ApiError::bad_request(
-            "invalid message content: expected a string or an array of parts",
-        )),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "invalid message content type: {}",
+            common::go_type(other)
+        ))),
     }
 }
 

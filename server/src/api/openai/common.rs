@@ -85,19 +85,30 @@ pub fn options(s: &Sampling, max_tokens: Option<i64>) -> Result<Map<String, Valu
     Ok(o)
 }
 
-/// `stop`: a string or an array of strings.
+/// The Go type name Ollama's messages print for a JSON value (`%T` of the decoded `any`).
+pub fn go_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "<nil>",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "float64",
+        Value::String(_) => "string",
+        Value::Array(_) => "[]interface {}",
+        Value::Object(_) => "map[string]interface {}",
+    }
+}
+
+/// `stop`: a string or an array of strings (else Ollama's `invalid type for 'stop' field: T`).
 pub fn stops(v: Option<&Value>) -> Result<Vec<String>, ApiError> {
-    let bad = || {
-        ApiError::bad_request("invalid type for 'stop': expected a string or an array of strings")
-    };
+    let bad =
+        |x: &Value| ApiError::bad_request(format!("invalid type for 'stop' field: {}", go_type(x)));
     match v {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::String(s)) => Ok(vec![s.clone()]),
         Some(Value::Array(a)) => a
             .iter()
-            .map(|x| x.as_str().map(str::to_owned).ok_or_else(bad))
+            .map(|x| x.as_str().map(str::to_owned).ok_or_else(|| bad(x)))
             .collect(),
-        Some(_) => Err(bad()),
+        Some(other) => Err(bad(other)),
     }
 }
 
@@ -290,7 +301,14 @@ mod tests {
         );
         assert_eq!(stops(Some(&json!(["a", "b"]))).unwrap(), vec!["a", "b"]);
         assert_eq!(stops(Some(&json!(5))).unwrap_err().status, 400);
-        assert!(stops(Some(&json!(["a", 1]))).is_err());
+        assert_eq!(
+            stops(Some(&json!([1, 2]))).unwrap_err().message,
+            "invalid type for 'stop' field: float64"
+        );
+        assert_eq!(
+            stops(Some(&json!({"a": 1}))).unwrap_err().message,
+            "invalid type for 'stop' field: map[string]interface {}"
+        );
     }
 
     #[test]

@@ -98,12 +98,17 @@ pub fn to_native(req: CompletionRequest) -> Result<GenerateRequest, ApiError> {
         Some(n) => (true, n),
         None => (false, 0),
     };
+    let mut options = common::options(&req.sampling, req.max_tokens)?;
+    // Ollama's completions layer always sends both penalties (0 when absent).
+    for key in ["frequency_penalty", "presence_penalty"] {
+        options.entry(key).or_insert(json!(0.0));
+    }
     Ok(GenerateRequest {
         model: req.model,
         prompt,
         suffix: req.suffix.unwrap_or_default(),
         stream: Some(req.stream.unwrap_or(false)),
-        options: Some(common::options(&req.sampling, req.max_tokens)?),
+        options: Some(options),
         logprobs,
         top_logprobs: top,
         ..GenerateRequest::default()
@@ -247,7 +252,8 @@ mod tests {
         assert_eq!(n.top_logprobs, 2);
         assert_eq!(
             Value::Object(n.options.unwrap()),
-            json!({"num_predict": 5, "temperature": 1.0, "top_p": 1.0, "stop": ["\n"]})
+            json!({"num_predict": 5, "temperature": 1.0, "top_p": 1.0, "stop": ["\n"],
+                   "frequency_penalty": 0.0, "presence_penalty": 0.0})
         );
         let r: CompletionRequest =
             serde_json::from_value(json!({"model": "m", "prompt": ["a"]})).unwrap();

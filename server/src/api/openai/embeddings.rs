@@ -46,31 +46,30 @@ pub async fn embeddings(
     run.await.unwrap_or_else(|e| openai_response(&e))
 }
 
+/// `input` goes to `/api/embed` as given, which checks its shape, except that `""` becomes
+/// `[""]` (one empty input) and a missing input or an empty array is 400 `invalid input`.
 pub fn to_native(req: EmbeddingsRequest) -> Result<(EmbedRequest, Encoding), ApiError> {
-    let invalid = || ApiError::bad_request("invalid input");
-    let input = match req.input {
-        Some(Value::String(s)) => vec![s],
-        Some(Value::Array(a)) if !a.is_empty() => a
-            .into_iter()
-            .map(|v| match v {
-                Value::String(s) => Ok(s),
-                _ => Err(invalid()),
-            })
-            .collect::<Result<Vec<_>, _>>()?,
-        _ => return Err(invalid()),
-    };
     let encoding = match req.encoding_format.as_deref() {
-        None | Some("") | Some("float") => Encoding::Float,
-        Some("base64") => Encoding::Base64,
+        None | Some("") => Encoding::Float,
+        Some(f) if f.eq_ignore_ascii_case("float") => Encoding::Float,
+        Some(f) if f.eq_ignore_ascii_case("base64") => Encoding::Base64,
         Some(other) => {
             return Err(ApiError::bad_request(format!(
-                "invalid encoding_format '{other}' (must be 'float' or 'base64')"
-            )))
+            "Invalid value for 'encoding_format' = {other}. Supported values: ['float', 'base64']."
+        )))
         }
+    };
+    let input = match req.input {
+        None | Some(Value::Null) => return Err(ApiError::bad_request("invalid input")),
+        Some(Value::Array(a)) if a.is_empty() => {
+            return Err(ApiError::bad_request("invalid input"))
+        }
+        Some(Value::String(s)) if s.is_empty() => json!([""]),
+        Some(v) => v,
     };
     let native_req = EmbedRequest {
         model: req.model,
-        input: Some(json!(input)),
+        input: Some(input),
         dimensions: req.dimensions.unwrap_or(0),
         ..EmbedRequest::default()
     };
@@ -124,7 +123,15 @@ mod tests {
         ))
         .unwrap();
         assert_eq!((n.input, enc), (Some(json!(["a", "b"])), Encoding::Base64));
-        for bad in [json!([]), json!([1, 2]), json!(null), json!(3)] {
+        let (n, enc) = to_native(req(
+            json!({"model": "g", "input": "x", "encoding_format": "BASE64"}),
+        ))
+        .unwrap();
+        assert_eq!((n.input, enc), (Some(json!("x")), Encoding::Base64));
+        // Other shapes are /api/embed's to judge (it answers `invalid input type`).
+        let (n, _) = to_native(req(json!({"model": "g", "input": [1, 2]}))).unwrap();
+        assert_eq!(n.input, Some(json!([1, 2])));
+        for bad in [json!([]), json!(null)] {
             let e = to_native(req(json!({"model": "g", "input": bad}))).unwrap_err();
             assert_eq!(
                 (e.status.as_u16(), e.message.as_str()),
