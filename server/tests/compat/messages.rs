@@ -79,6 +79,14 @@ async fn responses_non_streamed_and_streamed() {
     env.done().await;
 }
 
+/// An Anthropic error body without its random `request_id` (checked to be there).
+fn anthropic_error(r: &Reply) -> Value {
+    let mut v = r.json();
+    let id = v.as_object_mut().unwrap().remove("request_id").unwrap();
+    assert!(id.as_str().unwrap().starts_with("req_"), "{id}");
+    v
+}
+
 #[tokio::test]
 async fn anthropic_messages() {
     let env = Env::new();
@@ -130,7 +138,7 @@ async fn anthropic_messages() {
         .post("/v1/messages", json!({"model": "nope", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}))
         .await;
     assert_eq!(
-        (r.status.as_u16(), r.json()),
+        (r.status.as_u16(), anthropic_error(&r)),
         (
             404,
             json!({"type": "error", "error": {"type": "not_found_error", "message": "model 'nope' not found"}})
@@ -143,7 +151,7 @@ async fn anthropic_messages() {
         )
         .await;
     assert_eq!(
-        (r.status.as_u16(), r.json()),
+        (r.status.as_u16(), anthropic_error(&r)),
         (
             400,
             json!({"type": "error", "error": {"type": "invalid_request_error", "message": "max_tokens: field required"}})

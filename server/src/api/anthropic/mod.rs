@@ -40,7 +40,7 @@ async fn can_think(state: &AppState, model: &str) -> bool {
 async fn run(state: AppState, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
     let req: request::MessagesRequest = common::decode(body)?;
     let streaming = req.stream.unwrap_or(false);
-    let thinking = request::thinking(req.thinking.as_ref(), req.output_config.as_ref())?;
+    let thinking = request::thinking(req.thinking.as_ref(), req.output_config.as_ref());
     let think = match thinking {
         Some(t) if can_think(&state, &req.model).await => Some(t),
         _ => None,

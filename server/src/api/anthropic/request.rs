@@ -41,37 +41,24 @@ fn bad(msg: impl Into<String>) -> ApiError {
     ApiError::bad_request(msg)
 }
 
-/// `thinking: {type: "enabled"|"adaptive"|"disabled"}` → native `think`; an
-/// `output_config.effort` level (`low`, `medium`, `high`, `max`) refines an enabled (or unset)
-/// thinking into that level.
-pub fn thinking(
-    v: Option<&Value>,
-    output_config: Option<&Value>,
-) -> Result<Option<Value>, ApiError> {
+/// `thinking: {type: "enabled"|"disabled"}` → native `think` (true/false). Without it, an
+/// `output_config.effort` of `low`, `medium`, `high` or `max` (`xhigh` reads as `high`) asks for
+/// that thinking level. Other values are ignored, as Ollama ignores them.
+pub fn thinking(v: Option<&Value>, output_config: Option<&Value>) -> Option<Value> {
+    match v.and_then(|t| t.get("type")).and_then(Value::as_str) {
+        Some("enabled") => return Some(json!(true)),
+        Some("disabled") => return Some(json!(false)),
+        _ => {}
+    }
     let effort = output_config
         .and_then(|o| o.get("effort"))
-        .filter(|e| !e.is_null());
-    let level = match effort.map(|e| e.as_str()) {
-        None => None,
-        Some(Some(l @ ("low" | "medium" | "high" | "max"))) => Some(json!(l)),
-        Some(_) => {
-            return Err(bad(
-                "output_config.effort: must be \"low\", \"medium\", \"high\" or \"max\"",
-            ))
-        }
-    };
-    let Some(v) = v.filter(|v| !v.is_null()) else {
-        return Ok(level);
-    };
-    if let (Some(level), Some("enabled" | "adaptive")) =
-        (&level, v.get("type").and_then(Value::as_str))
-    {
-        return Ok(Some(level.clone()));
-    }
-    match v.get("type").and_then(Value::as_str) {
-        Some("enabled") | Some("adaptive") => Ok(Some(json!(true))),
-        Some("disabled") => Ok(Some(json!(false))),
-        _ => Err(bad("thinking.type: must be \"enabled\" or \"disabled\"")),
+        .and_then(Value::as_str)?
+        .trim()
+        .to_lowercase();
+    match effort.as_str() {
+        "xhigh" => Some(json!("high")),
+        "low" | "medium" | "high" | "max" => Some(json!(effort)),
+        _ => None,
     }
 }
 
@@ -146,37 +133,57 @@ fn system_text(v: Option<&Value>) -> Result<String, ApiError> {
             .iter()
             .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
             .filter_map(|b| b.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n\n")),
+            .collect::<String>()),
         Some(_) => Err(bad("system: expected a string or an array of text blocks")),
     }
 }
 
-fn text_of(v: Option<&Value>) -> String {
+/// A tool result's content: a string, or blocks whose texts are concatenated and whose images
+/// are kept.
+fn tool_result(v: Option<&Value>) -> Result<(String, Vec<String>), ApiError> {
     match v {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(blocks)) => blocks
-            .iter()
-            .filter_map(|b| b.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n\n"),
-        _ => String::new(),
+        Some(Value::String(s)) => Ok((s.clone(), Vec::new())),
+        Some(Value::Array(blocks)) => {
+            let (mut text, mut images) = (String::new(), Vec::new());
+            for b in blocks {
+                match b.get("type").and_then(Value::as_str) {
+                    Some("text") => {
+                        text.push_str(b.get("text").and_then(Value::as_str).unwrap_or_default())
+                    }
+                    Some("image") => images.push(image(b)?),
+                    _ => {}
+                }
+            }
+            Ok((text, images))
+        }
+        _ => Ok((String::new(), Vec::new())),
     }
 }
 
+/// An image block's base64 payload; only inline base64 sources are accepted (the server never
+/// fetches URLs on a client's behalf).
 fn image(block: &Value) -> Result<String, ApiError> {
-    let source = block.get("source").cloned().unwrap_or(Value::Null);
-    match source.get("type").and_then(Value::as_str) {
-        Some("base64") => source
-            .get("data")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .ok_or_else(|| bad("image source: 'data' is required")),
-        Some("url") => Err(bad(
-            "image URLs are not supported: send the image inline as a base64 source",
-        )),
-        _ => Err(bad("image source: type must be \"base64\"")),
+    use base64::Engine as _;
+    let Some(source) = block.get("source").filter(|s| s.is_object()) else {
+        return Err(bad("invalid image source"));
+    };
+    let kind = source
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if kind != "base64" {
+        return Err(bad(format!(
+            "invalid image source type: {kind}. Only base64 images are supported."
+        )));
     }
+    let data = source
+        .get("data")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .map_err(|e| bad(format!("invalid base64 image data: {e}")))?;
+    Ok(data.to_owned())
 }
 
 /// One Anthropic message as one or more native messages (tool results become `tool` messages
@@ -187,9 +194,6 @@ fn convert(
     out: &mut Vec<Message>,
 ) -> Result<(), ApiError> {
     let role = m.role.to_lowercase();
-    if role != "user" && role != "assistant" {
-        return Err(bad(format!("messages: unexpected role \"{}\"", m.role)));
-    }
     let mut msg = Message {
         role: role.clone(),
         ..Message::default()
@@ -207,22 +211,18 @@ fn convert(
             ))
         }
     };
-    let mut texts = Vec::new();
+    let mut texts = String::new();
     for b in &blocks {
         match b.get("type").and_then(Value::as_str) {
-            Some("text") => texts.push(
-                b.get("text")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned(),
-            ),
+            Some("text") => {
+                texts.push_str(b.get("text").and_then(Value::as_str).unwrap_or_default())
+            }
             Some("image") => msg.images.push(image(b)?),
             Some("thinking") => msg.thinking.push_str(
                 b.get("thinking")
                     .and_then(Value::as_str)
                     .unwrap_or_default(),
             ),
-            Some("redacted_thinking") => {}
             Some("tool_use") => {
                 let id = b
                     .get("id")
@@ -234,6 +234,12 @@ fn convert(
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_owned();
+                if id.is_empty() {
+                    return Err(bad("tool_use block missing required 'id' field"));
+                }
+                if name.is_empty() {
+                    return Err(bad("tool_use block missing required 'name' field"));
+                }
                 let arguments = match b.get("input") {
                     Some(Value::Object(o)) => o.clone(),
                     None | Some(Value::Null) => Map::new(),
@@ -256,23 +262,21 @@ fn convert(
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_owned();
+                let (content, images) = tool_result(b.get("content"))?;
                 out.push(Message {
                     role: "tool".into(),
-                    content: text_of(b.get("content")),
+                    content,
+                    images,
                     tool_name: names.get(&id).cloned().unwrap_or_default(),
                     tool_call_id: id,
                     ..Message::default()
                 });
             }
-            other => {
-                return Err(bad(format!(
-                    "messages: unsupported content block type \"{}\"",
-                    other.unwrap_or("(missing)")
-                )))
-            }
+            // Unknown block kinds are skipped, as Ollama skips them.
+            _ => {}
         }
     }
-    msg.content = texts.join("\n\n");
+    msg.content = texts;
     let has_tool_results = blocks
         .iter()
         .any(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"));
@@ -398,27 +402,49 @@ mod tests {
             json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": [
             {"type": "image", "source": {"type": "url", "url": "https://x/y.png"}}]}]}),
         );
-        assert!(e.message.contains("image URLs are not supported"));
+        assert_eq!(
+            e.message,
+            "invalid image source type: url. Only base64 images are supported."
+        );
+        let e = err(
+            json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": [
+            {"type": "image", "source": {"type": "base64", "data": "not base64!"}}]}]}),
+        );
+        assert!(
+            e.message.starts_with("invalid base64 image data"),
+            "{}",
+            e.message
+        );
         assert_eq!(err(json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}],
             "tools": [{"description": "no name"}]})).status, 400);
-        assert_eq!(err(json!({"model": "m", "max_tokens": 5, "messages": [{"role": "system", "content": "x"}]})).status, 400);
+        let e = err(
+            json!({"model": "m", "max_tokens": 5, "messages": [{"role": "assistant", "content": [
+            {"type": "tool_use", "name": "f", "input": {}}]}]}),
+        );
+        assert_eq!(e.message, "tool_use block missing required 'id' field");
+        // Unknown blocks are skipped; text blocks concatenate as they are.
+        let n = to_native(req(json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "a"}, {"type": "document", "source": {}}, {"type": "text", "text": "b"}]}]})), None).unwrap();
+        assert_eq!(n.messages[0].content, "ab");
         let on = json!({"type": "enabled", "budget_tokens": 1024});
         let off = json!({"type": "disabled"});
-        let high = json!({"effort": "high"});
-        assert_eq!(thinking(Some(&on), None).unwrap(), Some(json!(true)));
-        assert_eq!(thinking(Some(&off), None).unwrap(), Some(json!(false)));
+        let effort = |e: &str| json!({ "effort": e });
+        assert_eq!(thinking(Some(&on), None), Some(json!(true)));
         assert_eq!(
-            thinking(Some(&on), Some(&high)).unwrap(),
-            Some(json!("high"))
-        );
-        assert_eq!(
-            thinking(Some(&off), Some(&high)).unwrap(),
+            thinking(Some(&off), Some(&effort("high"))),
             Some(json!(false))
         );
-        assert_eq!(thinking(None, Some(&high)).unwrap(), Some(json!("high")));
-        assert_eq!(thinking(None, None).unwrap(), None);
-        assert!(thinking(Some(&json!({"type": "sometimes"})), None).is_err());
-        assert!(thinking(None, Some(&json!({"effort": "extreme"}))).is_err());
+        assert_eq!(
+            thinking(Some(&on), Some(&effort("high"))),
+            Some(json!(true)),
+            "thinking wins over effort"
+        );
+        assert_eq!(thinking(None, Some(&effort(" High "))), Some(json!("high")));
+        assert_eq!(thinking(None, Some(&effort("xhigh"))), Some(json!("high")));
+        assert_eq!(thinking(None, Some(&effort("max"))), Some(json!("max")));
+        assert_eq!(thinking(None, Some(&effort("extreme"))), None);
+        assert_eq!(thinking(Some(&json!({"type": "adaptive"})), None), None);
+        assert_eq!(thinking(None, None), None);
         let schema = json!({"type": "object", "properties": {"a": {"type": "string"}}});
         let n = to_native(req(json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}],
             "output_config": {"format": {"type": "json_schema", "schema": schema}}})), None).unwrap();

@@ -12,11 +12,15 @@ use crate::api::openai::error::{anthropic_body, ApiError};
 use crate::api::openai::sse::{self, Frames};
 use crate::api::types::{ChatResponse, ToolCall};
 
-pub fn stop_reason(done_reason: Option<&str>, called_tools: bool) -> &'static str {
+/// Native `done_reason` → Anthropic `stop_reason`: tool calls win, `stop` ends the turn,
+/// `length` hit `max_tokens`, any other reason is a stop sequence; none is `null`.
+pub fn stop_reason(done_reason: Option<&str>, called_tools: bool) -> Value {
     match done_reason {
-        _ if called_tools => "tool_use",
-        Some("length") => "max_tokens",
-        _ => "end_turn",
+        _ if called_tools => json!("tool_use"),
+        Some("stop") => json!("end_turn"),
+        Some("length") => json!("max_tokens"),
+        Some(r) if !r.is_empty() => json!("stop_sequence"),
+        _ => Value::Null,
     }
 }
 
@@ -222,6 +226,8 @@ mod tests {
             r#"{"id":"msg_1","type":"message","role":"assistant","model":"smollm2:latest","content":[{"type":"text","text":"Hello"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":9,"output_tokens":2}}"#
         );
         assert_eq!(message(&done("length"), "m")["stop_reason"], "max_tokens");
+        assert_eq!(stop_reason(Some("unload"), false), json!("stop_sequence"));
+        assert_eq!(stop_reason(None, false), Value::Null);
         assert_eq!(
             message(&done("stop"), "m")["content"],
             json!([{"type": "text", "text": ""}])
@@ -293,6 +299,13 @@ mod tests {
             axum::http::StatusCode::INTERNAL_SERVER_ERROR,
             "boom",
         ));
-        assert_eq!(e, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"boom\"}}\n\n");
+        let data: Value =
+            serde_json::from_str(e.strip_prefix("event: error\ndata: ").unwrap().trim_end())
+                .unwrap();
+        assert_eq!(
+            data["error"],
+            json!({"type": "api_error", "message": "boom"})
+        );
+        assert_eq!(data["type"], "error");
     }
 }

@@ -71,8 +71,14 @@ pub fn anthropic_type(status: StatusCode) -> &'static str {
     }
 }
 
+/// Anthropic's error object; `request_id` is `req_` + 24 hex digits, as Ollama makes them.
 pub fn anthropic_body(e: &ApiError) -> Value {
-    json!({"type": "error", "error": {"type": anthropic_type(e.status), "message": e.message}})
+    let mut rng = rand::thread_rng();
+    let id: String = (0..12)
+        .map(|_| format!("{:02x}", rand::Rng::gen::<u8>(&mut rng)))
+        .collect();
+    json!({"type": "error", "error": {"type": anthropic_type(e.status), "message": e.message},
+           "request_id": format!("req_{id}")})
 }
 
 fn respond(status: StatusCode, body: Value) -> Response {
@@ -127,9 +133,14 @@ mod tests {
     #[test]
     fn anthropic_shape() {
         let e = ApiError::bad_request("max_tokens is required");
+        let mut body = anthropic_body(&e);
+        let id = body["request_id"].take();
+        let id = id.as_str().unwrap();
+        assert!(id.len() == 28 && id.starts_with("req_"), "{id}");
+        assert!(id[4..].chars().all(|c| c.is_ascii_hexdigit()));
         assert_eq!(
-            serde_json::to_string(&anthropic_body(&e)).unwrap(),
-            r#"{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens is required"}}"#
+            serde_json::to_string(&body).unwrap(),
+            r#"{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens is required"},"request_id":null}"#
         );
         let table = [
             (401, "authentication_error"),
