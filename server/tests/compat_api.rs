@@ -246,6 +246,24 @@ async fn chat_request_translation_reaches_the_prompt() {
 }
 
 #[tokio::test]
+async fn debug_render_only_returns_the_prompt() {
+    let env = Env::new();
+    let r = env
+        .post(
+            "/v1/chat/completions",
+            json!({"model": "echo", "messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "hi"}],
+                   "_debug_render_only": true}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.json()["_debug_info"]["rendered_template"],
+        "[system]S[user]hi"
+    );
+    env.done().await;
+}
+
+#[tokio::test]
 async fn length_finish_and_stop() {
     let env = Env::new();
     let r = env

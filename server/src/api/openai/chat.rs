@@ -43,6 +43,9 @@ pub struct ChatCompletionRequest {
     pub reasoning: Option<Reasoning>,
     pub logprobs: Option<bool>,
     pub top_logprobs: Option<i64>,
+    /// Ollama's extension: render the prompt only and return it in `_debug_info`.
+    #[serde(rename = "_debug_render_only")]
+    pub debug_render_only: bool,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -148,38 +151,39 @@ pub fn to_native(req: ChatCompletionRequest) -> Result<ChatRequest, ApiError> {
         .reasoning_effort
         .as_deref()
         .or(req.reasoning.as_ref().and_then(|r| r.effort.as_deref()));
-    let options = common::options(&req.sampling, req.max_tokens.or(req.max_completion_tokens))?;
+    let options = common::options(
+        &req.sampling,
+        req.max_tokens.or(req.max_completion_tokens),
+        common::Dialect::Chat,
+    )?;
     Ok(ChatRequest {
         model: req.model,
         messages: messages_to_native(messages)?,
         stream: Some(req.stream.unwrap_or(false)),
-        format: response_format(req.response_format.as_ref())?,
+        format: response_format(req.response_format.as_ref()),
         tools: common::chat_tools(req.tools.as_ref())?,
         options: Some(options),
         think: common::think(effort)?,
         logprobs: req.logprobs.unwrap_or(false),
         top_logprobs: req.top_logprobs.unwrap_or(0),
+        debug_render_only: req.debug_render_only,
         ..ChatRequest::default()
     })
 }
 
-/// `response_format` → native `format`: `json_object` is `"json"`, `json_schema` its schema.
-pub fn response_format(v: Option<&Value>) -> Result<Option<Value>, ApiError> {
-    let Some(v) = v.filter(|v| !v.is_null()) else {
-        return Ok(None);
-    };
-    match v.get("type").and_then(Value::as_str) {
-        Some("json_object") => Ok(Some(json!("json"))),
-        Some("json_schema") => match v.get("json_schema").and_then(|s| s.get("schema")) {
-            Some(s) if s.is_object() => Ok(Some(s.clone())),
-            _ => Err(ApiError::bad_request(
-                "response_format of type 'json_schema' needs a 'json_schema.schema' object",
-            )),
-        },
-        Some("text") | None => Ok(None),
-        Some(other) => Err(ApiError::bad_request(format!(
-            "invalid response_format type '{other}' (must be 'text', 'json_object' or 'json_schema')"
-        ))),
+/// `response_format` → native `format`: `json_object` is `"json"`, `json_schema` its schema
+/// (type names trimmed and case-insensitive); anything else asks for no format, as in Ollama.
+pub fn response_format(v: Option<&Value>) -> Option<Value> {
+    let v = v?;
+    let kind = v.get("type").and_then(Value::as_str)?.trim().to_lowercase();
+    match kind.as_str() {
+        "json_object" => Some(json!("json")),
+        "json_schema" => v
+            .get("json_schema")
+            .and_then(|s| s.get("schema"))
+            .filter(|s| !s.is_null())
+            .cloned(),
+        _ => None,
     }
 }
 
@@ -193,6 +197,11 @@ pub fn messages_to_native(ms: Vec<InMessage>) -> Result<Vec<Message>, ApiError> 
             "developer" => "system".to_owned(),
             r => r.to_owned(),
         };
+        let no_calls = m.tool_calls.as_ref().is_none_or(Vec::is_empty);
+        if no_calls && m.content.as_ref().is_none_or(Value::is_null) {
+            // Content may be left out only by a message that carries tool calls.
+            return Err(ApiError::bad_request("invalid message content type: <nil>"));
+        }
         let (content, images) = content(m.content.as_ref())?;
         let mut msg = Message {
             role,
@@ -206,11 +215,7 @@ pub fn messages_to_native(ms: Vec<InMessage>) -> Result<Vec<Message>, ApiError> 
                 None | Some(Value::Null) => Default::default(),
                 Some(Value::String(s)) => common::parse_arguments(&s)?,
                 Some(Value::Object(o)) => o,
-                Some(_) => {
-                    return Err(ApiError::bad_request(
-                        "invalid tool call arguments: expected a JSON object string",
-                    ))
-                }
+                Some(_) => return Err(ApiError::bad_request("invalid tool call arguments")),
             };
             let id = tc.id.unwrap_or_default();
             if !id.is_empty() {
@@ -248,12 +253,10 @@ pub fn content(v: Option<&Value>) -> Result<(String, Vec<String>), ApiError> {
             let (mut texts, mut images) = (Vec::new(), Vec::new());
             for p in parts {
                 match p.get("type").and_then(Value::as_str) {
-                    Some("text") | Some("input_text") => texts.push(
-                        p.get("text")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default()
-                            .to_owned(),
-                    ),
+                    Some("text") | Some("input_text") => match p.get("text") {
+                        Some(Value::String(t)) => texts.push(t.clone()),
+                        _ => return Err(ApiError::bad_request("invalid message format")),
+                    },
                     Some("image_url") => {
                         let url = match p.get("image_url") {
                             Some(Value::String(s)) => s.as_str(),
@@ -265,12 +268,7 @@ pub fn content(v: Option<&Value>) -> Result<(String, Vec<String>), ApiError> {
                     Some("input_audio") => {
                         return Err(ApiError::bad_request("audio input is not supported"))
                     }
-                    other => {
-                        return Err(ApiError::bad_request(format!(
-                            "invalid message content part type: {}",
-                            other.unwrap_or("(missing)")
-                        )))
-                    }
+                    _ => return Err(ApiError::bad_request("invalid message format")),
                 }
             }
             Ok((texts.join("\n\n"), images))
@@ -342,7 +340,7 @@ pub fn completion(r: &ChatResponse, id: &str, created: i64) -> Value {
     if let Some(lp) = common::logprobs(&r.logprobs) {
         choice["logprobs"] = lp;
     }
-    json!({
+    let mut v = json!({
         "id": id,
         "object": "chat.completion",
         "created": created,
@@ -350,7 +348,11 @@ pub fn completion(r: &ChatResponse, id: &str, created: i64) -> Value {
         "system_fingerprint": "fp_ollama",
         "choices": [choice],
         "usage": common::usage(r.metrics.prompt_eval_count, r.metrics.eval_count),
-    })
+    });
+    if let Some(d) = &r.debug_info {
+        v["_debug_info"] = serde_json::to_value(d).unwrap_or(Value::Null);
+    }
+    v
 }
 
 /// Native chat chunks → `chat.completion.chunk` frames (see module docs).

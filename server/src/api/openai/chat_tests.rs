@@ -111,16 +111,31 @@ fn bad_requests() {
         "tools": [{"type": "function", "function": {"description": "no name"}}]}),
     );
     assert_eq!(e.status, 400);
-    let e = err(
-        json!({"model": "m", "messages": [{"role": "user", "content": "hi"}],
-        "response_format": {"type": "json_schema"}}),
-    );
-    assert_eq!(e.status, 400);
+    let e =
+        err(json!({"model": "m", "messages": [{"role": "user", "content": [{"type": "audio"}]}]}));
+    assert_eq!(e.message, "invalid message format");
+    let e = err(json!({"model": "m", "messages": [{"role": "user"}]}));
+    assert_eq!(e.message, "invalid message content type: <nil>");
     let e = err(
         json!({"model": "m", "messages": [{"role": "assistant", "tool_calls": [
         {"id": "c", "function": {"name": "f", "arguments": "not json"}}]}]}),
     );
-    assert!(e.message.starts_with("invalid tool call arguments"));
+    assert_eq!(e.message, "invalid tool call arguments");
+    // Formats Ollama does not know ask for none, rather than failing.
+    for rf in [
+        json!({"type": "json_schema"}),
+        json!({"type": "text"}),
+        json!({"type": "grammar"}),
+    ] {
+        let n = to_native(req(json!({"model": "m", "messages": [{"role": "user", "content": "hi"}], "response_format": rf}))).unwrap();
+        assert_eq!(n.format, None);
+    }
+    let n = to_native(req(
+        json!({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+        "response_format": {"type": " JSON_Object "}}),
+    ))
+    .unwrap();
+    assert_eq!(n.format, Some(json!("json")));
 }
 
 #[test]

@@ -59,20 +59,38 @@ pub struct Sampling {
     pub presence_penalty: Option<f64>,
 }
 
+/// Which endpoint's option rules apply; Ollama's chat and text-completion layers differ in two
+/// corners (see [`options`] and [`stops`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// `/v1/chat/completions` and `/v1/responses`.
+    Chat,
+    /// `/v1/completions`.
+    Text,
+}
+
 /// Native `options` for an OpenAI request: `temperature` and `top_p` are 1.0 when absent
-/// (OpenAI's defaults, not Ollama's 0.8/0.9); a `top_p` of 0 also means 1.0.
-pub fn options(s: &Sampling, max_tokens: Option<i64>) -> Result<Map<String, Value>, ApiError> {
+/// (OpenAI's defaults, not Ollama's 0.8/0.9); on text completions a `top_p` of 0 also means 1.0.
+pub fn options(
+    s: &Sampling,
+    max_tokens: Option<i64>,
+    dialect: Dialect,
+) -> Result<Map<String, Value>, ApiError> {
     let mut o = Map::new();
     if let Some(n) = max_tokens {
         o.insert("num_predict".into(), json!(n));
     }
     o.insert("temperature".into(), json!(s.temperature.unwrap_or(1.0)));
-    let top_p = s.top_p.filter(|p| *p != 0.0).unwrap_or(1.0);
+    let top_p = match (s.top_p, dialect) {
+        (Some(p), Dialect::Text) if p == 0.0 => 1.0,
+        (Some(p), _) => p,
+        (None, _) => 1.0,
+    };
     o.insert("top_p".into(), json!(top_p));
     if let Some(seed) = s.seed {
         o.insert("seed".into(), json!(seed));
     }
-    let stop = stops(s.stop.as_ref())?;
+    let stop = stops(s.stop.as_ref(), dialect)?;
     if !stop.is_empty() {
         o.insert("stop".into(), json!(stop));
     }
@@ -97,18 +115,29 @@ pub fn go_type(v: &Value) -> &'static str {
     }
 }
 
-/// `stop`: a string or an array of strings (else Ollama's `invalid type for 'stop' field: T`).
-pub fn stops(v: Option<&Value>) -> Result<Vec<String>, ApiError> {
-    let bad =
-        |x: &Value| ApiError::bad_request(format!("invalid type for 'stop' field: {}", go_type(x)));
+/// `stop`: a string or an array of strings. Like Ollama, other shapes are ignored, and a
+/// non-string element is skipped on chat but a 400 (`invalid type for 'stop' field: T`) on text
+/// completions.
+pub fn stops(v: Option<&Value>, dialect: Dialect) -> Result<Vec<String>, ApiError> {
     match v {
-        None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::String(s)) => Ok(vec![s.clone()]),
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|x| x.as_str().map(str::to_owned).ok_or_else(|| bad(x)))
-            .collect(),
-        Some(other) => Err(bad(other)),
+        Some(Value::Array(a)) => {
+            let mut out = Vec::with_capacity(a.len());
+            for x in a {
+                match (x.as_str(), dialect) {
+                    (Some(s), _) => out.push(s.to_owned()),
+                    (None, Dialect::Chat) => {}
+                    (None, Dialect::Text) => {
+                        return Err(ApiError::bad_request(format!(
+                            "invalid type for 'stop' field: {}",
+                            go_type(x)
+                        )))
+                    }
+                }
+            }
+            Ok(out)
+        }
+        _ => Ok(Vec::new()),
     }
 }
 
@@ -215,9 +244,7 @@ pub fn parse_arguments(s: &str) -> Result<Map<String, Value>, ApiError> {
     }
     match serde_json::from_str::<Value>(s) {
         Ok(Value::Object(m)) => Ok(m),
-        _ => Err(ApiError::bad_request(format!(
-            "invalid tool call arguments: expected a JSON object string, got {s:?}"
-        ))),
+        _ => Err(ApiError::bad_request("invalid tool call arguments")),
     }
 }
 
@@ -284,7 +311,7 @@ mod tests {
 
     #[test]
     fn openai_defaults_and_mapping() {
-        let o = options(&Sampling::default(), None).unwrap();
+        let o = options(&Sampling::default(), None, Dialect::Chat).unwrap();
         assert_eq!(Value::Object(o), json!({"temperature": 1.0, "top_p": 1.0}));
         let s = Sampling {
             temperature: Some(0.0),
@@ -295,18 +322,35 @@ mod tests {
             presence_penalty: Some(-0.5),
         };
         assert_eq!(
-            Value::Object(options(&s, Some(7)).unwrap()),
+            Value::Object(options(&s, Some(7), Dialect::Text).unwrap()),
             json!({"num_predict": 7, "temperature": 0.0, "top_p": 1.0, "seed": 42, "stop": ["\n"],
                    "frequency_penalty": 0.5, "presence_penalty": -0.5})
         );
-        assert_eq!(stops(Some(&json!(["a", "b"]))).unwrap(), vec!["a", "b"]);
-        assert_eq!(stops(Some(&json!(5))).unwrap_err().status, 400);
+        // Chat keeps an explicit top_p of 0; text completions read it as "unset".
+        let o = options(&s, None, Dialect::Chat).unwrap();
+        assert_eq!(o["top_p"], json!(0.0));
         assert_eq!(
-            stops(Some(&json!([1, 2]))).unwrap_err().message,
+            stops(Some(&json!(["a", "b"])), Dialect::Text).unwrap(),
+            vec!["a", "b"]
+        );
+        assert!(
+            stops(Some(&json!(5)), Dialect::Text).unwrap().is_empty(),
+            "other shapes are ignored"
+        );
+        assert_eq!(
+            stops(Some(&json!(["a", 1])), Dialect::Chat).unwrap(),
+            vec!["a"]
+        );
+        assert_eq!(
+            stops(Some(&json!([1, 2])), Dialect::Text)
+                .unwrap_err()
+                .message,
             "invalid type for 'stop' field: float64"
         );
         assert_eq!(
-            stops(Some(&json!({"a": 1}))).unwrap_err().message,
+            stops(Some(&json!([{"a": 1}])), Dialect::Text)
+                .unwrap_err()
+                .message,
             "invalid type for 'stop' field: map[string]interface {}"
         );
     }
@@ -364,7 +408,10 @@ mod tests {
         let args = parse_arguments(r#"{"b":1,"a":"x"}"#).unwrap();
         assert_eq!(args.keys().collect::<Vec<_>>(), ["b", "a"], "order kept");
         assert!(parse_arguments("").unwrap().is_empty());
-        assert_eq!(parse_arguments("[1]").unwrap_err().status, 400);
+        assert_eq!(
+            parse_arguments("[1]").unwrap_err().message,
+            "invalid tool call arguments"
+        );
         let call = ToolCall {
             id: String::new(),
             function: crate::api::types::ToolCallFunction {

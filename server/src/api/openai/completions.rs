@@ -98,7 +98,7 @@ pub fn to_native(req: CompletionRequest) -> Result<GenerateRequest, ApiError> {
         Some(n) => (true, n),
         None => (false, 0),
     };
-    let mut options = common::options(&req.sampling, req.max_tokens)?;
+    let mut options = common::options(&req.sampling, req.max_tokens, common::Dialect::Text)?;
     // Ollama's completions layer always sends both penalties (0 when absent).
     for key in ["frequency_penalty", "presence_penalty"] {
         options.entry(key).or_insert(json!(0.0));

@@ -147,7 +147,7 @@ pub fn to_native(req: ResponsesRequest) -> Result<(ChatRequest, Echo), ApiError>
         top_p: req.top_p,
         ..Sampling::default()
     };
-    let options = common::options(&sampling, req.max_output_tokens)?;
+    let options = common::options(&sampling, req.max_output_tokens, common::Dialect::Chat)?;
     let echo = Echo {
         model: req.model.clone(),
         instructions: req.instructions.clone(),
