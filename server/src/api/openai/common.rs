@@ -82,7 +82,7 @@ pub fn options(
     }
     o.insert("temperature".into(), json!(s.temperature.unwrap_or(1.0)));
     let top_p = match (s.top_p, dialect) {
-        (Some(p), Dialect::Text) if p == 0.0 => 1.0,
+        (Some(0.0), Dialect::Text) => 1.0,
         (Some(p), _) => p,
         (None, _) => 1.0,
     };
