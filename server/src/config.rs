@@ -186,8 +186,8 @@ pub struct RunArgs {
     /// Hide thinking output (if provided)
     #[arg(long)]
     pub hidethinking: bool,
-    /// Duration to keep a model loaded (e.g. 5m)
-    #[arg(long)]
+    /// Duration to keep a model loaded (e.g. 5m; negative = forever, e.g. -1s)
+    #[arg(long, allow_hyphen_values = true)]
     pub keepalive: Option<String>,
     /// Don't wrap words to the next line automatically
     #[arg(long)]
