@@ -230,7 +230,8 @@ fn build(
         }
         // Paths under the work dir hash as relative ones, so another cache root (a fresh
         // HERD_CACHE, another user) still hits.
-        cfg.env("CCACHE_BASEDIR", &work).env("CCACHE_NOHASHDIR", "1");
+        cfg.env("CCACHE_BASEDIR", &work)
+            .env("CCACHE_NOHASHDIR", "1");
     }
     let started = std::time::Instant::now();
     cfg.build();

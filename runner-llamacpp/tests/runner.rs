@@ -270,6 +270,18 @@ async fn tokenize_detokenize_embed_and_info() {
         2
     );
 
+    // Inputs longer than a slot: refused without truncate, cut to the slot with it.
+    let long = "word ".repeat(400);
+    let req = json!({"inputs": [long], "truncate": false});
+    let (st, b) = call(&r.socket, "POST", "/embed", Some(req)).await;
+    assert_eq!(st, StatusCode::BAD_REQUEST);
+    let kind = serde_json::from_slice::<ErrorBody>(&b).unwrap().error.kind;
+    assert_eq!(kind, ErrorKind::ContextOverflow);
+    let (st, b) = call(&r.socket, "POST", "/embed", Some(json!({"inputs": [long]}))).await;
+    assert_eq!(st, StatusCode::OK);
+    let cut: EmbedResponse = serde_json::from_slice(&b).unwrap();
+    assert_eq!(cut.prompt_eval_count, 256);
+
     let (st, b) = call(&r.socket, "GET", "/info", None).await;
     assert_eq!(st, StatusCode::OK);
     let info: Info = serde_json::from_slice(&b).unwrap();

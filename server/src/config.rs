@@ -53,6 +53,10 @@ pub enum Command {
     Rm(RemoveArgs),
     /// Run a model
     Run(RunArgs),
+    /// Pull a model from a registry
+    Pull(TransferArgs),
+    /// Push a model to a registry
+    Push(TransferArgs),
 }
 
 /// Logging, shared by every subcommand.
@@ -186,8 +190,8 @@ pub struct RunArgs {
     /// Hide thinking output (if provided)
     #[arg(long)]
     pub hidethinking: bool,
-    /// Duration to keep a model loaded (e.g. 5m)
-    #[arg(long)]
+    /// Duration to keep a model loaded (e.g. 5m; negative = forever, e.g. -1s)
+    #[arg(long, allow_hyphen_values = true)]
     pub keepalive: Option<String>,
     /// Don't wrap words to the next line automatically
     #[arg(long)]
@@ -196,6 +200,17 @@ pub struct RunArgs {
     #[arg(long, env = "OLLAMA_NOHISTORY", value_parser = parse::clap_bool, num_args = 0..=1,
           default_missing_value = "true", default_value = "false", hide = true)]
     pub nohistory: bool,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+/// `herd pull` / `herd push`.
+#[derive(Debug, Clone, Args)]
+pub struct TransferArgs {
+    pub model: String,
+    /// Use an insecure registry (allows `http://` names)
+    #[arg(long)]
+    pub insecure: bool,
     #[command(flatten)]
     pub client: ClientArgs,
 }
@@ -385,6 +400,13 @@ fn parse_flash_attention(raw: &str) -> Result<FlashAttention, String> {
 fn parse_kv_cache_type(raw: &str) -> Result<KvCacheType, String> {
     KvCacheType::parse(clean(raw))
         .ok_or_else(|| format!("{:?}: expected f16, q8_0 or q4_0", clean(raw)))
+}
+
+/// `~/.ollama`: where Ollama keeps its registry key pair (`id_ed25519`), whatever
+/// `OLLAMA_MODELS` says.
+pub fn key_dir() -> PathBuf {
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
+    home.join(".ollama")
 }
 
 /// `~/.ollama/models`, the store an existing Ollama install uses.

@@ -223,3 +223,43 @@ fn run_in_a_terminal_is_a_repl() {
     let history = std::fs::read_to_string(s.home.path().join(".ollama/history")).unwrap();
     assert!(history.contains("first second\nagain\n"), "{history}");
 }
+
+/// Processes whose command line mentions `needle` (any parent).
+fn processes_mentioning(needle: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
+        })
+        .collect()
+}
+
+#[test]
+fn no_runner_outlives_herd_serve() {
+    let ts = store();
+    let blobs = ts.root().join("blobs").display().to_string();
+    let mut s = Server::start(&ts);
+    let (ok, _, err) = s.herd(&["run", "fake", "--keepalive", "-1s"], "hi");
+    assert!(ok, "{err}");
+    let runners = processes_mentioning(&blobs);
+    assert_eq!(runners.len(), 1, "one runner loaded: {runners:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(s.child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = s.child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    // herd reaps its runners before exiting; give the kernel a moment to drop /proc entries.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !processes_mentioning(&blobs).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        processes_mentioning(&blobs).is_empty(),
+        "orphan runner left"
+    );
+}

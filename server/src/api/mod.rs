@@ -20,6 +20,7 @@ pub mod inference;
 pub mod models;
 pub mod openai;
 pub mod options;
+pub mod pull;
 pub mod request;
 pub mod serve;
 pub mod show;
@@ -63,6 +64,9 @@ pub struct AppState {
     pub defaults: InferenceDefaults,
     /// Models already read from the store, by manifest digest.
     pub resolved: Arc<inference::ResolvedCache>,
+    /// Registry client for pull/push (shares in-flight downloads); `None`: one with default
+    /// options (no signing key) is made per request.
+    pub registry: Option<crate::store::registry::Registry>,
 }
 
 impl AppState {
@@ -80,7 +84,13 @@ impl AppState {
             inference: None,
             resolved: Arc::default(),
             defaults: InferenceDefaults::default(),
+            registry: None,
         }
+    }
+
+    pub fn with_registry(mut self, registry: crate::store::registry::Registry) -> AppState {
+        self.registry = Some(registry);
+        self
     }
 
     pub fn with_inference(mut self, engine: Arc<dyn Inference>) -> AppState {
@@ -130,6 +140,8 @@ pub fn app(state: AppState) -> Router {
         .route("/api/show", post(models::show))
         .route("/api/copy", post(models::copy))
         .route("/api/delete", axum::routing::delete(models::delete))
+        .route("/api/pull", post(pull::pull))
+        .route("/api/push", post(pull::push))
         .route(
             "/api/blobs/{digest}",
             head(blobs::head_blob).post(blobs::create_blob),

@@ -4,6 +4,7 @@
 pub mod client;
 pub mod format;
 pub mod run;
+pub mod pull;
 pub mod serve;
 pub mod show;
 
@@ -27,6 +28,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Cp(args) => copy(args).await,
         Command::Rm(args) => remove(args).await,
         Command::Run(args) => run::run(args).await,
+        Command::Pull(args) => pull::run(args, pull::Direction::Pull).await,
+        Command::Push(args) => pull::run(args, pull::Direction::Push).await,
     }
 }
 

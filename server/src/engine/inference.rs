@@ -362,6 +362,11 @@ async fn chat(engine: Engine, job: ChatJob) -> Result<ChunkStream<ChatResponse>>
         let rendered = render(window);
         async move {
             let content = rendered?;
+            // Every token of text covers at least one byte, so bytes + the BOS/EOS the tokenizer
+            // may add bound the count: a prompt that fits by that bound needs no runner trip.
+            if content.len() + 2 <= num_ctx {
+                return Ok(content.len() + 2);
+            }
             let req = TokenizeRequest {
                 content,
                 add_special: true,

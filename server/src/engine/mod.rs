@@ -79,8 +79,7 @@ impl Engine {
         .map_err(|e| Error::Internal(format!("model preparation task: {e}")))?
     }
 
-    /// A cached model by manifest digest (for `/api/ps` details), without touching the store.
-    pub fn cached(&self, digest: &str) -> Option<Arc<Model>> {
+    fn cached(&self, digest: &str) -> Option<Arc<Model>> {
         self.inner.models.lock().unwrap().get(digest).cloned()
     }
 
@@ -97,11 +96,6 @@ impl Engine {
         let req = plan::model_request(model, load, keep_alive);
         let lease = self.inner.scheduler.acquire(req).await?;
         Ok((lease, start.elapsed()))
-    }
-
-    /// Unloads `model`'s runners (keep_alive 0 on an empty prompt). Returns when they are gone.
-    pub async fn unload(&self, model: &Model) -> bool {
-        self.inner.scheduler.unload(&model.path).await
     }
 }
 
