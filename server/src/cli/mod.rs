@@ -3,8 +3,8 @@
 
 pub mod client;
 pub mod format;
-pub mod run;
 pub mod pull;
+pub mod run;
 pub mod serve;
 pub mod show;
 
