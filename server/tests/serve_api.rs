@@ -516,3 +516,35 @@ async fn embed_normalizes_and_cuts_dimensions() {
         json!({"embedding": []})
     );
 }
+
+#[tokio::test]
+async fn generate_context_round_trips() {
+    let h = Harness::new();
+    h.fake("echo", &["--echo"], &[]);
+    let first = h
+        .post(
+            "/api/generate",
+            json!({"model": "echo", "prompt": "hi", "stream": false}),
+        )
+        .await
+        .json();
+    // No template: the prompt is the text, and the echo runner repeats it.
+    assert_eq!(first["response"], "hi");
+    let ctx = first["context"].clone();
+    assert_eq!(
+        ctx.as_array().unwrap().len(),
+        4,
+        "tokens of prompt + output: {ctx}"
+    );
+    // A given context is detokenized and prepended to the new prompt.
+    let second = h
+        .post(
+            "/api/generate",
+            json!({"model": "echo", "prompt": " there", "context": ctx, "stream": false}),
+        )
+        .await
+        .json();
+    assert_eq!(second["response"], "hihi there");
+    let n = second["context"].as_array().unwrap().len();
+    assert_eq!(n, "hihi there".len() * 2);
+}
