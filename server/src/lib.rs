@@ -7,6 +7,7 @@ pub mod cli;
 pub mod config;
 pub mod error;
 pub mod gguf;
+pub mod modelfile;
 pub mod prompt;
 pub mod runner;
 pub mod scheduler;
