@@ -5,6 +5,7 @@
 pub mod api;
 pub mod cli;
 pub mod config;
+pub mod create;
 pub mod error;
 pub mod gguf;
 pub mod modelfile;

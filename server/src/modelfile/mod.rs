@@ -16,6 +16,7 @@ mod tests;
 
 use std::fmt;
 
+pub(crate) use params::go_float_json;
 pub use params::{
     format_param, parameters, validate_requires, ParamKind, ParamsOut, DEPRECATED_PARAMETERS,
 };
