@@ -1,1 +1,3 @@
 //! (placeholder: owned by the cli work stream)
+
+pub mod create;
