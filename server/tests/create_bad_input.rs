@@ -4,7 +4,6 @@
 mod create_util;
 
 use server::create::CreateRequest;
-use server::gguf::GgufBuilder;
 use server::store::Digest;
 
 use create_util::{files, store, tiny_gguf};
@@ -202,32 +201,4 @@ fn request_level_errors() {
     assert_eq!(err.status(), 400);
     assert!(err.to_string().contains("was not uploaded"), "{err}");
     assert!(t.store.list().unwrap().is_empty());
-}
-
-#[test]
-fn split_ggufs_are_refused_clearly() {
-    let t = store();
-    let shard = |no: u16| {
-        GgufBuilder::tiny_llama()
-            .kv("split.no", no)
-            .kv("split.count", 2u16)
-            .kv("split.tensors.count", 2i32)
-            .build()
-            .unwrap()
-    };
-    let a = t.upload(&shard(0));
-    let b = t.upload(&shard(1));
-    let r = CreateRequest {
-        model: "split".into(),
-        files: files(&[("m-00001-of-00002.gguf", &a), ("m-00002-of-00002.gguf", &b)]),
-        ..CreateRequest::default()
-    };
-    let err = t.create(&r).unwrap_err();
-    assert_eq!(err.status(), 400);
-    assert!(
-        err.to_string()
-            .starts_with("split GGUF \"m-00001-of-00002.gguf\" is not supported yet"),
-        "{err}"
-    );
-    assert!(t.read("split").is_none());
 }

@@ -2,7 +2,7 @@
 //! layers. Only GGUF is imported: each file must already be a blob, start with the GGUF magic and
 //! pass the bounded metadata reader (`crate::gguf`), so malformed or hostile files are refused
 //! with 400 before anything is written. The layer references the uploaded blob itself: no second
-//! copy of the data is made.
+//! copy of the data is made (split GGUFs excepted: their shards are merged, see `split`).
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -20,6 +20,8 @@ pub(crate) const FILE_PATH_MUST_BE_RELATIVE: &str = "file path must be relative"
 pub(crate) struct GgufLayer {
     pub layer: Layer,
     pub gguf: GgufFile,
+    /// The blob was written by this create (a merged split), not uploaded.
+    pub new_blob: bool,
 }
 
 /// Go's `fs.ValidPath` (unrooted, slash-separated, no empty, `.` or `..` element), plus no
@@ -98,8 +100,7 @@ pub(crate) fn import_files(
         let digest = Digest::parse(digest)?;
         out.push(import_one(blobs, path, &digest, forced)?);
     }
-    reject_split(&out)?;
-    Ok(out)
+    super::split::merge_splits(blobs, out)
 }
 
 fn import_one(
@@ -120,7 +121,11 @@ fn import_one(
     let media_type = forced.unwrap_or_else(|| media_type_for(&g));
     let mut layer = Layer::new(media_type, digest.clone(), size);
     layer.from = Some(path.to_owned());
-    Ok(GgufLayer { layer, gguf: g })
+    Ok(GgufLayer {
+        layer,
+        gguf: g,
+        new_blob: false,
+    })
 }
 
 /// Ollama's classification: `general.type` `adapter` → adapter; `projector`/`mmproj`, a
@@ -142,27 +147,4 @@ pub(crate) fn media_type_for(g: &GgufFile) -> &'static str {
     } else {
         MEDIA_TYPE_MODEL
     }
-}
-
-/// `split.count` (or `<arch>.split.count`) as llama.cpp's gguf-split writes it.
-fn split_count(g: &GgufFile) -> Option<u64> {
-    g.get("split.count")
-        .or_else(|| g.arch_value("split.count"))
-        .and_then(Value::as_u64)
-}
-
-/// Split GGUFs (`-0000N-of-0000M`) would need their shards merged into one file, which herd
-/// does not do yet; refuse them clearly instead of creating a model that cannot load.
-fn reject_split(layers: &[GgufLayer]) -> Result<()> {
-    if let Some(l) = layers
-        .iter()
-        .find(|l| split_count(&l.gguf).unwrap_or(1) > 1)
-    {
-        return Err(Error::BadRequest(format!(
-            "split GGUF {:?} is not supported yet; merge the shards first \
-             (llama-gguf-split --merge) and create from the merged file",
-            l.layer.from.as_deref().unwrap_or_default()
-        )));
-    }
-    Ok(())
 }

@@ -6,13 +6,15 @@
 //! - everything that can be refused (names, file paths, digests, GGUF validity, quantize
 //!   requests) is checked before the first progress message, so the API can still answer with a
 //!   real status code; on any error no manifest is written;
-//! - an imported GGUF layer *is* the uploaded blob (same digest), never a copy;
+//! - an imported GGUF layer *is* the uploaded blob (same digest), never a copy (except the one
+//!   merged file a split GGUF needs);
 //! - the manifest is written last, after every blob it names exists (the store enforces it).
 //!
 //! Blocking filesystem code: call `create_model` from `spawn_blocking`.
 
 mod import;
 mod layers;
+mod split;
 
 use std::collections::BTreeMap;
 
@@ -179,8 +181,13 @@ fn plan(store: &Store, req: &CreateRequest) -> Result<Plan> {
     let mut base: Vec<(Built, Option<GgufLayer>)> = Vec::new();
     let imported = |layers: Vec<GgufLayer>| {
         layers.into_iter().map(|g| {
+            let verb = if g.new_blob {
+                "creating new layer"
+            } else {
+                "using existing layer"
+            };
             let built = Built {
-                status: format!("using existing layer {}", g.layer.digest),
+                status: format!("{verb} {}", g.layer.digest),
                 layer: g.layer.clone(),
             };
             (built, Some(g))
@@ -273,6 +280,7 @@ fn from_model(
                 Some(GgufLayer {
                     layer: layer.clone(),
                     gguf,
+                    new_blob: false,
                 })
             }
             _ => None,
