@@ -16,7 +16,12 @@ fuzz_target!(|data: &[u8]| {
         let _ = f.tensors_json();
         let _ = f.details();
         let _ = f.capabilities();
-        let _ = (f.context_length(), f.head_count_kv(), f.key_length(), f.value_length());
+        let _ = (
+            f.context_length(),
+            f.head_count_kv(),
+            f.key_length(),
+            f.value_length(),
+        );
         if full_arrays {
             let rebuilt = f
                 .kvs
