@@ -172,6 +172,17 @@ fn request_level_errors() {
         ),
         (
             CreateRequest {
+                template: "{{ if .System }}unclosed".into(),
+                ..req("m", "m.gguf", &d)
+            },
+            400,
+            format!(
+                "template error: {}",
+                server::prompt::Template::parse_go("{{ if .System }}unclosed").unwrap_err()
+            ),
+        ),
+        (
+            CreateRequest {
                 files: files(&[("model.safetensors", &d)]),
                 ..req("m", "m.gguf", &d)
             },

@@ -170,6 +170,10 @@ pub fn create_model(
 fn plan(store: &Store, req: &CreateRequest) -> Result<Plan> {
     let name = precheck(req)?;
     let licenses = licenses(req)?;
+    if !req.template.is_empty() {
+        crate::prompt::Template::parse_go(&req.template)
+            .map_err(|e| Error::BadRequest(format!("template error: {e}")))?;
+    }
     let blobs = store.blobs();
     let mut config = ConfigV2 {
         renderer: req.renderer.clone(),
