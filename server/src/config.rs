@@ -1,1 +1,504 @@
-//! Configuration: parsed once (clap derive + env). (placeholder)
+//! The one command line (`Cli`) and the serve configuration (`Config`), parsed once by clap from
+//! flags and Ollama's environment variables. Every environment variable the server honours is a
+//! typed field here; no other module of this crate reads the environment. Value grammar follows
+//! Ollama's `envconfig` (values trimmed of spaces and quotes, its bool and duration rules), see
+//! `parse` and `host`; malformed numbers are rejected at startup rather than silently defaulted.
+
+mod host;
+mod parse;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use runner_protocol::{FlashAttention, KvCacheType};
+use std::path::PathBuf;
+
+pub use host::{join_host_port, split_host_port, OllamaHost, DEFAULT_PORT};
+pub use parse::{
+    clean, env_duration_nanos, go_parse_bool, go_parse_duration, keep_alive_display,
+    keep_alive_from_nanos, ollama_bool, KeepAlive, LoadTimeout,
+};
+
+/// File name of the llama.cpp runner binary, looked up next to `herd` by default.
+pub const RUNNER_BIN: &str = "runner-llamacpp";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "herd",
+    version = crate::VERSION,
+    about = "Large language model server, compatible with Ollama's API, CLI and model store"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub log: LogArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Start the server
+    #[command(alias = "start")]
+    Serve(Box<Config>),
+    /// List models
+    #[command(visible_alias = "ls")]
+    List(ListArgs),
+    /// List running models
+    Ps(ListArgs),
+    /// Show information for a model
+    Show(ShowArgs),
+    /// Stop a running model
+    Stop(StopArgs),
+    /// Copy a model
+    Cp(CopyArgs),
+    /// Remove one or more models
+    Rm(RemoveArgs),
+    /// Create a model from a Modelfile
+    Create(CreateArgs),
+}
+
+/// Logging, shared by every subcommand.
+#[derive(Debug, Clone, Args)]
+pub struct LogArgs {
+    /// Log verbosity: 0/false = INFO, 1/true = DEBUG, 2 = TRACE.
+    #[arg(
+        long = "debug",
+        env = "OLLAMA_DEBUG",
+        global = true,
+        value_parser = parse_log_level,
+        num_args = 0..=1, require_equals = true,
+        default_missing_value = "1",
+        default_value = "0"
+    )]
+    pub level: LogLevel,
+    /// Log line format.
+    #[arg(long, env = "HERD_LOG_FORMAT", global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Ollama's `LogLevel()`: a true Go bool is DEBUG; otherwise an integer n maps to slog level
+/// -4n (2 = TRACE, -1 = WARN, -2 = ERROR); anything else is INFO.
+pub fn parse_log_level(raw: &str) -> Result<LogLevel, String> {
+    let s = clean(raw);
+    if go_parse_bool(s) == Some(true) {
+        return Ok(LogLevel::Debug);
+    }
+    Ok(match s.parse::<i64>().unwrap_or(0) {
+        0 => LogLevel::Info,
+        1 => LogLevel::Debug,
+        n if n >= 2 => LogLevel::Trace,
+        -1 => LogLevel::Warn,
+        _ => LogLevel::Error,
+    })
+}
+
+/// Where a client command finds the server.
+#[derive(Debug, Clone, Args)]
+pub struct ClientArgs {
+    /// Server address: [http[s]://]host[:port][/path]
+    #[arg(long, env = "OLLAMA_HOST", value_parser = parse_host, default_value = "127.0.0.1:11434")]
+    pub host: OllamaHost,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ListArgs {
+    /// Only list models whose name starts with this (case-insensitive)
+    pub prefix: Option<String>,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ShowArgs {
+    pub model: String,
+    /// Show license of a model
+    #[arg(long)]
+    pub license: bool,
+    /// Show Modelfile of a model
+    #[arg(long)]
+    pub modelfile: bool,
+    /// Show parameters of a model
+    #[arg(long)]
+    pub parameters: bool,
+    /// Show template of a model
+    #[arg(long)]
+    pub template: bool,
+    /// Show system message of a model
+    #[arg(long)]
+    pub system: bool,
+    /// Show detailed model information
+    #[arg(short, long)]
+    pub verbose: bool,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StopArgs {
+    pub model: String,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CopyArgs {
+    pub source: String,
+    pub destination: String,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RemoveArgs {
+    #[arg(required = true, num_args = 1..)]
+    pub models: Vec<String>,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CreateArgs {
+    pub model: String,
+    /// Name of the Modelfile (default: ./Modelfile)
+    #[arg(short = 'f', long = "file")]
+    pub file: Option<std::path::PathBuf>,
+    /// Quantize model to this level (e.g. q4_K_M)
+    #[arg(short = 'q', long)]
+    pub quantize: Option<String>,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+/// Everything `herd serve` needs, from flags or Ollama's environment variables.
+#[derive(Debug, Clone, Args)]
+pub struct Config {
+    /// Address to listen on: [http[s]://]host[:port]; `:port` or 0.0.0.0 listens on every interface.
+    #[arg(long, env = "OLLAMA_HOST", value_parser = parse_host, default_value = "127.0.0.1:11434")]
+    pub host: OllamaHost,
+    /// Model store directory (holds manifests/ and blobs/).
+    #[arg(long, env = "OLLAMA_MODELS", value_parser = parse_path, default_value_os_t = default_models_dir())]
+    pub models: PathBuf,
+    /// Extra allowed CORS origins, comma-separated; added to the built-in local list.
+    #[arg(long, env = "OLLAMA_ORIGINS", value_parser = parse_origins, default_value = "")]
+    pub origins: Origins,
+    /// Do not prune unreferenced blobs at startup.
+    #[arg(long, env = "OLLAMA_NOPRUNE", value_parser = parse::clap_bool, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false")]
+    pub noprune: bool,
+    /// How long a model stays loaded after its last request (Go duration or seconds; negative = forever).
+    #[arg(long, env = "OLLAMA_KEEP_ALIVE", value_parser = parse::clap_keep_alive, default_value = "5m",
+          allow_negative_numbers = true)]
+    pub keep_alive: KeepAlive,
+    /// Parallel requests per loaded model.
+    #[arg(long, env = "OLLAMA_NUM_PARALLEL", value_parser = parse::clap_uint::<1>, default_value = "1")]
+    pub num_parallel: u32,
+    /// Maximum loaded models; 0 = automatic (3 per GPU).
+    #[arg(long, env = "OLLAMA_MAX_LOADED_MODELS", value_parser = parse::clap_uint::<0>, default_value = "0")]
+    pub max_loaded_models: u32,
+    /// Maximum queued requests before answering 503.
+    #[arg(long, env = "OLLAMA_MAX_QUEUE", value_parser = parse::clap_uint::<512>, default_value = "512")]
+    pub max_queue: u32,
+    /// Default context length; 0 = chosen from available memory.
+    #[arg(long, env = "OLLAMA_CONTEXT_LENGTH", value_parser = parse::clap_uint::<0>, default_value = "0")]
+    pub context_length: u32,
+    /// Flash attention: unset = auto; a bool forces it on or off.
+    #[arg(long, env = "OLLAMA_FLASH_ATTENTION", value_parser = parse_flash_attention, default_value = "auto")]
+    pub flash_attention: FlashAttention,
+    /// K/V cache quantization: f16 (default), q8_0 or q4_0.
+    #[arg(long, env = "OLLAMA_KV_CACHE_TYPE", value_parser = parse_kv_cache_type, default_value = "f16")]
+    pub kv_cache_type: KvCacheType,
+    /// How long a model load may stall before giving up (Go duration or seconds; <= 0 = no limit).
+    #[arg(long, env = "OLLAMA_LOAD_TIMEOUT", value_parser = parse::clap_load_timeout, default_value = "5m",
+          allow_negative_numbers = true)]
+    pub load_timeout: LoadTimeout,
+    /// Run thinking + structured output as two generations (rollback switch for single-pass).
+    #[arg(long, env = "OLLAMA_FORMAT_TWO_PASS", value_parser = parse::clap_bool, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false")]
+    pub format_two_pass: bool,
+    /// Allow draft-model speculation while a grammar constrains output (MLX runner).
+    #[arg(long, env = "OLLAMA_MLX_DRAFT_UNDER_GRAMMAR", value_parser = parse::clap_bool, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false")]
+    pub mlx_draft_under_grammar: bool,
+    /// Path of the runner-llamacpp binary (default: next to the herd executable).
+    #[arg(long, env = "HERD_RUNNER", value_parser = parse_path)]
+    pub runner: Option<PathBuf>,
+    /// Directory holding runner binaries (used when HERD_RUNNER is unset).
+    #[arg(long, env = "HERD_RUNNER_DIR", value_parser = parse_path)]
+    pub runner_dir: Option<PathBuf>,
+}
+
+impl Config {
+    /// The runner binary: `HERD_RUNNER`, else `HERD_RUNNER_DIR/runner-llamacpp`, else next to
+    /// the running executable.
+    pub fn runner_path(&self) -> PathBuf {
+        if let Some(p) = &self.runner {
+            return p.clone();
+        }
+        if let Some(dir) = &self.runner_dir {
+            return dir.join(RUNNER_BIN);
+        }
+        std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent().map(|d| d.join(RUNNER_BIN)))
+            .unwrap_or_else(|| PathBuf::from(RUNNER_BIN))
+    }
+
+    /// The effective configuration as `(ENV_NAME, value)` pairs for the startup log, with
+    /// secret-looking values redacted.
+    pub fn effective(&self) -> Vec<(&'static str, String)> {
+        let fa = self.flash_attention.as_str().to_string();
+        let load_timeout = self
+            .load_timeout
+            .0
+            .map_or_else(|| "none".to_string(), |d| format!("{d:?}"));
+        let pairs: Vec<(&'static str, String)> = vec![
+            ("OLLAMA_HOST", self.host.to_string()),
+            ("OLLAMA_MODELS", self.models.display().to_string()),
+            ("OLLAMA_ORIGINS", self.origins.allowed().join(",")),
+            ("OLLAMA_NOPRUNE", self.noprune.to_string()),
+            ("OLLAMA_KEEP_ALIVE", keep_alive_display(&self.keep_alive)),
+            ("OLLAMA_NUM_PARALLEL", self.num_parallel.to_string()),
+            (
+                "OLLAMA_MAX_LOADED_MODELS",
+                self.max_loaded_models.to_string(),
+            ),
+            ("OLLAMA_MAX_QUEUE", self.max_queue.to_string()),
+            ("OLLAMA_CONTEXT_LENGTH", self.context_length.to_string()),
+            ("OLLAMA_FLASH_ATTENTION", fa),
+            (
+                "OLLAMA_KV_CACHE_TYPE",
+                self.kv_cache_type.as_str().to_string(),
+            ),
+            ("OLLAMA_LOAD_TIMEOUT", load_timeout),
+            ("OLLAMA_FORMAT_TWO_PASS", self.format_two_pass.to_string()),
+            (
+                "OLLAMA_MLX_DRAFT_UNDER_GRAMMAR",
+                self.mlx_draft_under_grammar.to_string(),
+            ),
+            ("HERD_RUNNER", self.runner_path().display().to_string()),
+        ];
+        pairs.into_iter().map(|(k, v)| (k, redact(k, v))).collect()
+    }
+}
+
+/// Values of variables whose names suggest credentials never reach the log.
+pub fn redact(name: &str, value: String) -> String {
+    let upper = name.to_ascii_uppercase();
+    let secret = ["KEY", "TOKEN", "SECRET", "PASSWORD", "AUTH"]
+        .iter()
+        .any(|w| upper.contains(w));
+    if secret && !value.is_empty() {
+        "[redacted]".to_string()
+    } else {
+        value
+    }
+}
+
+/// `OLLAMA_ORIGINS` entries (already split and trimmed); see [`Origins::allowed`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Origins(pub Vec<String>);
+
+impl Origins {
+    /// Ollama's `AllowedOrigins()`: the configured entries, then the built-in local list.
+    pub fn allowed(&self) -> Vec<String> {
+        let mut all = self.0.clone();
+        for host in ["localhost", "127.0.0.1", "0.0.0.0"] {
+            all.push(format!("http://{host}"));
+            all.push(format!("https://{host}"));
+            all.push(format!("http://{host}:*"));
+            all.push(format!("https://{host}:*"));
+        }
+        for scheme in ["app", "file", "tauri", "vscode-webview", "vscode-file"] {
+            all.push(format!("{scheme}://*"));
+        }
+        all
+    }
+}
+
+fn parse_origins(raw: &str) -> Result<Origins, String> {
+    Ok(Origins(
+        clean(raw)
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect(),
+    ))
+}
+
+fn parse_host(raw: &str) -> Result<OllamaHost, String> {
+    Ok(OllamaHost::parse(raw))
+}
+
+fn parse_path(raw: &str) -> Result<PathBuf, String> {
+    match clean(raw) {
+        "" => Err("empty path".to_string()),
+        s => Ok(PathBuf::from(s)),
+    }
+}
+
+fn parse_flash_attention(raw: &str) -> Result<FlashAttention, String> {
+    Ok(match clean(raw) {
+        "" | "auto" => FlashAttention::Auto,
+        s if ollama_bool(s, false) => FlashAttention::On,
+        _ => FlashAttention::Off,
+    })
+}
+
+fn parse_kv_cache_type(raw: &str) -> Result<KvCacheType, String> {
+    KvCacheType::parse(clean(raw))
+        .ok_or_else(|| format!("{:?}: expected f16, q8_0 or q4_0", clean(raw)))
+}
+
+/// `~/.ollama/models`, the store an existing Ollama install uses.
+pub fn default_models_dir() -> PathBuf {
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
+    home.join(".ollama").join("models")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_levels() {
+        let cases = [
+            ("", LogLevel::Info),
+            ("0", LogLevel::Info),
+            ("false", LogLevel::Info),
+            ("1", LogLevel::Debug),
+            ("true", LogLevel::Debug),
+            ("2", LogLevel::Trace),
+            ("3", LogLevel::Trace),
+            ("-1", LogLevel::Warn),
+            ("-2", LogLevel::Error),
+            ("verbose", LogLevel::Info),
+            (" '2' ", LogLevel::Trace),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(parse_log_level(raw), Ok(want), "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn flash_attention_and_kv() {
+        assert_eq!(parse_flash_attention(""), Ok(FlashAttention::Auto));
+        assert_eq!(parse_flash_attention("1"), Ok(FlashAttention::On));
+        assert_eq!(parse_flash_attention("yes"), Ok(FlashAttention::On));
+        assert_eq!(parse_flash_attention("false"), Ok(FlashAttention::Off));
+        assert_eq!(parse_kv_cache_type("Q8_0"), Ok(KvCacheType::Q8_0));
+        assert_eq!(parse_kv_cache_type(""), Ok(KvCacheType::F16));
+        assert!(parse_kv_cache_type("q3").is_err());
+    }
+
+    #[test]
+    fn origins_extend_the_default_list() {
+        let o = parse_origins(" \"https://a.example, http://b.example:8080,\" ").unwrap();
+        assert_eq!(o.0, vec!["https://a.example", "http://b.example:8080"]);
+        let all = o.allowed();
+        assert_eq!(all[0], "https://a.example");
+        assert!(all.contains(&"http://localhost:*".to_string()));
+        assert!(all.contains(&"vscode-file://*".to_string()));
+        assert_eq!(all.len(), 2 + 12 + 5);
+    }
+
+    #[test]
+    fn redaction() {
+        assert_eq!(redact("HERD_API_KEY", "s3cret".into()), "[redacted]");
+        assert_eq!(redact("OLLAMA_AUTH", "x".into()), "[redacted]");
+        assert_eq!(redact("OLLAMA_HOST", "1.2.3.4".into()), "1.2.3.4");
+        assert_eq!(redact("HERD_API_KEY", String::new()), "");
+    }
+
+    /// One test for everything that goes through clap, so no other test races on the env.
+    #[test]
+    fn command_line() {
+        let cli = Cli::try_parse_from([
+            "herd",
+            "serve",
+            "--host",
+            "0.0.0.0:8080",
+            "--models",
+            "/tmp/m",
+            "--noprune",
+            "--keep-alive",
+            "-1",
+            "--num-parallel",
+            "4",
+            "--load-timeout",
+            "0",
+            "--runner-dir",
+            "/opt/herd",
+        ])
+        .unwrap();
+        let Command::Serve(cfg) = cli.command else {
+            panic!("expected serve")
+        };
+        assert_eq!(cfg.host.bind_addr(), "0.0.0.0:8080");
+        assert_eq!(cfg.models, PathBuf::from("/tmp/m"));
+        assert!(cfg.noprune);
+        assert_eq!(cfg.keep_alive, KeepAlive::Forever);
+        assert_eq!(cfg.num_parallel, 4);
+        assert_eq!(cfg.load_timeout, LoadTimeout(None));
+        assert_eq!(
+            cfg.runner_path(),
+            PathBuf::from("/opt/herd/runner-llamacpp")
+        );
+        let pairs = cfg.effective();
+        assert!(pairs
+            .iter()
+            .any(|(k, v)| *k == "OLLAMA_NUM_PARALLEL" && v == "4"));
+
+        let cli = Cli::try_parse_from(["herd", "ls", "--host", "https://example.com/o"]).unwrap();
+        let Command::List(c) = cli.command else {
+            panic!("expected list")
+        };
+        assert_eq!(c.client.host.connect_url(), "https://example.com:443/o");
+        assert_eq!(c.prefix, None);
+
+        let cli = Cli::try_parse_from(["herd", "rm", "a", "b:1"]).unwrap();
+        let Command::Rm(r) = cli.command else {
+            panic!("expected rm")
+        };
+        assert_eq!(r.models, vec!["a", "b:1"]);
+        assert!(Cli::try_parse_from(["herd", "rm"]).is_err());
+
+        let cli = Cli::try_parse_from(["herd", "show", "m", "--parameters", "-v"]).unwrap();
+        let Command::Show(s) = cli.command else {
+            panic!("expected show")
+        };
+        assert!(s.parameters && s.verbose && !s.license);
+
+        // Optional-value flags never swallow the next word.
+        let cli =
+            Cli::try_parse_from(["herd", "--debug", "serve", "--noprune", "--host", "h"]).unwrap();
+        assert_eq!(cli.log.level, LogLevel::Debug);
+        let Command::Serve(cfg) = cli.command else {
+            panic!("expected serve")
+        };
+        assert!(cfg.noprune);
+        let cli = Cli::try_parse_from(["herd", "--debug=2", "serve", "--noprune=false"]).unwrap();
+        assert_eq!(cli.log.level, LogLevel::Trace);
+        let Command::Serve(cfg) = cli.command else {
+            panic!("expected serve")
+        };
+        assert!(!cfg.noprune);
+
+        let err = Cli::try_parse_from(["herd", "--version"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::DisplayVersion);
+        assert!(err.to_string().contains(crate::VERSION));
+    }
+}

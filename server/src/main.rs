@@ -1,5 +1,29 @@
-//! The `herd` binary: parse the command line once and hand over to the library.
+//! The `herd` binary: parse the command line once, install logging, and hand over to the
+//! library (`server::cli::run`) on a multi-threaded tokio runtime.
 
-fn main() {
-    println!("herd {}", server::VERSION);
+use std::process::ExitCode;
+
+use clap::Parser;
+use server::config::Cli;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    server::telemetry::init(&cli.log);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("Error: starting the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(server::cli::run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
 }

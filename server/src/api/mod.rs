@@ -1,1 +1,153 @@
-//! (placeholder: owned by the api work stream)
+//! The HTTP surface: Ollama's native `/api` routes, the middleware in front of them (Host guard,
+//! CORS, body limit, tracing) and the server loop. Handlers validate and translate shapes; the
+//! store and GGUF reader answer model questions, and generate/chat/embed go through the
+//! `Inference` seam (`inference.rs`) to whatever runs models.
+//!
+//! Framework: axum 0.8. It gives tower middleware (tracing, limits, our guards as plain
+//! functions), typed extractors that turn malformed requests into our one error type, and
+//! `Router` is a `tower::Service`, so tests drive the exact production app with `oneshot` while
+//! `serve` feeds it to hyper-util with a real header-read timeout. Same hyper underneath as the
+//! runner protocol.
+
+pub mod blobs;
+pub mod convert;
+pub mod create;
+pub mod embed;
+pub mod error;
+pub mod generate;
+pub mod guard;
+pub mod inference;
+pub mod models;
+pub mod options;
+pub mod request;
+pub mod serve;
+pub mod show;
+pub mod stream;
+pub mod types;
+
+use std::sync::Arc;
+
+use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::{get, head, post};
+use axum::{middleware, Json, Router};
+use tower_http::trace::TraceLayer;
+
+use crate::store::Store;
+
+pub use error::OJson;
+pub use guard::{CorsPolicy, HostGuard};
+pub use inference::{Inference, InferenceDefaults};
+pub use serve::{serve, ServeOptions};
+
+/// Largest JSON request body accepted (413 beyond). Chat requests carry base64 images, so this
+/// is generous; blob uploads are streamed and not subject to it.
+pub const DEFAULT_MAX_JSON_BODY: usize = 256 << 20;
+
+/// Everything handlers share. Cheap to clone (the store is a handle; the rest is behind `Arc`).
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Store,
+    /// DNS-rebinding protection; `HostGuard::off()` when not bound to loopback.
+    pub host_guard: Arc<HostGuard>,
+    pub cors: Arc<CorsPolicy>,
+    pub max_json_body: usize,
+    /// Runs models for generate/chat/embed; `None` until the scheduler is wired in (those
+    /// endpoints then validate requests and answer 500 for work that needs a model loaded).
+    pub inference: Option<Arc<dyn Inference>>,
+    /// `OLLAMA_CONTEXT_LENGTH` and `OLLAMA_KEEP_ALIVE`, for requests that leave them unset.
+    pub defaults: InferenceDefaults,
+}
+
+impl AppState {
+    /// A state with the default origin list, no Host guard and the default body limit; `main`
+    /// adds the guard for the address it actually bound.
+    pub fn new(store: Store) -> AppState {
+        AppState {
+            store,
+            host_guard: Arc::new(HostGuard::off()),
+            cors: Arc::new(CorsPolicy::new(
+                &crate::config::Origins::default().allowed(),
+            )),
+            max_json_body: DEFAULT_MAX_JSON_BODY,
+            inference: None,
+            defaults: InferenceDefaults::default(),
+        }
+    }
+
+    pub fn with_inference(mut self, engine: Arc<dyn Inference>) -> AppState {
+        self.inference = Some(engine);
+        self
+    }
+
+    pub fn with_defaults(mut self, defaults: InferenceDefaults) -> AppState {
+        self.defaults = defaults;
+        self
+    }
+
+    pub fn with_host_guard(mut self, guard: HostGuard) -> AppState {
+        self.host_guard = Arc::new(guard);
+        self
+    }
+
+    pub fn with_cors(mut self, cors: CorsPolicy) -> AppState {
+        self.cors = Arc::new(cors);
+        self
+    }
+
+    pub fn with_max_json_body(mut self, bytes: usize) -> AppState {
+        self.max_json_body = bytes;
+        self
+    }
+}
+
+/// The whole application, ready for `serve` or `oneshot`.
+pub fn app(state: AppState) -> Router {
+    let routes = Router::new()
+        .route("/", get(root).head(root))
+        .route("/api/version", get(version).head(version))
+        .route("/api/tags", get(models::tags).head(models::tags))
+        .route("/api/ps", get(models::ps))
+        .route("/api/generate", post(generate::generate))
+        .route("/api/chat", post(generate::chat))
+        .route("/api/embed", post(embed::embed))
+        .route("/api/embeddings", post(embed::embeddings))
+        .route("/api/show", post(models::show))
+        .route("/api/copy", post(models::copy))
+        .route("/api/create", post(create::create))
+        .route("/api/delete", axum::routing::delete(models::delete))
+        .route(
+            "/api/blobs/{digest}",
+            head(blobs::head_blob).post(blobs::create_blob),
+        )
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(state.max_json_body))
+        .layer(middleware::from_fn_with_state(state.clone(), guard::cors))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            guard::host_guard,
+        ))
+        .layer(middleware::from_fn(error::log_server_errors))
+        // 5xx are logged once, with their message, by `log_server_errors`.
+        .layer(TraceLayer::new_for_http().on_failure(()));
+    routes.with_state(state)
+}
+
+async fn root() -> &'static str {
+    "Ollama is running"
+}
+
+async fn version() -> Json<serde_json::Value> {
+    Json(serde_json::json!({ "version": crate::VERSION }))
+}
+
+/// gin's texts, which clients and scripts match on.
+async fn not_found() -> impl IntoResponse {
+    (StatusCode::NOT_FOUND, "404 page not found")
+}
+
+async fn method_not_allowed() -> impl IntoResponse {
+    (StatusCode::METHOD_NOT_ALLOWED, "405 method not allowed")
+}

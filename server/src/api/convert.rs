@@ -1,0 +1,218 @@
+//! Conversions between the native API's types and the runner protocol, for the code that
+//! implements `Inference`: options → sampling, load options and the completion request;
+//! `format` → grammar constraint; runner timings → `Metrics`; runner logprobs → API logprobs.
+//! Pure and table-tested, so the glue only wires calls together.
+
+use std::time::Duration;
+
+use runner_protocol::{
+    CompletionRequest, Constraint, DoneReason, LoadOptions, Sampling, Timings,
+    TokenLogprob as RunnerLogprob,
+};
+
+use super::options::Options;
+use super::request::Format;
+use super::types::{Logprob, Metrics, TokenLogprob};
+
+fn clamp_i32(v: i64) -> i32 {
+    v.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32
+}
+
+impl Options {
+    pub fn sampling(&self) -> Sampling {
+        Sampling {
+            temperature: self.temperature,
+            top_k: clamp_i32(self.top_k),
+            top_p: self.top_p,
+            min_p: self.min_p,
+            typical_p: self.typical_p,
+            repeat_last_n: clamp_i32(self.repeat_last_n),
+            repeat_penalty: self.repeat_penalty,
+            presence_penalty: self.presence_penalty,
+            frequency_penalty: self.frequency_penalty,
+            seed: self.seed,
+        }
+    }
+
+    /// Writes the runner-shaping options into `load` (its `model` and the engine-wide fields
+    /// are the caller's). `num_ctx` 0 leaves the scheduler's choice in place; `num_gpu` -1 means
+    /// "as many layers as fit"; `use_mmap` unset keeps mmap on.
+    pub fn apply_to_load(&self, load: &mut LoadOptions) {
+        let r = &self.runner;
+        if r.num_ctx > 0 {
+            load.ctx_size = u32::try_from(r.num_ctx).unwrap_or(u32::MAX);
+        }
+        if r.num_batch > 0 {
+            let batch = u32::try_from(r.num_batch).unwrap_or(u32::MAX);
+            load.batch = batch;
+            load.ubatch = load.ubatch.min(batch);
+        }
+        load.gpu_layers = clamp_i32(r.num_gpu);
+        load.main_gpu = r.main_gpu.and_then(|g| u32::try_from(g).ok());
+        load.threads = u32::try_from(r.num_thread).unwrap_or(0);
+        load.mmap = r.use_mmap.unwrap_or(true);
+    }
+
+    /// A completion request for `prompt` carrying these options (the caller sets `prompt`,
+    /// `shift`, `truncate`, logprobs and the constraint as the request demands).
+    pub fn completion_request(&self) -> CompletionRequest {
+        CompletionRequest {
+            sampling: self.sampling(),
+            num_predict: clamp_i32(self.num_predict),
+            num_keep: clamp_i32(self.num_keep),
+            stop: self.stop.clone(),
+            ..CompletionRequest::default()
+        }
+    }
+}
+
+/// The grammar for a `format`; `thinking_close` are the strings that end the model's thinking
+/// when the response starts inside it (empty: the constraint applies from the first token).
+pub fn constraint(format: &Format, thinking_close: Vec<String>) -> Option<Constraint> {
+    match format {
+        Format::None => None,
+        Format::Json => Some(Constraint::Json { thinking_close }),
+        Format::Schema(schema) => Some(Constraint::JsonSchema {
+            schema: schema.clone(),
+            thinking_close,
+        }),
+    }
+}
+
+pub fn done_reason(r: DoneReason) -> &'static str {
+    match r {
+        DoneReason::Stop => "stop",
+        DoneReason::Length => "length",
+    }
+}
+
+/// The final chunk's metrics: runner timings plus the server-measured load and total times.
+pub fn metrics(t: &Timings, load: Duration, total: Duration) -> Metrics {
+    Metrics {
+        total_duration: total.as_nanos() as u64,
+        load_duration: load.as_nanos() as u64,
+        prompt_eval_count: u64::from(t.prompt_eval_count),
+        prompt_eval_duration: t.prompt_eval_duration_ns,
+        eval_count: u64::from(t.eval_count),
+        eval_duration: t.eval_duration_ns,
+    }
+}
+
+pub fn logprobs(lps: &[RunnerLogprob]) -> Vec<Logprob> {
+    lps.iter()
+        .map(|lp| Logprob {
+            token: TokenLogprob {
+                token: lp.token.clone(),
+                logprob: f64::from(lp.logprob),
+                bytes: lp.bytes.clone(),
+            },
+            top_logprobs: lp
+                .top_logprobs
+                .iter()
+                .map(|t| TokenLogprob {
+                    token: t.token.clone(),
+                    logprob: f64::from(t.logprob),
+                    bytes: t.bytes.clone(),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use runner_protocol::TopLogprob;
+    use serde_json::json;
+
+    #[test]
+    fn options_to_runner() {
+        let mut o = Options::defaults(0);
+        o.apply(
+            &serde_json::from_value(json!({
+                "temperature": 0.1, "top_k": 5, "seed": 42, "num_predict": 128, "stop": ["\n"],
+                "num_ctx": 2048, "num_batch": 256, "num_gpu": 0, "main_gpu": 1, "use_mmap": false,
+                "num_thread": 4
+            }))
+            .unwrap(),
+        )
+        .unwrap();
+        let req = o.completion_request();
+        assert_eq!(req.sampling.temperature, 0.1);
+        assert_eq!((req.sampling.top_k, req.sampling.seed), (5, 42));
+        assert_eq!((req.num_predict, req.num_keep), (128, 4));
+        assert_eq!(req.stop, vec!["\n"]);
+        assert_eq!(Options::defaults(0).sampling(), Sampling::default());
+
+        let mut load = LoadOptions::default();
+        o.apply_to_load(&mut load);
+        assert_eq!((load.ctx_size, load.batch, load.ubatch), (2048, 256, 256));
+        assert_eq!(
+            (load.gpu_layers, load.main_gpu, load.threads, load.mmap),
+            (0, Some(1), 4, false)
+        );
+
+        // Defaults leave the scheduler's context choice and mmap alone.
+        let mut load = LoadOptions::default();
+        Options::defaults(0).apply_to_load(&mut load);
+        assert_eq!(load, LoadOptions::default());
+    }
+
+    #[test]
+    fn format_to_constraint() {
+        assert_eq!(constraint(&Format::None, vec![]), None);
+        assert_eq!(
+            constraint(&Format::Json, vec!["</think>".into()]),
+            Some(Constraint::Json {
+                thinking_close: vec!["</think>".into()]
+            })
+        );
+        let schema = json!({"type": "object"});
+        assert_eq!(
+            constraint(&Format::Schema(schema.clone()), vec![]),
+            Some(Constraint::JsonSchema {
+                schema,
+                thinking_close: vec![]
+            })
+        );
+    }
+
+    #[test]
+    fn timings_and_logprobs() {
+        let t = Timings {
+            prompt_eval_count: 10,
+            prompt_eval_duration_ns: 2_000,
+            eval_count: 5,
+            eval_duration_ns: 9_000,
+            cached_tokens: 3,
+        };
+        let m = metrics(&t, Duration::from_millis(1), Duration::from_millis(20));
+        assert_eq!(
+            serde_json::to_value(m).unwrap(),
+            json!({"total_duration": 20_000_000, "load_duration": 1_000_000, "prompt_eval_count": 10,
+                   "prompt_eval_duration": 2000, "eval_count": 5, "eval_duration": 9000})
+        );
+        assert_eq!(
+            (
+                done_reason(DoneReason::Stop),
+                done_reason(DoneReason::Length)
+            ),
+            ("stop", "length")
+        );
+        let lp = logprobs(&[RunnerLogprob {
+            token: "a".into(),
+            logprob: -0.5,
+            bytes: vec![97],
+            top_logprobs: vec![TopLogprob {
+                token: "b".into(),
+                logprob: -1.0,
+                bytes: vec![98],
+            }],
+        }]);
+        assert_eq!(
+            serde_json::to_value(&lp).unwrap(),
+            json!([{"token": "a", "logprob": -0.5, "bytes": [97],
+                    "top_logprobs": [{"token": "b", "logprob": -1.0, "bytes": [98]}]}])
+        );
+    }
+}

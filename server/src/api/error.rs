@@ -1,0 +1,121 @@
+//! How the native API renders failures: every handler error is a `crate::error::Error`, shown as
+//! `{"error": msg}` with the status from `Error::status()` (the one table). Also the JSON body
+//! extractor, which turns Ollama's request-decoding failures into the same errors: empty body →
+//! 400 `missing request body`, malformed → 400 with the decoder's message, too large → 413.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::de::DeserializeOwned;
+
+use crate::error::Error;
+
+/// The message of a 5xx, carried to `log_server_errors` in the response extensions so the log
+/// line is written once, in middleware, with the request's span.
+#[derive(Clone, Debug)]
+struct ServerErrorMessage(String);
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let message = self.to_string();
+        let mut resp = (status, Json(serde_json::json!({ "error": message }))).into_response();
+        if matches!(self, Error::QueueFull) {
+            // Admission overflow is transient (DESIGN.md decision 8): tell clients when to retry.
+            resp.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        if status.is_server_error() {
+            resp.extensions_mut().insert(ServerErrorMessage(message));
+        }
+        resp
+    }
+}
+
+/// Logs 5xx responses produced by handlers (4xx are the client's business).
+pub async fn log_server_errors(req: Request, next: Next) -> Response {
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let resp = next.run(req).await;
+    if let Some(ServerErrorMessage(msg)) = resp.extensions().get::<ServerErrorMessage>() {
+        tracing::error!(%method, %path, status = resp.status().as_u16(), error = %msg, "request failed");
+    }
+    resp
+}
+
+/// A JSON request body with Ollama's decoding rules (see module docs). Like Go's
+/// `json.Decoder.Decode`, only the first JSON value is read; unknown fields are ignored.
+pub struct OJson<T>(pub T);
+
+impl<T, S> FromRequest<S> for OJson<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = Error;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Error> {
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                Error::PayloadTooLarge
+            } else {
+                Error::BadRequest(rejection.body_text())
+            }
+        })?;
+        decode_json(&bytes).map(OJson)
+    }
+}
+
+/// Decode the first JSON value in `bytes` with the native API's error texts.
+pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
+    if bytes.trim_ascii().is_empty() {
+        return Err(Error::BadRequest("missing request body".into()));
+    }
+    let mut values = serde_json::Deserializer::from_slice(bytes).into_iter::<T>();
+    match values.next() {
+        Some(Ok(v)) => Ok(v),
+        Some(Err(e)) if e.is_eof() => Err(Error::BadRequest("unexpected EOF".into())),
+        Some(Err(e)) => Err(Error::BadRequest(e.to_string())),
+        None => Err(Error::BadRequest("missing request body".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Deserialize, Debug)]
+    struct Req {
+        model: String,
+    }
+
+    #[test]
+    fn decoding_errors() {
+        let err = |b: &[u8]| decode_json::<Req>(b).unwrap_err().to_string();
+        assert_eq!(err(b""), "missing request body");
+        assert_eq!(err(b" \n\t"), "missing request body");
+        assert_eq!(err(b"{\"model\":"), "unexpected EOF");
+        assert!(err(b"{\"model\": 1}").contains("invalid type"));
+        assert!(err(b"nope").contains("expected"));
+        // First value only, unknown fields ignored (Go's Decoder semantics).
+        let r: Req = decode_json(b"{\"model\":\"a\",\"x\":1} trailing").unwrap();
+        assert_eq!(r.model, "a");
+    }
+
+    #[test]
+    fn error_shape() {
+        let resp = Error::NotFound("model 'x:latest' not found".into()).into_response();
+        assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+        let resp = Error::QueueFull.into_response();
+        assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(resp.headers()["retry-after"], "1");
+        let resp = Error::Internal("boom".into()).into_response();
+        assert_eq!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(resp.extensions().get::<ServerErrorMessage>().is_some());
+    }
+}

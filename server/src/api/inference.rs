@@ -1,0 +1,242 @@
+//! The seam between the native inference handlers and whatever runs models. Handlers validate
+//! and resolve everything Ollama checks up front (names, options, think, format, keep-alive,
+//! capabilities) and hand a finished job to an `Inference`; the implementation renders the
+//! prompt, schedules a runner and turns its output into API chunks. Dropping a returned stream
+//! cancels the work. Tests implement it with a scripted fake.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+
+use super::models::blocking;
+use super::options::Options;
+use super::request::{Format, ThinkValue};
+use super::show::{go_quote, ModelView};
+use super::stream::ChunkStream;
+use super::types::{ChatRequest, ChatResponse, GenerateRequest, GenerateResponse};
+use super::AppState;
+use crate::config::KeepAlive;
+use crate::error::{Error, Result};
+use crate::store::ModelName;
+
+/// A stored model, resolved and read, as a job carries it.
+#[derive(Debug, Clone)]
+pub struct ResolvedModel {
+    /// Exact casing of the manifest on disk.
+    pub name: ModelName,
+    pub view: ModelView,
+    /// Ollama's capability list (`completion`, `embedding`, `tools`, `thinking`, …).
+    pub capabilities: Vec<String>,
+}
+
+impl ResolvedModel {
+    pub fn can(&self, capability: &str) -> bool {
+        self.capabilities.iter().any(|c| c == capability)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct GenerateJob {
+    pub model: Arc<ResolvedModel>,
+    /// The request as sent (prompt, suffix, system, template, images, raw, context, logprobs…).
+    pub request: GenerateRequest,
+    pub options: Options,
+    /// Effective thinking (defaulted on for thinking models).
+    pub think: Option<ThinkValue>,
+    pub format: Format,
+    pub keep_alive: KeepAlive,
+}
+
+#[derive(Debug, Clone)]
+pub struct ChatJob {
+    pub model: Arc<ResolvedModel>,
+    pub request: ChatRequest,
+    pub options: Options,
+    pub think: Option<ThinkValue>,
+    pub format: Format,
+    pub keep_alive: KeepAlive,
+}
+
+#[derive(Debug, Clone)]
+pub struct EmbedJob {
+    pub model: Arc<ResolvedModel>,
+    /// Never empty.
+    pub inputs: Vec<String>,
+    /// Truncate inputs to the context (default) instead of failing.
+    pub truncate: bool,
+    pub options: Options,
+    pub keep_alive: KeepAlive,
+}
+
+/// Raw (unnormalized) vectors, one per input, with the load time and prompt token count.
+#[derive(Debug, Clone, Default)]
+pub struct EmbedOutput {
+    pub embeddings: Vec<Vec<f32>>,
+    pub prompt_eval_count: u64,
+    pub load_duration: Duration,
+}
+
+/// One loaded model, as `/api/ps` reports it (the scheduler's view).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Running {
+    /// The model's name as loaded (any spelling `ModelName::parse` accepts).
+    pub name: String,
+    /// Hex sha256 of the manifest (as `/api/tags` `digest`).
+    pub digest: String,
+    /// Bytes in use, and the part of it on accelerators.
+    pub size: u64,
+    pub size_vram: u64,
+    pub context_length: u32,
+    /// When keep-alive unloads it; `None` = never.
+    pub expires_at: Option<std::time::SystemTime>,
+}
+
+/// What the native handlers need from the scheduler.
+pub trait Inference: Send + Sync + 'static {
+    /// Make sure the model is loaded (an empty prompt or message list), keeping it this long.
+    fn load(
+        &self,
+        model: Arc<ResolvedModel>,
+        options: Options,
+        keep_alive: KeepAlive,
+    ) -> BoxFuture<'static, Result<()>>;
+    /// Unload the model now (empty prompt with `keep_alive: 0`).
+    fn unload(&self, model: Arc<ResolvedModel>) -> BoxFuture<'static, Result<()>>;
+    /// Completion chunks; the last has `done: true`, its `done_reason` and metrics.
+    fn generate(
+        &self,
+        job: GenerateJob,
+    ) -> BoxFuture<'static, Result<ChunkStream<GenerateResponse>>>;
+    fn chat(&self, job: ChatJob) -> BoxFuture<'static, Result<ChunkStream<ChatResponse>>>;
+    fn embed(&self, job: EmbedJob) -> BoxFuture<'static, Result<EmbedOutput>>;
+    /// Loaded models.
+    fn ps(&self) -> BoxFuture<'static, Vec<Running>>;
+}
+
+/// Defaults a request falls back to (from `Config`).
+#[derive(Debug, Clone, Copy)]
+pub struct InferenceDefaults {
+    /// `OLLAMA_CONTEXT_LENGTH`; 0 = automatic.
+    pub context_length: u32,
+    /// `OLLAMA_KEEP_ALIVE`.
+    pub keep_alive: KeepAlive,
+}
+
+impl Default for InferenceDefaults {
+    fn default() -> Self {
+        InferenceDefaults {
+            context_length: 0,
+            keep_alive: KeepAlive::For(Duration::from_secs(300)),
+        }
+    }
+}
+
+/// How an endpoint words a bad or empty model name (they differ, ollama.md §1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameErrors {
+    /// generate, embed, embeddings: empty → 404 `model '' not found`.
+    NotFound,
+    /// chat: empty → 400 `model is required`.
+    Required,
+}
+
+/// Parses and finds `raw` in the store and reads it. Invalid names are 400 `invalid model
+/// name`; a missing model is 404 `model 'RAW' not found`.
+pub async fn resolve_model(
+    state: &AppState,
+    raw: &str,
+    errors: NameErrors,
+) -> Result<Arc<ResolvedModel>> {
+    if raw.is_empty() {
+        return Err(match errors {
+            NameErrors::NotFound => Error::NotFound("model '' not found".into()),
+            NameErrors::Required => Error::BadRequest("model is required".into()),
+        });
+    }
+    let name = ModelName::parse(raw).map_err(|_| Error::InvalidModelName)?;
+    let store = state.store.clone();
+    let not_found = format!("model '{raw}' not found");
+    blocking(move || {
+        let entry = store.read(&name)?.ok_or(Error::NotFound(not_found))?;
+        let view = ModelView::load(&store, &entry)?;
+        let gguf = view.gguf(false)?;
+        let capabilities = view.capabilities(gguf.as_ref());
+        Ok(Arc::new(ResolvedModel {
+            name: entry.name,
+            view,
+            capabilities,
+        }))
+    })
+    .await
+}
+
+/// Ollama's capability check: a model that cannot complete is `"RAW" does not support
+/// <endpoint>`; any other missing capability is `FULLNAME does not support x`.
+pub fn check_capabilities(
+    model: &ResolvedModel,
+    raw_name: &str,
+    endpoint: &str,
+    wanted: &[&str],
+) -> Result<()> {
+    if wanted.contains(&"completion") && !model.can("completion") {
+        return Err(Error::BadRequest(format!(
+            "{} does not support {endpoint}",
+            go_quote(raw_name)
+        )));
+    }
+    let missing: Vec<&str> = wanted
+        .iter()
+        .copied()
+        .filter(|c| *c != "completion" && !model.can(c))
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::BadRequest(format!(
+            "{} does not support {}",
+            model.name,
+            missing.join("\n")
+        )))
+    }
+}
+
+/// The engine, or a clear error while none is wired in.
+pub fn engine(state: &AppState) -> Result<Arc<dyn Inference>> {
+    state
+        .inference
+        .clone()
+        .ok_or_else(|| Error::Internal("inference is not available in this server build".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model(caps: &[&str]) -> ResolvedModel {
+        ResolvedModel {
+            name: ModelName::parse("tiny").unwrap(),
+            view: ModelView::default(),
+            capabilities: caps.iter().map(|c| (*c).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn capability_errors() {
+        let embed_only = model(&["embedding"]);
+        assert_eq!(
+            check_capabilities(&embed_only, "Tiny", "chat", &["completion", "tools"])
+                .unwrap_err()
+                .to_string(),
+            "\"Tiny\" does not support chat"
+        );
+        let plain = model(&["completion"]);
+        assert!(check_capabilities(&plain, "tiny", "generate", &["completion"]).is_ok());
+        assert_eq!(
+            check_capabilities(&plain, "tiny", "chat", &["completion", "tools"])
+                .unwrap_err()
+                .to_string(),
+            "registry.ollama.ai/library/tiny:latest does not support tools"
+        );
+    }
+}

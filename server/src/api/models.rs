@@ -1,0 +1,379 @@
+//! Model-management endpoints over the store: `/api/tags`, `/api/show`, `/api/copy`,
+//! `/api/delete`, `/api/ps`. Each 404/400 uses the wording of the matching Ollama handler (they
+//! differ per endpoint, ollama.md §1). Store and GGUF work runs in `spawn_blocking`.
+
+use std::time::SystemTime;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value as Json_};
+
+use super::show::{go_quote, Message, ModelDetails, ModelView};
+use super::{AppState, OJson};
+use crate::error::{Error, Result};
+use crate::store::{ManifestEntry, ModelName, Store};
+
+/// Runs blocking store/GGUF work off the async workers.
+pub async fn blocking<T, F>(f: F) -> Result<T>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T> + Send + 'static,
+{
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::Internal(format!("blocking task failed: {e}")))?
+}
+
+/// RFC 3339 with nanoseconds, UTC (Go's `time.Time` JSON form, trailing zeros trimmed).
+pub fn rfc3339_nano(t: SystemTime) -> String {
+    let t = time::OffsetDateTime::from(t);
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+#[derive(Debug, Serialize)]
+pub struct ListResponse {
+    pub models: Vec<ListModel>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ListModel {
+    pub name: String,
+    pub model: String,
+    pub modified_at: String,
+    pub size: u64,
+    pub digest: String,
+    pub details: ModelDetails,
+}
+
+pub async fn tags(State(state): State<AppState>) -> Result<Json<ListResponse>> {
+    let store = state.store.clone();
+    let models = blocking(move || list_models(&store)).await?;
+    Ok(Json(ListResponse { models }))
+}
+
+fn list_models(store: &Store) -> Result<Vec<ListModel>> {
+    let mut entries = store.list()?;
+    // Newest first by whole seconds, as Ollama compares `ModTime().Unix()`; the sort is stable,
+    // so ties keep the store's name order.
+    entries.sort_by_key(|e| {
+        std::cmp::Reverse(
+            e.modified
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+        )
+    });
+    Ok(entries
+        .iter()
+        .map(|e| {
+            let name = e.name.display_shortest();
+            ListModel {
+                model: name.clone(),
+                name,
+                modified_at: rfc3339_nano(e.modified),
+                size: e.size,
+                digest: e.digest_hex.clone(),
+                details: list_details(store, e),
+            }
+        })
+        .collect())
+}
+
+/// Details for the list: the config blob, falling back to the GGUF header when the config lacks
+/// them. A broken model still lists (with whatever is known) rather than failing the whole list.
+fn list_details(store: &Store, entry: &ManifestEntry) -> ModelDetails {
+    let view = match ModelView::load(store, entry) {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::warn!(model = %entry.name, error = %e, "cannot read model layers");
+            return ModelDetails::default();
+        }
+    };
+    let mut details = view.details(None);
+    if details.format.is_empty() || details.family.is_empty() {
+        match view.gguf(false) {
+            Ok(g) => details = view.details(g.as_ref()),
+            Err(e) => tracing::warn!(model = %entry.name, error = %e, "cannot read GGUF metadata"),
+        }
+    }
+    // Ollama lists without parent_model.
+    details.parent_model.clear();
+    details
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct ShowRequest {
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Deprecated spelling of `model`.
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub system: Option<String>,
+    #[serde(default)]
+    pub verbose: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ShowResponse {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub license: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub modelfile: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub parameters: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub template: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub system: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub renderer: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub parser: String,
+    pub details: ModelDetails,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub messages: Vec<Message>,
+    /// Always an object: several integrations crash on a missing one.
+    pub model_info: Map<String, Json_>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub projector_info: Option<Map<String, Json_>>,
+    /// `{name, type, shape}` per tensor (Ollama sends them with or without `verbose`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tensors: Vec<Json_>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<String>,
+    pub modified_at: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub requires: String,
+}
+
+pub async fn show(
+    State(state): State<AppState>,
+    OJson(req): OJson<ShowRequest>,
+) -> Result<Json<ShowResponse>> {
+    let raw = req
+        .model
+        .clone()
+        .filter(|m| !m.is_empty())
+        .or_else(|| req.name.clone().filter(|n| !n.is_empty()))
+        .ok_or_else(|| Error::BadRequest("model is required".into()))?;
+    let name = ModelName::parse(&raw).map_err(|_| Error::InvalidModelName)?;
+    let store = state.store.clone();
+    blocking(move || show_model(&store, &name, &req))
+        .await
+        .map(Json)
+}
+
+fn show_model(store: &Store, name: &ModelName, req: &ShowRequest) -> Result<ShowResponse> {
+    let resolved = store.resolve(name)?;
+    let short = resolved.display_shortest();
+    let Some(entry) = store.read(&resolved)? else {
+        return Err(Error::NotFound(format!("model '{short}' not found")));
+    };
+    // A layer blob missing from disk reads as "no such model", as in Ollama (os.IsNotExist).
+    let missing = |e: Error| match e {
+        Error::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
+            Error::NotFound(format!("model '{short}' not found"))
+        }
+        e => e,
+    };
+    let mut view = ModelView::load(store, &entry).map_err(missing)?;
+    if let Some(system) = req.system.as_deref().filter(|s| !s.is_empty()) {
+        view.system = system.to_owned();
+    }
+    let gguf = view.gguf(req.verbose).map_err(missing)?;
+    let template = match (
+        &view.template,
+        gguf.as_ref().and_then(|g| g.chat_template()),
+    ) {
+        (Some(t), _) => t.clone(),
+        (None, Some(jinja)) => jinja.to_owned(),
+        (None, None) => view.go_template().to_owned(),
+    };
+    let projector_info = match view.projector_paths.first() {
+        Some(p) => Some(
+            crate::gguf::read_path(
+                p,
+                crate::gguf::ReadOptions {
+                    full_arrays: req.verbose,
+                },
+            )?
+            .model_info(req.verbose),
+        ),
+        None => None,
+    };
+    Ok(ShowResponse {
+        license: view.licenses.join("\n"),
+        modelfile: view.modelfile(&short),
+        parameters: view.parameters(),
+        template,
+        system: view.system.clone(),
+        renderer: view.config.renderer.clone(),
+        parser: view.config.parser.clone(),
+        details: view.details(gguf.as_ref()),
+        messages: view.messages.clone(),
+        model_info: gguf
+            .as_ref()
+            .map(|g| g.model_info(req.verbose))
+            .unwrap_or_default(),
+        projector_info,
+        tensors: gguf.as_ref().map(|g| g.tensors_json()).unwrap_or_default(),
+        capabilities: view.capabilities(gguf.as_ref()),
+        modified_at: rfc3339_nano(entry.modified),
+        requires: view.config.requires.clone(),
+    })
+}
+
+#[derive(Debug, Deserialize)]
+pub struct CopyRequest {
+    #[serde(default)]
+    pub source: Option<String>,
+    #[serde(default)]
+    pub destination: Option<String>,
+}
+
+pub async fn copy(
+    State(state): State<AppState>,
+    OJson(req): OJson<CopyRequest>,
+) -> Result<StatusCode> {
+    let source = req.source.unwrap_or_default();
+    let destination = req.destination.unwrap_or_default();
+    let src = ModelName::parse(&source)
+        .map_err(|_| Error::BadRequest(format!("source {} is invalid", go_quote(&source))))?;
+    let dst = ModelName::parse(&destination).map_err(|_| {
+        Error::BadRequest(format!("destination {} is invalid", go_quote(&destination)))
+    })?;
+    let store = state.store.clone();
+    match blocking(move || store.copy(&src, &dst)).await? {
+        Some(written) => {
+            tracing::info!(from = %source, to = %written, "copied model");
+            Ok(StatusCode::OK)
+        }
+        None => Err(Error::NotFound(format!(
+            "model {} not found",
+            go_quote(&source)
+        ))),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct DeleteRequest {
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Deprecated spelling of `model`.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+pub async fn delete(
+    State(state): State<AppState>,
+    OJson(req): OJson<DeleteRequest>,
+) -> Result<StatusCode> {
+    let raw = req
+        .model
+        .filter(|m| !m.is_empty())
+        .or(req.name)
+        .unwrap_or_default();
+    let name = ModelName::parse(&raw)
+        .map_err(|_| Error::BadRequest(format!("name {} is invalid", go_quote(&raw))))?;
+    let store = state.store.clone();
+    match blocking(move || store.delete(&name)).await? {
+        Some(deleted) => {
+            tracing::info!(model = %deleted.name, blobs = deleted.blobs_removed, bytes = deleted.bytes_freed, "deleted model");
+            Ok(StatusCode::OK)
+        }
+        None => Err(Error::NotFound(format!("model '{raw}' not found"))),
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct PsResponse {
+    pub models: Vec<PsModel>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PsModel {
+    pub name: String,
+    pub model: String,
+    pub size: u64,
+    pub digest: String,
+    pub details: ModelDetails,
+    pub expires_at: String,
+    pub size_vram: u64,
+    pub context_length: u32,
+}
+
+/// Loaded models, longest remaining keep-alive first; empty without an inference engine.
+pub async fn ps(State(state): State<AppState>) -> Result<Json<PsResponse>> {
+    let Some(engine) = state.inference.clone() else {
+        return Ok(Json(PsResponse { models: Vec::new() }));
+    };
+    let mut running = engine.ps().await;
+    // `None` (never expires) sorts first, then later deadlines (Ollama compares Unix seconds).
+    running.sort_by_key(|r| {
+        std::cmp::Reverse(r.expires_at.map_or(u64::MAX, |t| {
+            t.duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs())
+        }))
+    });
+    let store = state.store.clone();
+    let models = blocking(move || {
+        Ok(running
+            .into_iter()
+            .map(|r| {
+                let parsed = ModelName::parse(&r.name).ok();
+                let details = parsed
+                    .as_ref()
+                    .and_then(|n| store.read(n).ok().flatten())
+                    .and_then(|e| ModelView::load(&store, &e).ok())
+                    .map(|v| {
+                        let mut d = v.details(None);
+                        d.parent_model.clear();
+                        d
+                    })
+                    .unwrap_or_default();
+                let display = parsed.map_or_else(|| r.name.clone(), |n| n.display_shortest());
+                PsModel {
+                    name: display.clone(),
+                    model: display,
+                    size: r.size,
+                    digest: r.digest,
+                    details,
+                    expires_at: expires_at(r.expires_at),
+                    size_vram: r.size_vram,
+                    context_length: r.context_length,
+                }
+            })
+            .collect())
+    })
+    .await?;
+    Ok(Json(PsResponse { models }))
+}
+
+/// Never expiring is shown as Ollama shows it: now plus the largest Go duration (~292 years).
+fn expires_at(t: Option<SystemTime>) -> String {
+    match t {
+        Some(t) => rfc3339_nano(t),
+        None => {
+            let forever = time::OffsetDateTime::now_utc() + time::Duration::nanoseconds(i64::MAX);
+            forever
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap_or_default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_rfc3339_nano_utc() {
+        let t = SystemTime::UNIX_EPOCH + std::time::Duration::new(1_700_000_000, 120_000_000);
+        assert_eq!(rfc3339_nano(t), "2023-11-14T22:13:20.12Z");
+        let whole = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+        assert_eq!(rfc3339_nano(whole), "2023-11-14T22:13:20Z");
+    }
+}

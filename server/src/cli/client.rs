@@ -1,0 +1,121 @@
+//! A small HTTP client for the native API, as Ollama's CLI uses it: base URL from `OLLAMA_HOST`,
+//! JSON in and out, `{"error": …}` bodies surfaced as the error message, and a clear hint when no
+//! server is listening.
+
+use anyhow::{anyhow, Context};
+use reqwest::{Method, StatusCode};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::config::OllamaHost;
+
+pub struct Client {
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Client {
+    pub fn new(host: &OllamaHost) -> anyhow::Result<Client> {
+        let http = reqwest::Client::builder()
+            .user_agent(format!(
+                "herd/{} ({} {})",
+                crate::VERSION,
+                std::env::consts::ARCH,
+                std::env::consts::OS
+            ))
+            .build()
+            .context("building the HTTP client")?;
+        Ok(Client {
+            base: host.connect_url(),
+            http,
+        })
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// Sends a request and returns the successful response body (possibly empty).
+    pub async fn send<B: Serialize + ?Sized>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&B>,
+    ) -> anyhow::Result<bytes::Bytes> {
+        let url = format!("{}{path}", self.base);
+        let mut req = self.http.request(method, &url);
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        let resp = req.send().await.map_err(|e| {
+            if e.is_connect() {
+                anyhow!(
+                    "could not connect to herd server at {}, run 'herd serve' to start it",
+                    self.base
+                )
+            } else {
+                anyhow!(e)
+            }
+        })?;
+        let status = resp.status();
+        let bytes = resp
+            .bytes()
+            .await
+            .context("reading the server's response")?;
+        if status.is_success() {
+            return Ok(bytes);
+        }
+        Err(anyhow!(error_message(status, &bytes)))
+    }
+
+    pub async fn json<B: Serialize + ?Sized, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&B>,
+    ) -> anyhow::Result<T> {
+        let bytes = self.send(method, path, body).await?;
+        serde_json::from_slice(&bytes).context("decoding the server's response")
+    }
+}
+
+/// The server's `{"error": msg}` text, else the status line and body.
+fn error_message(status: StatusCode, body: &[u8]) -> String {
+    #[derive(serde::Deserialize)]
+    struct ErrorBody {
+        error: String,
+    }
+    match serde_json::from_slice::<ErrorBody>(body) {
+        Ok(e) => e.error,
+        Err(_) => {
+            let text = String::from_utf8_lossy(body);
+            let text = text.trim();
+            if text.is_empty() {
+                status.to_string()
+            } else {
+                format!("{status}: {text}")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_messages() {
+        assert_eq!(
+            error_message(
+                StatusCode::NOT_FOUND,
+                br#"{"error":"model 'x:latest' not found"}"#
+            ),
+            "model 'x:latest' not found"
+        );
+        assert_eq!(
+            error_message(StatusCode::NOT_FOUND, b"404 page not found"),
+            "404 Not Found: 404 page not found"
+        );
+        assert_eq!(error_message(StatusCode::FORBIDDEN, b""), "403 Forbidden");
+    }
+}

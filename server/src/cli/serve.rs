@@ -1,0 +1,69 @@
+//! `herd serve`: log the effective configuration, open the store (pruning unreferenced blobs
+//! older than an hour unless `OLLAMA_NOPRUNE`), bind `OLLAMA_HOST`, build the app state for the
+//! address actually bound, and serve until SIGINT/SIGTERM.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+
+use crate::api::{
+    self, serve::shutdown_signal, AppState, CorsPolicy, HostGuard, InferenceDefaults, ServeOptions,
+};
+use crate::config::Config;
+use crate::store::Store;
+
+/// Ollama's `PruneLayers` grace period: blobs younger than this may belong to a pull or create
+/// that has not written its manifest yet.
+pub const PRUNE_OLDER_THAN: Duration = Duration::from_secs(3600);
+
+pub async fn run(config: Config) -> anyhow::Result<()> {
+    let pairs: Vec<String> = config
+        .effective()
+        .into_iter()
+        .map(|(k, v)| format!("{k}:{v}"))
+        .collect();
+    tracing::info!(target: "herd", "server config: {}", pairs.join(" "));
+
+    let root = config.models.clone();
+    let noprune = config.noprune;
+    let store = tokio::task::spawn_blocking(move || -> anyhow::Result<Store> {
+        let store = Store::open(&root)
+            .with_context(|| format!("opening the model store at {}", root.display()))?;
+        if noprune {
+            tracing::info!("OLLAMA_NOPRUNE set: not pruning blobs");
+        } else {
+            match store.prune(PRUNE_OLDER_THAN) {
+                Ok(report) => tracing::info!(?report, "pruned the model store"),
+                Err(e) => tracing::warn!(error = %e, "pruning the model store failed"),
+            }
+        }
+        Ok(store)
+    })
+    .await
+    .context("store task")??;
+
+    let bind = config.host.bind_addr();
+    let listener = TcpListener::bind(&bind)
+        .await
+        .with_context(|| format!("listening on {bind}"))?;
+    let local = listener.local_addr()?;
+    let guard = HostGuard::detect(local);
+    let state = AppState::new(store)
+        .with_host_guard(guard)
+        .with_cors(CorsPolicy::new(&config.origins.allowed()))
+        .with_defaults(InferenceDefaults {
+            context_length: config.context_length,
+            keep_alive: config.keep_alive,
+        });
+    tracing::info!(target: "herd", "Listening on {local} (version {})", crate::VERSION);
+    api::serve(
+        listener,
+        api::app(state),
+        ServeOptions::default(),
+        shutdown_signal(),
+    )
+    .await?;
+    tracing::info!(target: "herd", "server stopped");
+    Ok(())
+}
