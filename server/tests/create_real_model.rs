@@ -119,3 +119,82 @@ async fn smollm2_create_with_modelfile_then_quantize_refused() {
     );
     assert_eq!(t.read("smol").unwrap().bytes, before);
 }
+
+/// The same model through HTTP, as `herd create` does it: upload the blob, create with the
+/// Modelfile's fields, then `/api/show` returns them; `-q q8_0` is refused with a 400.
+#[tokio::test]
+async fn smollm2_over_http_then_show() {
+    let Some(model) = smollm2() else { return };
+    let t = create_util::store();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let app = server::api::app(server::api::AppState::new(t.store.clone()));
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let mf = parse(&format!(
+        "FROM {}\nSYSTEM Answer in one word.\nPARAMETER temperature 0.1\nPARAMETER stop <|im_end|>\n\
+         MESSAGE user Capital of France?\nMESSAGE assistant Paris\nTEMPLATE \"\"\"{TEMPLATE}\"\"\"\n",
+        model.display()
+    ))
+    .unwrap();
+    let prep = prepare(&mf, t.dir.path()).unwrap();
+    let http = reqwest::Client::new();
+    for u in &prep.uploads {
+        server::cli::create::upload(&http, &base, u).await.unwrap();
+    }
+    let mut req = prep.request.clone();
+    req.model = "smol-http".into();
+    let mut statuses = Vec::new();
+    server::cli::create::send_create(&http, &base, &req, &mut |p| statuses.push(p.status.clone()))
+        .await
+        .unwrap();
+    assert_eq!(statuses.last().map(String::as_str), Some("success"));
+
+    let show: serde_json::Value = http
+        .post(format!("{base}/api/show"))
+        .json(&serde_json::json!({"model": "smol-http"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(show["template"], TEMPLATE);
+    assert_eq!(show["system"], "Answer in one word.");
+    assert_eq!(
+        show["messages"],
+        serde_json::json!([
+            {"role": "user", "content": "Capital of France?"},
+            {"role": "assistant", "content": "Paris"}
+        ])
+    );
+    let params = show["parameters"].as_str().unwrap();
+    assert!(
+        params.contains("temperature                    0.1"),
+        "{params}"
+    );
+    assert!(
+        params.contains("stop                           \"<|im_end|>\""),
+        "{params}"
+    );
+    assert_eq!(show["details"]["family"], "llama");
+    assert_eq!(show["details"]["quantization_level"], "Q4_1");
+    // The generated Modelfile parses back to the same text fields.
+    let back = parse(show["modelfile"].as_str().unwrap()).unwrap();
+    assert!(back
+        .commands
+        .contains(&server::modelfile::Command::Template(TEMPLATE.into())));
+
+    req.quantize = "q8_0".into();
+    let resp = http
+        .post(format!("{base}/api/create"))
+        .json(&req)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    assert_eq!(
+        resp.text().await.unwrap(),
+        "{\"error\":\"quantization is only supported for F16, BF16 and F32 models\"}"
+    );
+}
