@@ -53,17 +53,6 @@ pub struct Modelfile {
     pub commands: Vec<Command>,
 }
 
-impl Modelfile {
-    /// The last `FROM` that names something (Ollama: later FROM lines win for names; every path
-    /// contributes files). All FROM values in order.
-    pub fn froms(&self) -> impl Iterator<Item = &str> {
-        self.commands.iter().filter_map(|c| match c {
-            Command::From(s) => Some(s.as_str()),
-            _ => None,
-        })
-    }
-}
-
 impl fmt::Display for Command {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
