@@ -1,2 +1,418 @@
-//! placeholder
-fn main() {}
+//! runner-llamacpp: serves one GGUF model over the runner protocol (runner_protocol) on a Unix
+//! socket. Flags are exactly `LoadOptions::to_args()` plus `--socket`.
+//!
+//! Start-up order: bind the socket (0600) and serve at once, so `/health` reports the load's
+//! progress; load the model and create the context on the engine thread; then `ready` (or
+//! `failed{kind,message}`, after which the process keeps answering `/health` until stopped).
+//! SIGTERM/SIGINT: stop accepting, abort the in-flight decode, end streams with `Cancelled`,
+//! remove the socket, exit 0.
+
+mod embed;
+mod engine;
+mod ffi;
+mod http;
+mod plan;
+mod sampling;
+mod text;
+
+use clap::Parser;
+use http::{Loaded, State};
+use hyper_util::rt::TokioIo;
+use runner_protocol::{ErrorKind, FlashAttention, Health, Info, KvCacheType, RunnerError};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+use tokio::net::UnixListener;
+use tokio::sync::watch;
+
+/// Engine name and pin reported in `/info`.
+const ENGINE: &str = concat!("llama.cpp ", env!("HERD_LLAMA_BUILD"));
+
+#[derive(Parser, Debug, Clone)]
+#[command(
+    version,
+    about = "herd's llama.cpp runner (speaks the runner protocol on a Unix socket)"
+)]
+struct Args {
+    #[arg(long)]
+    model: PathBuf,
+    /// Context length per slot.
+    #[arg(long, default_value_t = 4096)]
+    ctx_size: u32,
+    #[arg(long, default_value_t = 1)]
+    parallel: u32,
+    #[arg(long, default_value_t = 512)]
+    batch: u32,
+    #[arg(long, default_value_t = 512)]
+    ubatch: u32,
+    /// Layers to offload; negative = all.
+    #[arg(long, default_value_t = -1, allow_hyphen_values = true)]
+    gpu_layers: i32,
+    #[arg(long)]
+    main_gpu: Option<u32>,
+    #[arg(long, default_value = "auto", value_parser = parse_fa)]
+    flash_attn: FlashAttention,
+    #[arg(long, default_value = "f16", value_parser = parse_kv)]
+    cache_type: KvCacheType,
+    /// 0 = one per available CPU.
+    #[arg(long, default_value_t = 0)]
+    threads: u32,
+    #[arg(long)]
+    no_mmap: bool,
+    #[arg(long)]
+    embedding: bool,
+    /// Unix socket to serve on (created 0600; a stale file is replaced).
+    #[arg(long)]
+    socket: PathBuf,
+    /// Test hook: slow the load down by this many ms, so the loading state is observable.
+    #[arg(long, hide = true, default_value_t = 0)]
+    load_delay_ms: u64,
+}
+
+fn parse_fa(s: &str) -> Result<FlashAttention, String> {
+    FlashAttention::parse(s).ok_or_else(|| format!("expected on, off or auto, got {s:?}"))
+}
+
+fn parse_kv(s: &str) -> Result<KvCacheType, String> {
+    KvCacheType::parse(s).ok_or_else(|| format!("expected f16, q8_0 or q4_0, got {s:?}"))
+}
+
+fn main() {
+    // Fail fast: a panic on any thread (the engine's above all) ends the process, so the server
+    // sees the exit at once instead of a runner that is `ready` but never answers.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default_hook(info);
+        std::process::exit(101);
+    }));
+    let args = Args::parse();
+    if args.parallel == 0 || args.ctx_size == 0 || args.batch == 0 {
+        eprintln!("runner-llamacpp: --parallel, --ctx-size and --batch must be positive");
+        std::process::exit(2);
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("runner-llamacpp: cannot start the async runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    let code = rt.block_on(serve(args));
+    std::process::exit(code);
+}
+
+fn bind(path: &Path) -> std::io::Result<UnixListener> {
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    // Created 0600 from the start: no window in which others could connect.
+    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
+    let l = UnixListener::bind(path);
+    nix::sys::stat::umask(old);
+    l
+}
+
+async fn serve(args: Args) -> i32 {
+    let listener = match bind(&args.socket) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!(
+                "runner-llamacpp: cannot bind {}: {e}",
+                args.socket.display()
+            );
+            return 1;
+        }
+    };
+    let (jobs_tx, jobs_rx) = std::sync::mpsc::channel();
+    let state = Arc::new(State {
+        health: watch::Sender::new(Health::Loading { progress: 0.0 }),
+        loaded: OnceLock::new(),
+        jobs: Mutex::new(jobs_tx),
+        shutting_down: Default::default(),
+    });
+    let engine = {
+        let (state, args) = (state.clone(), args.clone());
+        std::thread::Builder::new()
+            .name("engine".into())
+            .spawn(move || load_and_run(&args, &state, jobs_rx))
+    };
+    let engine = match engine {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("runner-llamacpp: cannot start the engine thread: {e}");
+            return 1;
+        }
+    };
+
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("runner-llamacpp: cannot watch SIGTERM: {e}");
+            return 1;
+        }
+    };
+    loop {
+        tokio::select! {
+            _ = term.recv() => break,
+            _ = tokio::signal::ctrl_c() => break,
+            conn = listener.accept() => {
+                let Ok((stream, _)) = conn else { continue };
+                let state = state.clone();
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(move |req| http::handle(req, state.clone()));
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        }
+    }
+
+    // Shutdown: no new connections; abort the decode in flight; let the engine end the streams.
+    drop(listener);
+    state.shutting_down.store(true, Ordering::SeqCst);
+    if let Some(l) = state.loaded.get() {
+        l.abort.store(true, Ordering::SeqCst);
+    }
+    if let Ok(jobs) = state.jobs.lock() {
+        let _ = jobs.send(engine::Job::Shutdown);
+    }
+    let joined = tokio::task::spawn_blocking(move || engine.join());
+    let _ = tokio::time::timeout(Duration::from_secs(5), joined).await;
+    // Give the connection tasks a moment to flush the final error lines.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let _ = std::fs::remove_file(&args.socket);
+    0
+}
+
+fn fail(state: &State, kind: ErrorKind, message: String) {
+    eprintln!("runner-llamacpp: {kind}: {message}");
+    state.health.send_replace(Health::Failed { kind, message });
+}
+
+/// Engine thread body: load, publish, then run the engine until shutdown. After a failed load it
+/// answers every queued job with the load error.
+fn load_and_run(args: &Args, state: &State, jobs: std::sync::mpsc::Receiver<engine::Job>) {
+    let lib_dir = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| PathBuf::from("."));
+    let log = if std::env::var_os("OLLAMA_DEBUG").is_some_and(|v| !v.is_empty() && v != "0") {
+        ffi::LogLevel::Info
+    } else {
+        ffi::LogLevel::Warn
+    };
+    let devices = ffi::init_backends(&lib_dir, log);
+    let loaded = if devices == 0 {
+        Err(RunnerError::new(
+            ErrorKind::ModelLoad,
+            format!(
+                "no ggml backend module (libggml-cpu*.so) found in {}",
+                lib_dir.display()
+            ),
+        ))
+    } else {
+        load(args, state)
+    };
+    match loaded {
+        Ok(loaded) => {
+            let _ = state.loaded.set(loaded.0);
+            state.health.send_replace(Health::Ready);
+            engine::Engine::new(loaded.1, args.parallel as usize, args.batch as usize).run(jobs);
+        }
+        Err(e) => {
+            fail(state, e.kind, e.message.clone());
+            for job in jobs {
+                match job {
+                    engine::Job::Complete(j) => drop(
+                        j.out
+                            .send(runner_protocol::CompletionChunk::Error { error: e.clone() }),
+                    ),
+                    engine::Job::Embed(j) => drop(j.reply.send(Err(e.clone()))),
+                    engine::Job::Shutdown => return,
+                }
+            }
+        }
+    }
+}
+
+fn load(args: &Args, state: &State) -> Result<(Loaded, ffi::Context), RunnerError> {
+    let load_err = |m: String| RunnerError::new(ErrorKind::ModelLoad, m);
+    if !args.model.is_file() {
+        return Err(load_err(format!(
+            "model file {} does not exist",
+            args.model.display()
+        )));
+    }
+    let params = ffi::ModelParams {
+        gpu_layers: args.gpu_layers,
+        main_gpu: args.main_gpu,
+        mmap: !args.no_mmap,
+    };
+    let delay = Duration::from_millis(args.load_delay_ms);
+    let mut delayed = false;
+    let model = ffi::Model::load(&args.model, &params, |p| {
+        if !delayed && !delay.is_zero() {
+            delayed = true;
+            std::thread::sleep(delay);
+        }
+        state.health.send_if_modified(|h| match h {
+            Health::Loading { progress } if p > *progress => {
+                *progress = p.min(1.0);
+                true
+            }
+            _ => false,
+        });
+        !state.shutting_down.load(Ordering::Relaxed)
+    })
+    .map_err(load_err)?;
+    let model = Arc::new(model);
+    let threads = match args.threads {
+        0 => std::thread::available_parallelism()
+            .map(|n| n.get() as i32)
+            .unwrap_or(4),
+        n => n as i32,
+    };
+    let cp = ffi::ContextParams {
+        n_ctx: args.ctx_size.saturating_mul(args.parallel),
+        n_seq_max: args.parallel,
+        n_batch: args.batch,
+        n_ubatch: args.ubatch.min(args.batch),
+        threads,
+        flash_attn: match args.flash_attn {
+            FlashAttention::On => Some(true),
+            FlashAttention::Off => Some(false),
+            FlashAttention::Auto => None,
+        },
+        kv_type: match args.cache_type {
+            KvCacheType::F16 => ffi::KvType::F16,
+            KvCacheType::Q8_0 => ffi::KvType::Q8_0,
+            KvCacheType::Q4_0 => ffi::KvType::Q4_0,
+        },
+    };
+    let ctx = ffi::Context::new(model.clone(), &cp)
+        .map_err(|m| RunnerError::new(ErrorKind::OutOfMemory, m))?;
+    let n_ctx_seq = ctx.n_ctx_seq() as usize;
+    let pooled = ctx.pooling() != ffi::Pooling::None;
+    let info = Info {
+        engine: ENGINE.to_string(),
+        model_path: args.model.to_string_lossy().into_owned(),
+        n_ctx: n_ctx_seq as u32,
+        n_parallel: args.parallel,
+        n_vocab: model.n_vocab() as u32,
+        n_embd: model.n_embd() as u32,
+        n_ctx_train: model.n_ctx_train().max(0) as u32,
+        embedding: args.embedding || pooled,
+        memory_bytes: model.size_bytes() + ctx.state_size() as u64,
+        memory_device_bytes: 0,
+        eog_tokens: model.eog_tokens(),
+    };
+    let embed_limit = if pooled {
+        n_ctx_seq.min(cp.n_ubatch as usize)
+    } else {
+        n_ctx_seq
+    };
+    let abort = ctx.abort_flag();
+    Ok((
+        Loaded {
+            model,
+            info,
+            n_ctx_seq,
+            embed_limit,
+            abort,
+        },
+        ctx,
+    ))
+}
+
+/// The build recipe's pure parts (key, flags, patch order) are tested with the crate.
+#[cfg(test)]
+#[path = "../build/recipe.rs"]
+mod recipe;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use runner_protocol::LoadOptions;
+
+    fn parse(o: &LoadOptions) -> Args {
+        let mut argv = vec!["runner-llamacpp".to_string()];
+        argv.extend(o.to_args());
+        argv.extend(["--socket".into(), "/tmp/s.sock".into()]);
+        Args::try_parse_from(argv).unwrap()
+    }
+
+    #[test]
+    fn accepts_exactly_what_load_options_emit() {
+        let d = parse(&LoadOptions {
+            model: "/m/a.gguf".into(),
+            ..LoadOptions::default()
+        });
+        assert_eq!(d.model, PathBuf::from("/m/a.gguf"));
+        assert_eq!(
+            (
+                d.ctx_size,
+                d.parallel,
+                d.batch,
+                d.ubatch,
+                d.gpu_layers,
+                d.threads
+            ),
+            (4096, 1, 512, 512, -1, 0)
+        );
+        assert_eq!((d.main_gpu, d.no_mmap, d.embedding), (None, false, false));
+        assert_eq!(d.flash_attn, FlashAttention::Auto);
+
+        let o = LoadOptions {
+            model: "/m/b.gguf".into(),
+            ctx_size: 8192,
+            parallel: 4,
+            batch: 256,
+            ubatch: 128,
+            gpu_layers: 12,
+            main_gpu: Some(1),
+            flash_attention: FlashAttention::On,
+            kv_cache_type: KvCacheType::Q8_0,
+            threads: 3,
+            mmap: false,
+            embedding: true,
+        };
+        let a = parse(&o);
+        assert_eq!(
+            (
+                a.ctx_size,
+                a.parallel,
+                a.batch,
+                a.ubatch,
+                a.gpu_layers,
+                a.threads
+            ),
+            (8192, 4, 256, 128, 12, 3)
+        );
+        assert_eq!((a.main_gpu, a.no_mmap, a.embedding), (Some(1), true, true));
+        assert_eq!(
+            (a.flash_attn, a.cache_type),
+            (FlashAttention::On, KvCacheType::Q8_0)
+        );
+        assert_eq!(a.socket, PathBuf::from("/tmp/s.sock"));
+    }
+
+    #[test]
+    fn unknown_flags_and_bad_values_are_rejected() {
+        let base = ["runner-llamacpp", "--model", "m", "--socket", "s"];
+        assert!(Args::try_parse_from(base.iter().chain(&["--bogus"])).is_err());
+        assert!(Args::try_parse_from(base.iter().chain(&["--cache-type", "q3"])).is_err());
+        assert!(Args::try_parse_from(base.iter().chain(&["--flash-attn", "maybe"])).is_err());
+        assert!(
+            Args::try_parse_from(["runner-llamacpp", "--model", "m"]).is_err(),
+            "--socket is required"
+        );
+    }
+}

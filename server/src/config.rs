@@ -51,6 +51,10 @@ pub enum Command {
     Cp(CopyArgs),
     /// Remove one or more models
     Rm(RemoveArgs),
+    /// Pull a model from a registry
+    Pull(TransferArgs),
+    /// Push a model to a registry
+    Push(TransferArgs),
     /// Create a model from a Modelfile
     Create(CreateArgs),
 }
@@ -165,6 +169,17 @@ pub struct CopyArgs {
 pub struct RemoveArgs {
     #[arg(required = true, num_args = 1..)]
     pub models: Vec<String>,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+/// `herd pull` / `herd push`.
+#[derive(Debug, Clone, Args)]
+pub struct TransferArgs {
+    pub model: String,
+    /// Use an insecure registry (allows `http://` names)
+    #[arg(long)]
+    pub insecure: bool,
     #[command(flatten)]
     pub client: ClientArgs,
 }
@@ -361,6 +376,13 @@ fn parse_flash_attention(raw: &str) -> Result<FlashAttention, String> {
 fn parse_kv_cache_type(raw: &str) -> Result<KvCacheType, String> {
     KvCacheType::parse(clean(raw))
         .ok_or_else(|| format!("{:?}: expected f16, q8_0 or q4_0", clean(raw)))
+}
+
+/// `~/.ollama`: where Ollama keeps its registry key pair (`id_ed25519`), whatever
+/// `OLLAMA_MODELS` says.
+pub fn key_dir() -> PathBuf {
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
+    home.join(".ollama")
 }
 
 /// `~/.ollama/models`, the store an existing Ollama install uses.

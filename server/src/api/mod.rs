@@ -19,6 +19,7 @@ pub mod guard;
 pub mod inference;
 pub mod models;
 pub mod options;
+pub mod pull;
 pub mod request;
 pub mod serve;
 pub mod show;
@@ -58,6 +59,9 @@ pub struct AppState {
     pub inference: Option<Arc<dyn Inference>>,
     /// `OLLAMA_CONTEXT_LENGTH` and `OLLAMA_KEEP_ALIVE`, for requests that leave them unset.
     pub defaults: InferenceDefaults,
+    /// Registry client for pull/push (shares in-flight downloads); `None`: one with default
+    /// options (no signing key) is made per request.
+    pub registry: Option<crate::store::registry::Registry>,
 }
 
 impl AppState {
@@ -73,7 +77,13 @@ impl AppState {
             max_json_body: DEFAULT_MAX_JSON_BODY,
             inference: None,
             defaults: InferenceDefaults::default(),
+            registry: None,
         }
+    }
+
+    pub fn with_registry(mut self, registry: crate::store::registry::Registry) -> AppState {
+        self.registry = Some(registry);
+        self
     }
 
     pub fn with_inference(mut self, engine: Arc<dyn Inference>) -> AppState {
@@ -117,6 +127,8 @@ pub fn app(state: AppState) -> Router {
         .route("/api/copy", post(models::copy))
         .route("/api/create", post(create::create))
         .route("/api/delete", axum::routing::delete(models::delete))
+        .route("/api/pull", post(pull::pull))
+        .route("/api/push", post(pull::push))
         .route(
             "/api/blobs/{digest}",
             head(blobs::head_blob).post(blobs::create_blob),

@@ -4,6 +4,7 @@
 pub mod client;
 pub mod create;
 pub mod format;
+pub mod pull;
 pub mod serve;
 pub mod show;
 
@@ -26,6 +27,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Stop(args) => stop(args).await,
         Command::Cp(args) => copy(args).await,
         Command::Rm(args) => remove(args).await,
+        Command::Pull(args) => pull::run(args, pull::Direction::Pull).await,
+        Command::Push(args) => pull::run(args, pull::Direction::Push).await,
         Command::Create(a) => {
             let base = a.client.host.connect_url();
             create::run(&base, &a.model, a.file.as_deref(), a.quantize.as_deref()).await

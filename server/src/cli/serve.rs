@@ -43,6 +43,25 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     .await
     .context("store task")??;
 
+    // Like `ollama serve`: make sure the registry key pair exists (a failure only disables
+    // authenticated registries).
+    let key_dir = crate::config::key_dir();
+    let kd = key_dir.clone();
+    match tokio::task::spawn_blocking(move || crate::store::registry::auth::ensure_keypair(&kd))
+        .await
+    {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "registry key pair unavailable"),
+        Err(e) => tracing::warn!(error = %e, "registry key task failed"),
+    }
+    let registry = crate::store::registry::Registry::new(
+        store.clone(),
+        crate::store::registry::RegistryOptions {
+            key_dir: Some(key_dir),
+            ..Default::default()
+        },
+    )?;
+
     let bind = config.host.bind_addr();
     let listener = TcpListener::bind(&bind)
         .await
@@ -50,6 +69,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let local = listener.local_addr()?;
     let guard = HostGuard::detect(local);
     let state = AppState::new(store)
+        .with_registry(registry)
         .with_host_guard(guard)
         .with_cors(CorsPolicy::new(&config.origins.allowed()))
         .with_defaults(InferenceDefaults {

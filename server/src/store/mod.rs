@@ -27,6 +27,7 @@ pub mod digest;
 pub mod manifest;
 pub mod name;
 mod prune;
+pub mod registry;
 mod resolve;
 #[cfg(test)]
 mod tests;
@@ -344,6 +345,25 @@ impl Store {
             }
         }
         Ok(Some(out))
+    }
+
+    /// Removes each of `candidates` that no manifest references (a replaced manifest's old layers
+    /// after a pull). Returns how many blobs were removed.
+    pub fn remove_unreferenced(&self, candidates: &[Digest]) -> Result<usize> {
+        let _guard = self.lock();
+        let refs = self.scan()?.referenced();
+        let mut removed = 0;
+        for d in candidates {
+            if refs.contains(d) || !self.blobs.exists(d) {
+                continue;
+            }
+            match std::fs::remove_file(self.blobs.path(d)) {
+                Ok(()) => removed += 1,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(removed)
     }
 
     /// Removes the tag's model, namespace and host directories while empty; never `manifests/`.

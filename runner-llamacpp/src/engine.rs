@@ -1,0 +1,429 @@
+//! The engine thread: owns the llama context and its slots, and runs continuous batching.
+//!
+//! Each step builds one batch holding one token for every generating slot plus as much pending
+//! prompt as fits in `n_batch`, decodes once, and samples every slot whose logits were requested.
+//! Invariants:
+//! - `slot.cache[i]` is the token at KV position `i` of sequence `slot.seq`, for every `i`; every
+//!   KV edit (reuse, shift, clear) edits `cache` the same way.
+//! - A sampled token is streamed when sampled and enters the KV on the next step; a cancelled or
+//!   finished request therefore leaves `cache` == KV, ready for prefix reuse.
+//! - A request whose response channel is closed is dropped at the start of the next step.
+
+use crate::ffi::{Batch, Context, DecodeError, Model, Token};
+use crate::plan;
+use crate::sampling::{NoMask, Sampler};
+use crate::text::TextStream;
+use runner_protocol::{
+    CompletionChunk, CompletionRequest, DoneReason, EmbedResponse, ErrorKind, RunnerError, Timings,
+    TokenLogprob, TopLogprob,
+};
+use std::collections::VecDeque;
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::{mpsc::UnboundedSender, oneshot};
+
+pub struct CompleteJob {
+    /// Already tokenized and fitted to the slot size (`plan::fit_prompt`).
+    pub tokens: Vec<Token>,
+    pub req: CompletionRequest,
+    pub out: UnboundedSender<CompletionChunk>,
+}
+
+pub struct EmbedJob {
+    /// Tokenized and fitted inputs.
+    pub inputs: Vec<Vec<Token>>,
+    pub reply: oneshot::Sender<Result<EmbedResponse, RunnerError>>,
+}
+
+pub enum Job {
+    Complete(Box<CompleteJob>),
+    Embed(EmbedJob),
+    Shutdown,
+}
+
+struct Active {
+    out: UnboundedSender<CompletionChunk>,
+    req: CompletionRequest,
+    /// Prompt tokens not yet in the KV.
+    pending: Vec<Token>,
+    /// Sampled token waiting to enter the KV.
+    next: Option<Token>,
+    sampler: Sampler,
+    text: TextStream,
+    /// Logprobs of tokens whose text is still held back.
+    lp_held: Vec<TokenLogprob>,
+    limit: u32,
+    timings: Timings,
+    logits_at: Option<i32>,
+}
+
+struct Slot {
+    seq: i32,
+    cache: Vec<Token>,
+    active: Option<Active>,
+}
+
+pub struct Engine {
+    ctx: Context,
+    model: Arc<Model>,
+    batch: Batch,
+    slots: Vec<Slot>,
+    queue: VecDeque<Job>,
+    n_ctx_seq: usize,
+}
+
+impl Engine {
+    pub fn new(ctx: Context, parallel: usize, n_batch: usize) -> Engine {
+        let n_ctx_seq = ctx.n_ctx_seq() as usize;
+        let model = ctx.model().clone();
+        Engine {
+            ctx,
+            model,
+            batch: Batch::new(n_batch.max(parallel)),
+            slots: (0..parallel)
+                .map(|i| Slot {
+                    seq: i as i32,
+                    cache: Vec::new(),
+                    active: None,
+                })
+                .collect(),
+            queue: VecDeque::new(),
+            n_ctx_seq,
+        }
+    }
+
+    /// Serve jobs until `Shutdown`, a closed channel, or an abort.
+    pub fn run(mut self, rx: Receiver<Job>) {
+        loop {
+            let busy = self.slots.iter().any(|s| s.active.is_some());
+            if !busy && self.queue.is_empty() {
+                match rx.recv() {
+                    Ok(job) => self.queue.push_back(job),
+                    Err(_) => return self.shutdown(),
+                }
+            }
+            loop {
+                match rx.try_recv() {
+                    Ok(job) => self.queue.push_back(job),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => return self.shutdown(),
+                }
+            }
+            if self.queue.iter().any(|j| matches!(j, Job::Shutdown)) {
+                return self.shutdown();
+            }
+            self.drop_cancelled();
+            self.admit();
+            if self.slots.iter().any(|s| s.active.is_some()) && !self.step() {
+                return self.shutdown();
+            }
+        }
+    }
+
+    fn shutdown(&mut self) {
+        let err = || RunnerError::new(ErrorKind::Cancelled, "runner is shutting down");
+        for slot in &mut self.slots {
+            if let Some(a) = slot.active.take() {
+                let _ = a.out.send(CompletionChunk::Error { error: err() });
+            }
+        }
+        for job in self.queue.drain(..) {
+            match job {
+                Job::Complete(j) => drop(j.out.send(CompletionChunk::Error { error: err() })),
+                Job::Embed(j) => drop(j.reply.send(Err(err()))),
+                Job::Shutdown => {}
+            }
+        }
+    }
+
+    fn drop_cancelled(&mut self) {
+        for slot in &mut self.slots {
+            if slot.active.as_ref().is_some_and(|a| a.out.is_closed()) {
+                slot.active = None;
+            }
+        }
+    }
+
+    /// Move queued jobs onto free slots, in arrival order, while slots are free.
+    fn admit(&mut self) {
+        while let Some(job) = self.queue.front() {
+            let free = self
+                .slots
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.active.is_none());
+            let pick = match job {
+                Job::Complete(j) => {
+                    plan::pick_slot(free.map(|(i, s)| (i, s.cache.as_slice())), &j.tokens)
+                }
+                // Embeddings wipe the slot: take the one with the least cached.
+                Job::Embed(_) => free.min_by_key(|(_, s)| s.cache.len()).map(|(i, _)| i),
+                Job::Shutdown => return,
+            };
+            let Some(i) = pick else { return };
+            match self.queue.pop_front() {
+                Some(Job::Complete(j)) => self.start(i, *j),
+                Some(Job::Embed(j)) => {
+                    let r = self.embed(i, &j.inputs);
+                    let _ = j.reply.send(r);
+                }
+                _ => return,
+            }
+        }
+    }
+
+    fn start(&mut self, i: usize, job: CompleteJob) {
+        let n_ctx_seq = self.n_ctx_seq;
+        let slot = &mut self.slots[i];
+        let mut reuse = plan::reuse_len(&slot.cache, &job.tokens, job.req.cache_prompt);
+        if !self.ctx.seq_rm(slot.seq, reuse as i32, -1) {
+            // The memory cannot cut a partial range (recurrent models): start over.
+            self.ctx.seq_rm(slot.seq, -1, -1);
+            reuse = 0;
+        }
+        slot.cache.truncate(reuse);
+        let limit = match job.req.num_predict {
+            n if n < 0 => (10 * n_ctx_seq).min(u32::MAX as usize) as u32,
+            n => n as u32,
+        };
+        let timings = Timings {
+            cached_tokens: reuse as u32,
+            prompt_eval_count: (job.tokens.len() - reuse) as u32,
+            ..Timings::default()
+        };
+        if limit == 0 {
+            let _ = job.out.send(CompletionChunk::Done {
+                done_reason: DoneReason::Length,
+                timings,
+            });
+            return;
+        }
+        let sampler = Sampler::new(&job.req.sampling, &job.tokens, n_ctx_seq, Box::new(NoMask));
+        slot.active = Some(Active {
+            text: TextStream::new(&job.req.stop),
+            pending: job.tokens[reuse..].to_vec(),
+            out: job.out,
+            req: job.req,
+            next: None,
+            sampler,
+            lp_held: Vec::new(),
+            limit,
+            timings,
+            logits_at: None,
+        });
+    }
+
+    /// One batched decode. Returns false when the engine must stop (aborted).
+    fn step(&mut self) -> bool {
+        self.batch.clear();
+        let mut in_prefill = vec![false; self.slots.len()];
+        for slot in &mut self.slots {
+            let Some(a) = slot.active.as_mut() else {
+                continue;
+            };
+            a.logits_at = None;
+            let Some(t) = a.next else { continue };
+            if slot.cache.len() >= self.n_ctx_seq && !make_room(&mut self.ctx, slot) {
+                finish(slot, DoneReason::Length);
+                continue;
+            }
+            let a = slot.active.as_mut().expect("checked above");
+            let Some(idx) = self.batch.push(t, slot.cache.len() as i32, slot.seq, true) else {
+                break;
+            };
+            a.next = None;
+            a.logits_at = Some(idx);
+            slot.cache.push(t);
+        }
+        for (k, slot) in self.slots.iter_mut().enumerate() {
+            let Some(a) = slot.active.as_mut() else {
+                continue;
+            };
+            let room = self.batch.capacity() - self.batch.len();
+            if a.pending.is_empty() || room == 0 {
+                continue;
+            }
+            let n = a.pending.len().min(room);
+            for j in 0..n {
+                let last = j + 1 == a.pending.len();
+                let idx = self
+                    .batch
+                    .push(a.pending[j], slot.cache.len() as i32, slot.seq, last);
+                if last {
+                    a.logits_at = idx;
+                }
+                slot.cache.push(a.pending[j]);
+            }
+            a.pending.drain(..n);
+            in_prefill[k] = true;
+        }
+        if self.batch.is_empty() {
+            return true;
+        }
+
+        let started = Instant::now();
+        let res = self.ctx.decode(&self.batch);
+        let took = started.elapsed().as_nanos() as u64;
+        if let Err(e) = res {
+            let (kind, msg) = match e {
+                DecodeError::Aborted => return false,
+                DecodeError::NoKvSlot => (
+                    ErrorKind::Internal,
+                    "no room in the KV cache for the batch".to_string(),
+                ),
+                DecodeError::Failed(c) => {
+                    (ErrorKind::Internal, format!("llama_decode failed ({c})"))
+                }
+            };
+            for (k, slot) in self.slots.iter_mut().enumerate() {
+                let took_part =
+                    slot.active.as_ref().is_some_and(|a| a.logits_at.is_some()) || in_prefill[k];
+                if took_part {
+                    if let Some(a) = slot.active.take() {
+                        let _ = a.out.send(CompletionChunk::Error {
+                            error: RunnerError::new(kind, msg.clone()),
+                        });
+                    }
+                    // The KV state of this sequence is unknown now; forget it.
+                    self.ctx.seq_rm(slot.seq, -1, -1);
+                    slot.cache.clear();
+                }
+            }
+            return true;
+        }
+
+        for (k, slot) in self.slots.iter_mut().enumerate() {
+            let Some(a) = slot.active.as_mut() else {
+                continue;
+            };
+            if in_prefill[k] {
+                a.timings.prompt_eval_duration_ns += took;
+            } else if a.logits_at.is_some() {
+                a.timings.eval_duration_ns += took;
+            }
+            let Some(idx) = a.logits_at else { continue };
+            let Some(logits) = self.ctx.logits(idx) else {
+                fail(slot, ErrorKind::Internal, "llama.cpp returned no logits");
+                continue;
+            };
+            let lp = a.req.logprobs || a.req.top_logprobs > 0;
+            let Some(choice) = a
+                .sampler
+                .sample(logits, lp, a.req.top_logprobs.min(20) as usize)
+            else {
+                fail(
+                    slot,
+                    ErrorKind::Internal,
+                    "no token could be sampled (all masked)",
+                );
+                continue;
+            };
+            on_token(&self.model, slot, choice);
+        }
+        true
+    }
+
+    /// Embeddings of each input on slot `i`'s sequence, which is wiped first and after.
+    fn embed(&mut self, i: usize, inputs: &[Vec<Token>]) -> Result<EmbedResponse, RunnerError> {
+        let seq = self.slots[i].seq;
+        self.slots[i].cache.clear();
+        self.ctx.seq_rm(seq, -1, -1);
+        self.ctx.set_embeddings(true);
+        let r = crate::embed::run(&mut self.ctx, &mut self.batch, seq, inputs);
+        self.ctx.set_embeddings(false);
+        self.ctx.seq_rm(seq, -1, -1);
+        r
+    }
+}
+
+/// Context shift: drop half of the tokens after `num_keep`. False when shifting is off or the
+/// memory cannot shift.
+fn make_room(ctx: &mut Context, slot: &mut Slot) -> bool {
+    let Some(a) = slot.active.as_ref() else {
+        return false;
+    };
+    if !a.req.shift || !ctx.can_shift() {
+        return false;
+    }
+    let (keep, discard) = plan::shift(slot.cache.len(), a.req.num_keep);
+    let (k, d) = (keep as i32, discard as i32);
+    if !ctx.seq_rm(slot.seq, k, k + d) {
+        return false;
+    }
+    ctx.seq_add(slot.seq, k + d, -1, -d);
+    slot.cache.drain(keep..keep + discard);
+    true
+}
+
+fn on_token(model: &Model, slot: &mut Slot, choice: crate::sampling::Choice) {
+    let Some(a) = slot.active.as_mut() else {
+        return;
+    };
+    let t = choice.token;
+    a.timings.eval_count += 1;
+    if model.is_eog(t) {
+        return finish(slot, DoneReason::Stop);
+    }
+    let piece = model.token_piece(t, true);
+    if a.req.logprobs || a.req.top_logprobs > 0 {
+        a.lp_held.push(TokenLogprob {
+            token: String::from_utf8_lossy(&piece).into_owned(),
+            logprob: choice.logprob.unwrap_or(f32::NEG_INFINITY),
+            bytes: piece.clone(),
+            top_logprobs: choice
+                .top
+                .iter()
+                .map(|&(id, logprob)| {
+                    let bytes = model.token_piece(id, true);
+                    TopLogprob {
+                        token: String::from_utf8_lossy(&bytes).into_owned(),
+                        logprob,
+                        bytes,
+                    }
+                })
+                .collect(),
+        });
+    }
+    let step = a.text.push(&piece);
+    if !step.text.is_empty() {
+        let logprobs = std::mem::take(&mut a.lp_held);
+        let _ = a.out.send(CompletionChunk::Token {
+            content: step.text,
+            logprobs,
+        });
+    }
+    if step.stopped {
+        return finish(slot, DoneReason::Stop);
+    }
+    if a.timings.eval_count >= a.limit {
+        return finish(slot, DoneReason::Length);
+    }
+    a.next = Some(t);
+}
+
+/// End the slot's request: release held text (unless a stop string ended it) and send Done.
+fn finish(slot: &mut Slot, reason: DoneReason) {
+    let Some(mut a) = slot.active.take() else {
+        return;
+    };
+    let rest = a.text.finish();
+    if !rest.is_empty() {
+        let _ = a.out.send(CompletionChunk::Token {
+            content: rest,
+            logprobs: std::mem::take(&mut a.lp_held),
+        });
+    }
+    let _ = a.out.send(CompletionChunk::Done {
+        done_reason: reason,
+        timings: a.timings,
+    });
+}
+
+fn fail(slot: &mut Slot, kind: ErrorKind, msg: &str) {
+    if let Some(a) = slot.active.take() {
+        let _ = a.out.send(CompletionChunk::Error {
+            error: RunnerError::new(kind, msg),
+        });
+    }
+}

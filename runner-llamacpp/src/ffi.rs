@@ -1,0 +1,572 @@
+//! The only module that touches llama.cpp's C API. It wraps the bindgen output
+//! (`OUT_DIR/llama_bindings.rs`, from llama.h + mtmd.h) in owning types whose `Drop` frees the
+//! native object, so the rest of the runner is safe Rust.
+//!
+//! Invariants kept here:
+//! - `Model` is immutable after load; llama.cpp documents its vocab/tokenizer API as thread-safe,
+//!   so it is `Send + Sync` and shared by `Arc`.
+//! - A `Context` owns an `Arc<Model>`, so the model outlives every context built from it; it is
+//!   `Send` but not `Sync` (one engine thread drives it).
+//! - Slices handed out (logits, embeddings) borrow the context, so the next `decode` (which needs
+//!   `&mut`) cannot run while they are alive.
+#![allow(unsafe_code)]
+
+mod sys {
+    #![allow(
+        non_camel_case_types,
+        non_snake_case,
+        non_upper_case_globals,
+        dead_code
+    )]
+    #![allow(clippy::all, unsafe_op_in_unsafe_fn, improper_ctypes)]
+    include!(concat!(env!("OUT_DIR"), "/llama_bindings.rs"));
+}
+
+pub use sys::llama_token_data as TokenData;
+
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::path::Path;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Once};
+
+pub type Token = i32;
+
+/// Which messages llama.cpp/ggml may print to stderr (the server forwards runner stderr).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogLevel {
+    /// Info and above (OLLAMA_DEBUG).
+    Info,
+    /// Warnings and errors only.
+    Warn,
+}
+
+static LOG_MIN: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(3);
+
+unsafe extern "C" fn log_cb(level: sys::ggml_log_level, text: *const c_char, _: *mut c_void) {
+    static LAST: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(2);
+    if text.is_null() {
+        return;
+    }
+    // 1 debug, 2 info, 3 warn, 4 error; 5 (CONT) continues the previous message at its level.
+    let rank = match level as i32 {
+        r @ 1..=4 => r,
+        5 => LAST.load(Ordering::Relaxed),
+        _ => 2,
+    };
+    LAST.store(rank, Ordering::Relaxed);
+    if rank >= LOG_MIN.load(Ordering::Relaxed) {
+        let s = CStr::from_ptr(text).to_string_lossy();
+        eprint!("{s}");
+    }
+}
+
+/// Load the backend modules (`libggml-cpu*.so`, GPU modules) from `lib_dir` and initialise
+/// llama.cpp once per process. Must run before any model load. Returns the number of compute
+/// devices found (0: no backend module could be loaded).
+pub fn init_backends(lib_dir: &Path, log: LogLevel) -> usize {
+    static INIT: Once = Once::new();
+    LOG_MIN.store(
+        match log {
+            LogLevel::Info => 2,
+            LogLevel::Warn => 3,
+        },
+        Ordering::Relaxed,
+    );
+    INIT.call_once(|| {
+        let dir = CString::new(lib_dir.to_string_lossy().as_bytes()).unwrap_or_default();
+        unsafe {
+            sys::llama_log_set(Some(log_cb), std::ptr::null_mut());
+            sys::ggml_log_set(Some(log_cb), std::ptr::null_mut());
+            sys::ggml_backend_load_all_from_path(dir.as_ptr());
+            sys::llama_backend_init();
+        }
+    });
+    unsafe { sys::ggml_backend_dev_count() }
+}
+
+/// Model load settings (the subset of `llama_model_params` the runner exposes).
+#[derive(Debug, Clone)]
+pub struct ModelParams {
+    pub gpu_layers: i32,
+    pub main_gpu: Option<u32>,
+    pub mmap: bool,
+}
+
+pub struct Model {
+    ptr: NonNull<sys::llama_model>,
+}
+
+// SAFETY: see the module invariants: a loaded model is read-only and its vocab API thread-safe.
+unsafe impl Send for Model {}
+unsafe impl Sync for Model {}
+
+unsafe extern "C" fn progress_cb(p: f32, user: *mut c_void) -> bool {
+    let f = &mut *(user as *mut &mut dyn FnMut(f32) -> bool);
+    f(p)
+}
+
+impl Model {
+    /// Load a GGUF file. `progress` gets 0.0..=1.0 and returns false to abort the load.
+    pub fn load(
+        path: &Path,
+        p: &ModelParams,
+        mut progress: impl FnMut(f32) -> bool,
+    ) -> Result<Model, String> {
+        let cpath = CString::new(path.to_string_lossy().as_bytes())
+            .map_err(|_| "model path contains NUL".to_string())?;
+        let mut cb: &mut dyn FnMut(f32) -> bool = &mut progress;
+        let ptr = unsafe {
+            let mut mp = sys::llama_model_default_params();
+            mp.n_gpu_layers = p.gpu_layers;
+            if let Some(g) = p.main_gpu {
+                mp.main_gpu = g as i32;
+                mp.split_mode = sys::LLAMA_SPLIT_MODE_NONE;
+            }
+            mp.load_mode = if p.mmap {
+                sys::LLAMA_LOAD_MODE_AUTO
+            } else {
+                sys::LLAMA_LOAD_MODE_NONE
+            };
+            mp.progress_callback = Some(progress_cb);
+            mp.progress_callback_user_data =
+                &mut cb as *mut &mut dyn FnMut(f32) -> bool as *mut c_void;
+            sys::llama_model_load_from_file(cpath.as_ptr(), mp)
+        };
+        NonNull::new(ptr)
+            .map(|ptr| Model { ptr })
+            .ok_or_else(|| format!("llama.cpp could not load {}", path.display()))
+    }
+
+    fn vocab(&self) -> *const sys::llama_vocab {
+        unsafe { sys::llama_model_get_vocab(self.ptr.as_ptr()) }
+    }
+
+    pub fn n_vocab(&self) -> i32 {
+        unsafe { sys::llama_vocab_n_tokens(self.vocab()) }
+    }
+    pub fn n_embd(&self) -> i32 {
+        unsafe { sys::llama_model_n_embd_out(self.ptr.as_ptr()) }
+    }
+    pub fn n_ctx_train(&self) -> i32 {
+        unsafe { sys::llama_model_n_ctx_train(self.ptr.as_ptr()) }
+    }
+    pub fn size_bytes(&self) -> u64 {
+        unsafe { sys::llama_model_size(self.ptr.as_ptr()) }
+    }
+
+    pub fn is_eog(&self, t: Token) -> bool {
+        unsafe { sys::llama_vocab_is_eog(self.vocab(), t) }
+    }
+
+    /// Every end-of-generation token id (EOS, EOT and the vocab's other EOG markers).
+    pub fn eog_tokens(&self) -> Vec<Token> {
+        (0..self.n_vocab()).filter(|&t| self.is_eog(t)).collect()
+    }
+
+    pub fn tokenize(
+        &self,
+        text: &str,
+        add_special: bool,
+        parse_special: bool,
+    ) -> Result<Vec<Token>, String> {
+        let len = i32::try_from(text.len()).map_err(|_| "text too long to tokenize".to_string())?;
+        let mut out = vec![0; text.len() + 2];
+        for _ in 0..2 {
+            let n = unsafe {
+                sys::llama_tokenize(
+                    self.vocab(),
+                    text.as_ptr() as *const c_char,
+                    len,
+                    out.as_mut_ptr(),
+                    out.len() as i32,
+                    add_special,
+                    parse_special,
+                )
+            };
+            if n == i32::MIN {
+                return Err("tokenization overflowed".into());
+            }
+            if n >= 0 {
+                out.truncate(n as usize);
+                return Ok(out);
+            }
+            out.resize((-n) as usize, 0);
+        }
+        Err("tokenizer disagreed with itself about the token count".into())
+    }
+
+    /// Bytes of one token (may be part of a multi-byte character). `special`: render control
+    /// tokens as their text.
+    pub fn token_piece(&self, t: Token, special: bool) -> Vec<u8> {
+        let mut buf = vec![0u8; 32];
+        loop {
+            let n = unsafe {
+                sys::llama_token_to_piece(
+                    self.vocab(),
+                    t,
+                    buf.as_mut_ptr() as *mut c_char,
+                    buf.len() as i32,
+                    0,
+                    special,
+                )
+            };
+            if n >= 0 {
+                buf.truncate(n as usize);
+                return buf;
+            }
+            buf.resize((-n) as usize, 0);
+        }
+    }
+
+    /// Inverse of tokenize. `render_special`: special tokens appear as text (else dropped).
+    pub fn detokenize(&self, tokens: &[Token], render_special: bool) -> Vec<u8> {
+        let mut buf = vec![0u8; tokens.len() * 8 + 16];
+        loop {
+            let n = unsafe {
+                sys::llama_detokenize(
+                    self.vocab(),
+                    tokens.as_ptr(),
+                    tokens.len() as i32,
+                    buf.as_mut_ptr() as *mut c_char,
+                    buf.len() as i32,
+                    false,
+                    render_special,
+                )
+            };
+            if n >= 0 {
+                buf.truncate(n as usize);
+                return buf;
+            }
+            buf.resize((-n) as usize, 0);
+        }
+    }
+}
+
+impl Drop for Model {
+    fn drop(&mut self) {
+        unsafe { sys::llama_model_free(self.ptr.as_ptr()) }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pooling {
+    None,
+    Mean,
+    Cls,
+    Last,
+    Rank,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KvType {
+    F16,
+    Q8_0,
+    Q4_0,
+}
+
+/// Context settings (the subset of `llama_context_params` the runner exposes).
+#[derive(Debug, Clone)]
+pub struct ContextParams {
+    pub n_ctx: u32,
+    pub n_seq_max: u32,
+    pub n_batch: u32,
+    pub n_ubatch: u32,
+    pub threads: i32,
+    /// None = automatic.
+    pub flash_attn: Option<bool>,
+    pub kv_type: KvType,
+}
+
+pub struct Context {
+    ptr: NonNull<sys::llama_context>,
+    model: Arc<Model>,
+    abort: Arc<AtomicBool>,
+    n_vocab: usize,
+    n_embd: usize,
+}
+
+// SAFETY: a context is used from one thread at a time (`&mut` for every mutating call).
+unsafe impl Send for Context {}
+
+unsafe extern "C" fn abort_cb(data: *mut c_void) -> bool {
+    (*(data as *const AtomicBool)).load(Ordering::Relaxed)
+}
+
+/// Outcome of a failed `decode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecodeError {
+    /// No room in the KV cache for this batch.
+    NoKvSlot,
+    /// The abort flag was raised between ubatches.
+    Aborted,
+    /// Any other engine failure (code as llama.cpp returned it).
+    Failed(i32),
+}
+
+impl Context {
+    pub fn new(model: Arc<Model>, p: &ContextParams) -> Result<Context, String> {
+        let abort = Arc::new(AtomicBool::new(false));
+        let ptr = unsafe {
+            let mut cp = sys::llama_context_default_params();
+            cp.n_ctx = p.n_ctx;
+            cp.n_seq_max = p.n_seq_max;
+            cp.n_batch = p.n_batch;
+            cp.n_ubatch = p.n_ubatch;
+            cp.n_threads = p.threads;
+            cp.n_threads_batch = p.threads;
+            cp.flash_attn_type = match p.flash_attn {
+                None => sys::LLAMA_FLASH_ATTN_TYPE_AUTO,
+                Some(true) => sys::LLAMA_FLASH_ATTN_TYPE_ENABLED,
+                Some(false) => sys::LLAMA_FLASH_ATTN_TYPE_DISABLED,
+            };
+            let t = match p.kv_type {
+                KvType::F16 => sys::GGML_TYPE_F16,
+                KvType::Q8_0 => sys::GGML_TYPE_Q8_0,
+                KvType::Q4_0 => sys::GGML_TYPE_Q4_0,
+            };
+            cp.type_k = t;
+            cp.type_v = t;
+            // Full-size sliding-window caches keep every position, so prefix reuse and
+            // seq_rm of a suffix work the same on SWA models (gemma3) as on the rest.
+            cp.swa_full = true;
+            cp.kv_unified = false;
+            cp.no_perf = true;
+            cp.abort_callback = Some(abort_cb);
+            cp.abort_callback_data = Arc::as_ptr(&abort) as *mut c_void;
+            sys::llama_init_from_model(model.ptr.as_ptr(), cp)
+        };
+        let ptr = NonNull::new(ptr)
+            .ok_or_else(|| "llama.cpp could not create a context (memory?)".to_string())?;
+        let n_vocab = model.n_vocab().max(0) as usize;
+        let n_embd = model.n_embd().max(0) as usize;
+        Ok(Context {
+            ptr,
+            model,
+            abort,
+            n_vocab,
+            n_embd,
+        })
+    }
+
+    pub fn model(&self) -> &Arc<Model> {
+        &self.model
+    }
+
+    /// Raised → the current and later decodes stop between ubatches with `Aborted`.
+    pub fn abort_flag(&self) -> Arc<AtomicBool> {
+        self.abort.clone()
+    }
+
+    pub fn n_ctx_seq(&self) -> u32 {
+        unsafe { sys::llama_n_ctx_seq(self.ptr.as_ptr()) }
+    }
+    pub fn state_size(&self) -> usize {
+        unsafe { sys::llama_state_get_size(self.ptr.as_ptr()) }
+    }
+
+    pub fn pooling(&self) -> Pooling {
+        match unsafe { sys::llama_pooling_type(self.ptr.as_ptr()) } {
+            sys::LLAMA_POOLING_TYPE_MEAN => Pooling::Mean,
+            sys::LLAMA_POOLING_TYPE_CLS => Pooling::Cls,
+            sys::LLAMA_POOLING_TYPE_LAST => Pooling::Last,
+            sys::LLAMA_POOLING_TYPE_RANK => Pooling::Rank,
+            _ => Pooling::None,
+        }
+    }
+
+    pub fn set_embeddings(&mut self, on: bool) {
+        unsafe { sys::llama_set_embeddings(self.ptr.as_ptr(), on) }
+    }
+
+    pub fn decode(&mut self, batch: &Batch) -> Result<(), DecodeError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        match unsafe { sys::llama_decode(self.ptr.as_ptr(), batch.raw) } {
+            0 => Ok(()),
+            1 => Err(DecodeError::NoKvSlot),
+            2 => Err(DecodeError::Aborted),
+            c => Err(DecodeError::Failed(c)),
+        }
+    }
+
+    /// Logits of the batch entry `i` (which must have been added with `logits = true`).
+    pub fn logits(&self, i: i32) -> Option<&[f32]> {
+        let p = unsafe { sys::llama_get_logits_ith(self.ptr.as_ptr(), i) };
+        (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p, self.n_vocab) })
+    }
+
+    /// Per-token embedding of batch entry `i` (pooling none).
+    pub fn embedding(&self, i: i32) -> Option<&[f32]> {
+        let p = unsafe { sys::llama_get_embeddings_ith(self.ptr.as_ptr(), i) };
+        (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p, self.n_embd) })
+    }
+
+    /// Pooled embedding of a sequence (pooling mean/cls/last).
+    pub fn embedding_seq(&self, seq: i32) -> Option<&[f32]> {
+        let p = unsafe { sys::llama_get_embeddings_seq(self.ptr.as_ptr(), seq) };
+        (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p, self.n_embd) })
+    }
+
+    fn mem(&self) -> sys::llama_memory_t {
+        unsafe { sys::llama_get_memory(self.ptr.as_ptr()) }
+    }
+
+    /// Remove positions [p0, p1) of `seq` (p1 < 0: to the end). False if the memory cannot drop a
+    /// partial range (recurrent models); removing a whole sequence never fails.
+    pub fn seq_rm(&mut self, seq: i32, p0: i32, p1: i32) -> bool {
+        unsafe { sys::llama_memory_seq_rm(self.mem(), seq, p0, p1) }
+    }
+
+    /// Shift positions [p0, p1) of `seq` by `delta`.
+    pub fn seq_add(&mut self, seq: i32, p0: i32, p1: i32, delta: i32) {
+        unsafe { sys::llama_memory_seq_add(self.mem(), seq, p0, p1, delta) }
+    }
+
+    pub fn can_shift(&self) -> bool {
+        unsafe { sys::llama_memory_can_shift(self.mem()) }
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        unsafe { sys::llama_free(self.ptr.as_ptr()) }
+    }
+}
+
+/// A token batch with room for `capacity` entries, one sequence id each.
+pub struct Batch {
+    raw: sys::llama_batch,
+    capacity: usize,
+}
+
+// SAFETY: the batch's buffers are plain memory owned by this value.
+unsafe impl Send for Batch {}
+
+impl Batch {
+    pub fn new(capacity: usize) -> Batch {
+        let capacity = capacity.max(1);
+        let mut raw = unsafe { sys::llama_batch_init(capacity as i32, 0, 1) };
+        raw.n_tokens = 0;
+        Batch { raw, capacity }
+    }
+
+    pub fn len(&self) -> usize {
+        self.raw.n_tokens as usize
+    }
+    pub fn is_empty(&self) -> bool {
+        self.raw.n_tokens == 0
+    }
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+    pub fn clear(&mut self) {
+        self.raw.n_tokens = 0;
+    }
+
+    /// Append a token; returns its index in the batch (the index to read its logits with), or
+    /// None when the batch is full.
+    pub fn push(&mut self, token: Token, pos: i32, seq: i32, logits: bool) -> Option<i32> {
+        let i = self.raw.n_tokens as usize;
+        if i >= self.capacity {
+            return None;
+        }
+        unsafe {
+            *self.raw.token.add(i) = token;
+            *self.raw.pos.add(i) = pos;
+            *self.raw.n_seq_id.add(i) = 1;
+            *(*self.raw.seq_id.add(i)).add(0) = seq;
+            *self.raw.logits.add(i) = logits as i8;
+        }
+        self.raw.n_tokens += 1;
+        Some(i as i32)
+    }
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        unsafe { sys::llama_batch_free(self.raw) }
+    }
+}
+
+/// A llama.cpp sampler chain applied to candidate arrays the runner builds itself (so masks and
+/// penalties run on the logits first). The chain never sees the context: `select` applies, and
+/// `accept` is called exactly once per chosen token by the caller.
+pub struct SamplerChain {
+    ptr: NonNull<sys::llama_sampler>,
+}
+
+// SAFETY: owned exclusively; used by one thread at a time.
+unsafe impl Send for SamplerChain {}
+
+impl Default for SamplerChain {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SamplerChain {
+    pub fn new() -> SamplerChain {
+        let ptr = unsafe {
+            let mut p = sys::llama_sampler_chain_default_params();
+            p.no_perf = true;
+            sys::llama_sampler_chain_init(p)
+        };
+        SamplerChain {
+            ptr: NonNull::new(ptr).expect("llama_sampler_chain_init returned NULL"),
+        }
+    }
+
+    fn add(&mut self, s: *mut sys::llama_sampler) {
+        if !s.is_null() {
+            unsafe { sys::llama_sampler_chain_add(self.ptr.as_ptr(), s) }
+        }
+    }
+    pub fn top_k(&mut self, k: i32) {
+        self.add(unsafe { sys::llama_sampler_init_top_k(k) })
+    }
+    pub fn top_p(&mut self, p: f32) {
+        self.add(unsafe { sys::llama_sampler_init_top_p(p, 1) })
+    }
+    pub fn min_p(&mut self, p: f32) {
+        self.add(unsafe { sys::llama_sampler_init_min_p(p, 1) })
+    }
+    pub fn typical(&mut self, p: f32) {
+        self.add(unsafe { sys::llama_sampler_init_typical(p, 1) })
+    }
+    pub fn temp(&mut self, t: f32) {
+        self.add(unsafe { sys::llama_sampler_init_temp(t) })
+    }
+    pub fn dist(&mut self, seed: u32) {
+        self.add(unsafe { sys::llama_sampler_init_dist(seed) })
+    }
+
+    /// Run the chain over `cands`; returns the selected token id, if the chain selected one.
+    pub fn select(&mut self, cands: &mut [TokenData]) -> Option<Token> {
+        let mut arr = sys::llama_token_data_array {
+            data: cands.as_mut_ptr(),
+            size: cands.len(),
+            selected: -1,
+            sorted: false,
+        };
+        unsafe {
+            sys::llama_sampler_apply(self.ptr.as_ptr(), &mut arr);
+            if arr.selected < 0 || arr.selected as usize >= arr.size || arr.data.is_null() {
+                return None;
+            }
+            // Samplers may point `data` at their own buffer; read through the returned array.
+            Some((*arr.data.add(arr.selected as usize)).id)
+        }
+    }
+
+    pub fn accept(&mut self, t: Token) {
+        unsafe { sys::llama_sampler_accept(self.ptr.as_ptr(), t) }
+    }
+}
+
+impl Drop for SamplerChain {
+    fn drop(&mut self) {
+        unsafe { sys::llama_sampler_free(self.ptr.as_ptr()) }
+    }
+}

@@ -1,0 +1,269 @@
+//! The runner protocol over HTTP/1.1 on the Unix socket (runner_protocol's endpoint table).
+//!
+//! Handlers never touch the llama context: tokenizing uses the shared, thread-safe `Model`;
+//! completions and embeddings go to the engine thread as jobs. Requests that need the model wait
+//! for the load to finish (or fail with `ModelLoad`); `/health` answers at once. Every non-2xx
+//! answer carries an `ErrorBody` whose kind sets the status.
+
+use crate::engine::{CompleteJob, EmbedJob, Job};
+use crate::ffi::{Model, Token};
+use crate::plan;
+use bytes::Bytes;
+use http_body_util::{combinators::BoxBody, BodyExt, Full, Limited, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::{Method, Request, Response, StatusCode};
+use runner_protocol::{
+    CompletionChunk, CompletionRequest, DetokenizeRequest, DetokenizeResponse, EmbedRequest,
+    ErrorBody, ErrorKind, Health, Info, Prompt, RunnerError, TokenizeRequest, TokenizeResponse,
+    NDJSON,
+};
+use serde::Serialize;
+use std::convert::Infallible;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, OnceLock};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tokio_stream::StreamExt;
+
+pub type Body = BoxBody<Bytes, Infallible>;
+
+/// Request bodies above this are refused (a long prompt is a few MB of JSON at most).
+const MAX_BODY: usize = 64 << 20;
+
+/// What a loaded runner knows; set once when the load succeeds.
+pub struct Loaded {
+    pub model: Arc<Model>,
+    pub info: Info,
+    /// Positions per slot.
+    pub n_ctx_seq: usize,
+    /// Longest embedding input (per-slot context, or one batch for pooled models).
+    pub embed_limit: usize,
+    pub abort: Arc<AtomicBool>,
+}
+
+pub struct State {
+    pub health: watch::Sender<Health>,
+    pub loaded: OnceLock<Loaded>,
+    pub jobs: Mutex<std::sync::mpsc::Sender<Job>>,
+    pub shutting_down: AtomicBool,
+}
+
+type Res = Result<Response<Body>, RunnerError>;
+
+pub async fn handle(
+    req: Request<Incoming>,
+    state: Arc<State>,
+) -> Result<Response<Body>, Infallible> {
+    let out = match (req.method().clone(), req.uri().path()) {
+        (Method::GET, "/health") => Ok(json(StatusCode::OK, &*state.health.borrow())),
+        (Method::GET, "/info") => ready(&state).await.map(|l| json(StatusCode::OK, &l.info)),
+        (Method::POST, "/completion") => completion(req, &state).await,
+        (Method::POST, "/embed") => embed(req, &state).await,
+        (Method::POST, "/tokenize") => tokenize(req, &state).await,
+        (Method::POST, "/detokenize") => detokenize(req, &state).await,
+        (_, path) => Err(RunnerError::new(
+            ErrorKind::BadRequest,
+            format!("no such endpoint: {path}"),
+        )),
+    };
+    Ok(out.unwrap_or_else(error_response))
+}
+
+pub fn error_response(e: RunnerError) -> Response<Body> {
+    let status = StatusCode::from_u16(e.kind.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    json(status, &ErrorBody { error: e })
+}
+
+fn json<T: Serialize + ?Sized>(status: StatusCode, v: &T) -> Response<Body> {
+    let body = serde_json::to_vec(v).unwrap_or_default();
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)).boxed())
+        .unwrap_or_default()
+}
+
+/// Wait for the load to end; the loaded state, or the load failure.
+async fn ready(state: &State) -> Result<&Loaded, RunnerError> {
+    let mut rx = state.health.subscribe();
+    let h = rx
+        .wait_for(|h| !matches!(h, Health::Loading { .. }))
+        .await
+        .map_err(|_| RunnerError::new(ErrorKind::Internal, "runner state is gone"))?
+        .clone();
+    match (h, state.loaded.get()) {
+        (Health::Failed { kind, message }, _) => Err(RunnerError::new(kind, message)),
+        (_, Some(l)) => Ok(l),
+        _ => Err(RunnerError::new(
+            ErrorKind::Internal,
+            "runner is ready but has no model",
+        )),
+    }
+}
+
+async fn body<T: serde::de::DeserializeOwned>(req: Request<Incoming>) -> Result<T, RunnerError> {
+    let bytes = Limited::new(req.into_body(), MAX_BODY)
+        .collect()
+        .await
+        .map_err(|e| RunnerError::new(ErrorKind::BadRequest, format!("reading request body: {e}")))?
+        .to_bytes();
+    serde_json::from_slice(&bytes)
+        .map_err(|e| RunnerError::new(ErrorKind::BadRequest, format!("invalid request: {e}")))
+}
+
+fn send(state: &State, job: Job) -> Result<(), RunnerError> {
+    let jobs = state
+        .jobs
+        .lock()
+        .map_err(|_| RunnerError::new(ErrorKind::Internal, "job queue poisoned"))?;
+    jobs.send(job)
+        .map_err(|_| RunnerError::new(ErrorKind::Cancelled, "runner is shutting down"))
+}
+
+/// Tokens of a prompt: text is tokenized off the async threads; ids are range-checked.
+async fn prompt_tokens(
+    model: &Arc<Model>,
+    p: Prompt,
+    add_special: bool,
+    parse_special: bool,
+) -> Result<Vec<Token>, RunnerError> {
+    match p {
+        Prompt::Tokens(t) => {
+            let n = model.n_vocab();
+            match t.iter().find(|&&x| x < 0 || x >= n) {
+                Some(bad) => Err(RunnerError::new(
+                    ErrorKind::BadRequest,
+                    format!("token id {bad} is outside the vocabulary (0..{n})"),
+                )),
+                None => Ok(t),
+            }
+        }
+        Prompt::Text(s) => {
+            let m = model.clone();
+            tokio::task::spawn_blocking(move || m.tokenize(&s, add_special, parse_special))
+                .await
+                .map_err(|e| RunnerError::new(ErrorKind::Internal, e.to_string()))?
+                .map_err(|e| RunnerError::new(ErrorKind::BadRequest, e))
+        }
+    }
+}
+
+async fn completion(req: Request<Incoming>, state: &State) -> Res {
+    let loaded = ready(state).await?;
+    let r: CompletionRequest = body(req).await?;
+    if r.constraint.is_some() {
+        // The grammar engine (llguidance) plugs into sampling::TokenMask; not wired yet.
+        return Err(RunnerError::new(
+            ErrorKind::BadRequest,
+            "output constraints are not supported by this runner yet",
+        ));
+    }
+    if r.top_logprobs > 20 {
+        return Err(RunnerError::new(
+            ErrorKind::BadRequest,
+            "top_logprobs must be at most 20",
+        ));
+    }
+    let tokens = prompt_tokens(
+        &loaded.model,
+        r.prompt.clone(),
+        r.add_special,
+        r.parse_special,
+    )
+    .await?;
+    if tokens.is_empty() {
+        return Err(RunnerError::new(
+            ErrorKind::BadRequest,
+            "the prompt is empty",
+        ));
+    }
+    let tokens =
+        plan::fit_prompt(tokens, loaded.n_ctx_seq, r.num_keep, r.truncate).map_err(|o| {
+            RunnerError::new(
+                ErrorKind::ContextOverflow,
+                format!(
+                    "prompt is {} tokens, the context holds {}",
+                    o.prompt, o.limit
+                ),
+            )
+        })?;
+    let (tx, rx) = mpsc::unbounded_channel();
+    send(
+        state,
+        Job::Complete(Box::new(CompleteJob {
+            tokens,
+            req: r,
+            out: tx,
+        })),
+    )?;
+    let lines = UnboundedReceiverStream::new(rx).map(|chunk: CompletionChunk| {
+        let mut line = serde_json::to_vec(&chunk).unwrap_or_default();
+        line.push(b'\n');
+        Ok::<_, Infallible>(Frame::data(Bytes::from(line)))
+    });
+    Ok(Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", NDJSON)
+        .body(BodyExt::boxed(StreamBody::new(lines)))
+        .unwrap_or_default())
+}
+
+async fn embed(req: Request<Incoming>, state: &State) -> Res {
+    let loaded = ready(state).await?;
+    let r: EmbedRequest = body(req).await?;
+    if r.inputs.is_empty() {
+        return Err(RunnerError::new(
+            ErrorKind::BadRequest,
+            "no inputs to embed",
+        ));
+    }
+    let mut inputs = Vec::with_capacity(r.inputs.len());
+    for p in r.inputs {
+        let mut t = prompt_tokens(&loaded.model, p, true, false).await?;
+        if t.len() > loaded.embed_limit {
+            if !r.truncate {
+                return Err(RunnerError::new(
+                    ErrorKind::ContextOverflow,
+                    format!(
+                        "input is {} tokens, the limit is {}",
+                        t.len(),
+                        loaded.embed_limit
+                    ),
+                ));
+            }
+            t.truncate(loaded.embed_limit);
+        }
+        inputs.push(t);
+    }
+    let (tx, rx) = oneshot::channel();
+    send(state, Job::Embed(EmbedJob { inputs, reply: tx }))?;
+    let out = rx
+        .await
+        .map_err(|_| RunnerError::new(ErrorKind::Cancelled, "runner is shutting down"))??;
+    Ok(json(StatusCode::OK, &out))
+}
+
+async fn tokenize(req: Request<Incoming>, state: &State) -> Res {
+    let loaded = ready(state).await?;
+    let r: TokenizeRequest = body(req).await?;
+    let tokens = prompt_tokens(
+        &loaded.model,
+        Prompt::Text(r.content),
+        r.add_special,
+        r.parse_special,
+    )
+    .await?;
+    Ok(json(StatusCode::OK, &TokenizeResponse { tokens }))
+}
+
+async fn detokenize(req: Request<Incoming>, state: &State) -> Res {
+    let loaded = ready(state).await?;
+    let r: DetokenizeRequest = body(req).await?;
+    let tokens = prompt_tokens(&loaded.model, Prompt::Tokens(r.tokens), false, false).await?;
+    let m = loaded.model.clone();
+    let bytes = tokio::task::spawn_blocking(move || m.detokenize(&tokens, r.render_special))
+        .await
+        .map_err(|e| RunnerError::new(ErrorKind::Internal, e.to_string()))?;
+    let content = String::from_utf8_lossy(&bytes).into_owned();
+    Ok(json(StatusCode::OK, &DetokenizeResponse { content }))
+}

@@ -1,0 +1,148 @@
+//! Pure slot policy: which slot a prompt goes to, how much of its cache is reused, how a long
+//! prompt is truncated, and how a full context is shifted. The engine applies these decisions to
+//! the KV cache; keeping them pure keeps them table-tested.
+
+use crate::ffi::Token;
+
+/// Length of the common prefix of two token lists.
+pub fn common_prefix(a: &[Token], b: &[Token]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// Tokens of `cache` to keep for `prompt`: the common prefix, but never the whole prompt — the
+/// last prompt token is always evaluated again so its logits exist.
+pub fn reuse_len(cache: &[Token], prompt: &[Token], cache_prompt: bool) -> usize {
+    if !cache_prompt {
+        return 0;
+    }
+    common_prefix(cache, prompt).min(prompt.len().saturating_sub(1))
+}
+
+/// Among free slots (index, cached tokens), the one whose cache shares the longest prefix with
+/// `prompt`; ties go to the emptiest cache (least to throw away), then the lowest index.
+pub fn pick_slot<'a>(
+    free: impl IntoIterator<Item = (usize, &'a [Token])>,
+    prompt: &[Token],
+) -> Option<usize> {
+    free.into_iter()
+        .map(|(i, cache)| (i, common_prefix(cache, prompt), cache.len()))
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.2.cmp(&a.2)).then(b.0.cmp(&a.0)))
+        .map(|(i, _, _)| i)
+}
+
+/// A prompt that does not fit a slot and may not be truncated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Overflow {
+    pub prompt: usize,
+    pub limit: usize,
+}
+
+/// Fit `prompt` into a slot of `n_ctx` positions, leaving room for one generated token: unchanged
+/// if it fits; else, when `truncate`, the first `num_keep` tokens plus the newest tail; else an
+/// error.
+pub fn fit_prompt(
+    prompt: Vec<Token>,
+    n_ctx: usize,
+    num_keep: i32,
+    truncate: bool,
+) -> Result<Vec<Token>, Overflow> {
+    let limit = n_ctx.saturating_sub(1).max(1);
+    if prompt.len() <= limit {
+        return Ok(prompt);
+    }
+    if !truncate {
+        return Err(Overflow {
+            prompt: prompt.len(),
+            limit,
+        });
+    }
+    let keep = keep_len(num_keep, prompt.len(), limit);
+    let tail = limit - keep;
+    let mut out = prompt[..keep].to_vec();
+    out.extend_from_slice(&prompt[prompt.len() - tail..]);
+    Ok(out)
+}
+
+/// `num_keep` bounded to the sequence (negative = keep all, as Ollama) and below `limit` with room
+/// left for at least half of it to move.
+fn keep_len(num_keep: i32, len: usize, limit: usize) -> usize {
+    let want = if num_keep < 0 { len } else { num_keep as usize };
+    want.min(len).min(limit / 2)
+}
+
+/// Context shift for a full slot of `len` tokens: keep the first `num_keep`, drop half of the
+/// rest. Returns (first dropped position, number dropped).
+pub fn shift(len: usize, num_keep: i32) -> (usize, usize) {
+    let keep = keep_len(num_keep, len, len);
+    let discard = ((len - keep) / 2).max(1);
+    (keep, discard)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reuse_keeps_the_common_prefix_but_reevaluates_the_last_prompt_token() {
+        let cases: &[(&[Token], &[Token], bool, usize)] = &[
+            (&[], &[1, 2, 3], true, 0),
+            (&[1, 2, 9], &[1, 2, 3], true, 2),
+            (&[1, 2, 3], &[1, 2, 3], true, 2),
+            (&[1, 2, 3, 4, 5], &[1, 2, 3], true, 2),
+            (&[1, 2], &[1, 2, 3, 4], true, 2),
+            (&[1, 2, 3], &[1, 2, 3], false, 0),
+            (&[5], &[5], true, 0),
+        ];
+        for (cache, prompt, on, want) in cases {
+            assert_eq!(reuse_len(cache, prompt, *on), *want, "{cache:?} {prompt:?}");
+        }
+    }
+
+    #[test]
+    fn slot_with_longest_prefix_wins_then_emptiest_then_lowest() {
+        let a: &[Token] = &[1, 2, 3];
+        let b: &[Token] = &[1, 2, 3, 4, 5];
+        let c: &[Token] = &[];
+        let d: &[Token] = &[];
+        assert_eq!(
+            pick_slot([(0, a), (1, b), (2, c)], &[1, 2, 3, 4, 9]),
+            Some(1)
+        );
+        assert_eq!(pick_slot([(0, a), (1, b), (2, c)], &[7]), Some(2));
+        assert_eq!(pick_slot([(3, c), (1, d)], &[7]), Some(1));
+        assert_eq!(
+            pick_slot(std::iter::empty::<(usize, &[Token])>(), &[7]),
+            None
+        );
+    }
+
+    #[test]
+    fn long_prompts_are_truncated_keeping_head_and_tail_or_refused() {
+        let p: Vec<Token> = (0..10).collect();
+        assert_eq!(fit_prompt(p.clone(), 16, 4, true).unwrap(), p);
+        assert_eq!(
+            fit_prompt(p.clone(), 8, 2, true).unwrap(),
+            vec![0, 1, 5, 6, 7, 8, 9]
+        );
+        // num_keep larger than half the room is bounded.
+        assert_eq!(
+            fit_prompt(p.clone(), 8, 100, true).unwrap(),
+            vec![0, 1, 2, 6, 7, 8, 9]
+        );
+        assert_eq!(
+            fit_prompt(p.clone(), 8, 2, false),
+            Err(Overflow {
+                prompt: 10,
+                limit: 7
+            })
+        );
+    }
+
+    #[test]
+    fn shift_keeps_num_keep_and_drops_half_the_rest() {
+        assert_eq!(shift(100, 4), (4, 48));
+        assert_eq!(shift(100, 0), (0, 50));
+        assert_eq!(shift(100, -1), (50, 25));
+        assert_eq!(shift(3, 4), (1, 1));
+    }
+}

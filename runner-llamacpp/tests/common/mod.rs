@@ -1,0 +1,212 @@
+//! Test harness: spawn the built runner on a temp socket and speak HTTP/1.1 to it over the Unix
+//! socket, as the server does. Runners use one thread; heavy tests take `serial()` so the shared
+//! 2-core machine runs one model at a time.
+#![allow(dead_code)]
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use runner_protocol::{CompletionChunk, DoneReason, Health, Timings};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+use tokio::net::UnixStream;
+
+/// One model-running test at a time (an async mutex: each test has its own runtime, and a
+/// panicking test must not poison the others).
+pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    static M: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    M.lock().await
+}
+
+/// gemma-3-270m, fetched by scripts/fetch-test-models when missing.
+pub fn gemma() -> PathBuf {
+    static P: OnceLock<PathBuf> = OnceLock::new();
+    P.get_or_init(|| {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/fetch-test-models");
+        let out = Command::new("bash")
+            .arg(&script)
+            .output()
+            .expect("run scripts/fetch-test-models");
+        assert!(
+            out.status.success(),
+            "fetch-test-models failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let dir = String::from_utf8(out.stdout).unwrap();
+        PathBuf::from(dir.trim()).join("gemma-3-270m-q4_k_m.gguf")
+    })
+    .clone()
+}
+
+pub struct Runner {
+    pub child: Child,
+    pub socket: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Runner {
+    /// Start the runner with `extra` flags (after --model/--socket/--threads 1) and wait until
+    /// its socket exists (not until it is ready).
+    pub fn spawn(model: &Path, extra: &[&str]) -> Runner {
+        Runner::spawn_exe(
+            Path::new(env!("CARGO_BIN_EXE_runner-llamacpp")),
+            model,
+            extra,
+        )
+    }
+
+    pub fn spawn_exe(exe: &Path, model: &Path, extra: &[&str]) -> Runner {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("runner.sock");
+        let child = Command::new(exe)
+            .arg("--model")
+            .arg(model)
+            .arg("--socket")
+            .arg(&socket)
+            .args(["--threads", "1"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn runner");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !socket.exists() {
+            assert!(Instant::now() < deadline, "runner never bound its socket");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Runner {
+            child,
+            socket,
+            _dir: dir,
+        }
+    }
+
+    pub async fn health(&self) -> Health {
+        let (st, body) = call(&self.socket, "GET", "/health", None).await;
+        assert_eq!(st, StatusCode::OK);
+        serde_json::from_slice(&body).unwrap()
+    }
+
+    pub async fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            match self.health().await {
+                Health::Ready => return,
+                Health::Failed { kind, message } => panic!("load failed: {kind}: {message}"),
+                Health::Loading { .. } => {}
+            }
+            assert!(Instant::now() < deadline, "runner did not become ready");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub async fn connect(socket: &Path) -> hyper::client::conn::http1::SendRequest<Full<Bytes>> {
+    let stream = UnixStream::connect(socket)
+        .await
+        .expect("connect to runner");
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    sender
+}
+
+pub async fn send(
+    socket: &Path,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> Response<Incoming> {
+    let mut s = connect(socket).await;
+    let body = body
+        .map(|b| serde_json::to_vec(&b).unwrap())
+        .unwrap_or_default();
+    let req = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "runner")
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .unwrap();
+    s.send_request(req).await.expect("request")
+}
+
+pub async fn call(
+    socket: &Path,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> (StatusCode, Vec<u8>) {
+    let resp = send(socket, method, path, body).await;
+    let st = resp.status();
+    (
+        st,
+        resp.into_body()
+            .collect()
+            .await
+            .unwrap()
+            .to_bytes()
+            .to_vec(),
+    )
+}
+
+/// A finished completion: concatenated text and the final chunk.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    pub text: String,
+    pub reason: DoneReason,
+    pub timings: Timings,
+    pub chunks: Vec<CompletionChunk>,
+}
+
+pub async fn complete(socket: &Path, body: Value) -> Completion {
+    let (st, bytes) = call(socket, "POST", "/completion", Some(body)).await;
+    assert_eq!(st, StatusCode::OK, "{}", String::from_utf8_lossy(&bytes));
+    parse_stream(&bytes)
+}
+
+pub fn parse_stream(bytes: &[u8]) -> Completion {
+    let mut text = String::new();
+    let mut done = None;
+    let mut chunks = Vec::new();
+    for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        let c: CompletionChunk = serde_json::from_slice(line).unwrap();
+        match &c {
+            CompletionChunk::Token { content, .. } => {
+                assert!(done.is_none(), "token after done");
+                text.push_str(content)
+            }
+            CompletionChunk::Done {
+                done_reason,
+                timings,
+            } => done = Some((*done_reason, timings.clone())),
+            CompletionChunk::Error { error } => panic!("stream error: {error}"),
+        }
+        chunks.push(c);
+    }
+    let (reason, timings) = done.expect("stream ended without a done chunk");
+    Completion {
+        text,
+        reason,
+        timings,
+        chunks,
+    }
+}
+
+/// A greedy request with a small budget.
+pub fn greedy(prompt: &str, n: i32) -> Value {
+    json!({"prompt": prompt, "num_predict": n, "sampling": {"temperature": 0.0}})
+}

@@ -1,0 +1,358 @@
+//! Pull and push against a real registry: Debian's `docker-registry` (distribution 2.8) on
+//! loopback. Each test skips with a notice when the binary is absent (CI installs it).
+
+mod registry_support;
+
+use std::time::Duration;
+
+use registry_support::*;
+use server::error::Error;
+use server::store::registry::progress;
+use server::store::Store;
+
+#[tokio::test]
+async fn push_delete_pull_round_trip_is_byte_identical() {
+    let Some(reg) = RealRegistry::start() else {
+        return;
+    };
+    let t = tempfile::tempdir().unwrap();
+    let store = Store::open(t.path().join("models")).unwrap();
+    let name = reg.name("library/tiny:q4");
+    // 2.5 MB model blob: several 1 MB parts on pull, several 512 KB PATCH chunks on push.
+    let manifest = make_model(&store, &name, 1, 2_500_000);
+    let entry = store.read(&name).unwrap().unwrap();
+    let blobs: Vec<(String, Vec<u8>)> = entry
+        .manifest
+        .blobs()
+        .map(|l| {
+            (
+                l.digest.to_string(),
+                std::fs::read(store.blobs().path(&l.digest)).unwrap(),
+            )
+        })
+        .collect();
+    let registry = registry(&store, test_options(None));
+
+    // Plain https to an http registry is refused without `insecure`.
+    let err = registry
+        .push(&name, false, progress::discard())
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), "insecure protocol http");
+
+    let (sink, log) = recorder();
+    registry.push(&name, true, sink).await.unwrap();
+    let statuses: Vec<String> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|p| p.status.clone())
+        .collect();
+    assert_eq!(statuses.first().unwrap(), "retrieving manifest");
+    assert_eq!(
+        &statuses[statuses.len() - 2..],
+        ["pushing manifest", "success"]
+    );
+    let model = &entry.manifest.layers[0];
+    let pushing = format!("pushing {}", &model.digest.hex()[..12]);
+    let lines: Vec<_> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|p| p.status == pushing)
+        .cloned()
+        .collect();
+    assert_eq!(lines.last().unwrap().completed, model.size);
+    assert!(lines
+        .iter()
+        .all(|p| p.total == model.size && p.digest == model.digest.to_string()));
+
+    // Pushing again finds every blob present (HEAD) and still succeeds.
+    registry
+        .push(&name, true, progress::discard())
+        .await
+        .unwrap();
+
+    // Delete locally, pull back: identical manifest bytes and blobs.
+    store.delete(&name).unwrap().unwrap();
+    assert!(store.read(&name).unwrap().is_none());
+    let (sink, log) = recorder();
+    registry.pull(&name, true, sink).await.unwrap();
+    let again = store.read(&name).unwrap().unwrap();
+    assert_eq!(again.bytes, manifest);
+    for (d, bytes) in &blobs {
+        let d = server::store::Digest::parse(d).unwrap();
+        assert_eq!(&std::fs::read(store.blobs().path(&d)).unwrap(), bytes);
+    }
+    let statuses: Vec<String> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|p| p.status.clone())
+        .collect();
+    assert_eq!(statuses.first().unwrap(), "pulling manifest");
+    let tail: Vec<&str> = statuses.iter().map(String::as_str).rev().take(3).collect();
+    assert_eq!(
+        tail,
+        ["success", "writing manifest", "verifying sha256 digest"]
+    );
+    let pulling = format!("pulling {}", &model.digest.hex()[..12]);
+    assert!(statuses.contains(&pulling), "{statuses:?}");
+    // No download leftovers.
+    let names = files(store.blobs().dir());
+    assert_eq!(names.len(), 3, "{names:?}");
+
+    // Into a second, empty store too.
+    let t2 = tempfile::tempdir().unwrap();
+    let store2 = Store::open(t2.path()).unwrap();
+    let r2 = registry_support::registry(&store2, test_options(None));
+    r2.pull(&name, true, progress::discard()).await.unwrap();
+    assert_eq!(store2.read(&name).unwrap().unwrap().bytes, manifest);
+    assert_eq!(r2.bytes_downloaded(), entry.size);
+}
+
+#[tokio::test]
+async fn unknown_model_is_ollamas_error_and_writes_nothing() {
+    let Some(reg) = RealRegistry::start() else {
+        return;
+    };
+    let t = tempfile::tempdir().unwrap();
+    let store = Store::open(t.path()).unwrap();
+    let registry = registry(&store, test_options(None));
+    let (sink, log) = recorder();
+    let err = registry
+        .pull(&reg.name("library/missing:latest"), true, sink)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::NotFound(_)), "{err:?}");
+    assert_eq!(err.to_string(), "pull model manifest: file does not exist");
+    assert_eq!(log.lock().unwrap()[0].status, "pulling manifest");
+    assert!(files(t.path()).is_empty(), "{:?}", files(t.path()));
+}
+
+#[tokio::test]
+async fn interrupted_pulls_resume_and_reuse_downloaded_bytes() {
+    let Some(reg) = RealRegistry::start() else {
+        return;
+    };
+    let src = tempfile::tempdir().unwrap();
+    let src_store = Store::open(src.path()).unwrap();
+    let name = reg.name("library/resume:latest");
+    let manifest = make_model(&src_store, &name, 7, 24 << 20);
+    let opts = || {
+        let mut o = test_options(None);
+        o.part_min = 2 << 20;
+        o.part_max = 2 << 20;
+        o
+    };
+    registry(&src_store, opts())
+        .push(&name, true, progress::discard())
+        .await
+        .unwrap();
+    let total = src_store.read(&name).unwrap().unwrap().size;
+
+    let t = tempfile::tempdir().unwrap();
+    let store = Store::open(t.path()).unwrap();
+    let mut fetched_before_abort = 0;
+    // Abort at several points (by downloaded bytes), dropping the whole client each time as a
+    // killed server would, then finish.
+    for (i, frac) in [0.15, 0.4, 0.7].into_iter().enumerate() {
+        let r = registry(&store, opts());
+        let target = (total as f64 * frac) as u64 - fetched_before_abort;
+        let pull = r.pull(&name, true, progress::discard());
+        let watcher = async {
+            while r.bytes_downloaded() < target {
+                tokio::time::sleep(Duration::from_micros(200)).await;
+            }
+        };
+        tokio::select! {
+            res = pull => panic!("pull {i} finished before the abort point: {res:?}"),
+            _ = watcher => {}
+        }
+        fetched_before_abort += r.bytes_downloaded();
+        drop(r);
+        assert!(
+            store.read(&name).unwrap().is_none(),
+            "manifest before all blobs"
+        );
+        let visible: Vec<String> = files(store.blobs().dir())
+            .into_iter()
+            .filter(|f| !f.contains("partial"))
+            .collect();
+        // Only the small template/config blobs may be complete; never the model blob.
+        let model_digest = src_store.read(&name).unwrap().unwrap().manifest.layers[0]
+            .digest
+            .blob_file_name();
+        assert!(!visible.contains(&model_digest), "{visible:?}");
+    }
+    let r = registry(&store, opts());
+    r.pull(&name, true, progress::discard()).await.unwrap();
+    let last = r.bytes_downloaded();
+    assert_eq!(store.read(&name).unwrap().unwrap().bytes, manifest);
+    assert_eq!(
+        fetched_before_abort + last,
+        total,
+        "every byte fetched exactly once"
+    );
+    let reused = total - last;
+    println!(
+        "resume: {fetched_before_abort} bytes fetched before aborts, {reused} reused, {last} fetched after"
+    );
+    assert!(reused as f64 >= 0.9 * fetched_before_abort as f64);
+    let left = files(store.blobs().dir());
+    assert_eq!(left.len(), 3, "{left:?}");
+}
+
+#[tokio::test]
+async fn concurrent_pulls_share_one_download_and_replaced_layers_are_pruned() {
+    let Some(reg) = RealRegistry::start() else {
+        return;
+    };
+    let src = tempfile::tempdir().unwrap();
+    let src_store = Store::open(src.path()).unwrap();
+    let name = reg.name("library/shared:latest");
+    let v1 = make_model(&src_store, &name, 11, 3 << 20);
+    let src_reg = registry(&src_store, test_options(None));
+    src_reg
+        .push(&name, true, progress::discard())
+        .await
+        .unwrap();
+
+    let t = tempfile::tempdir().unwrap();
+    let store = Store::open(t.path()).unwrap();
+    let r = registry(&store, test_options(None));
+    let (a, b) = tokio::join!(
+        r.pull(&name, true, progress::discard()),
+        r.pull(&name, true, progress::discard())
+    );
+    a.unwrap();
+    b.unwrap();
+    let size = store.read(&name).unwrap().unwrap().size;
+    assert_eq!(r.bytes_downloaded(), size, "two pulls, one download");
+    assert_eq!(store.read(&name).unwrap().unwrap().bytes, v1);
+    let old_model = store.read(&name).unwrap().unwrap().manifest.layers[0]
+        .digest
+        .clone();
+
+    // A new version under the same tag: the old model blob goes, the new one arrives.
+    let v2 = make_model(&src_store, &name, 12, 1 << 20);
+    src_reg
+        .push(&name, true, progress::discard())
+        .await
+        .unwrap();
+    let (sink, log) = recorder();
+    r.pull(&name, true, sink).await.unwrap();
+    assert_eq!(store.read(&name).unwrap().unwrap().bytes, v2);
+    assert!(!store.blobs().exists(&old_model));
+    assert!(log
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|p| p.status == "removing unused layers"));
+}
+
+/// `cargo test -p server --test registry_real -- --ignored --nocapture pull_throughput`:
+/// pulls a 1 GiB blob from the loopback registry with production options and prints MB/s
+/// beside `cp` of the same file (the disk ceiling).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore]
+async fn pull_throughput_1gib() {
+    use server::store::manifest::{MEDIA_TYPE_CONFIG, MEDIA_TYPE_MODEL};
+    use server::store::registry::RegistryOptions;
+    use server::store::{Layer, Manifest};
+    let Some(reg) = RealRegistry::start() else {
+        return;
+    };
+    let src = tempfile::tempdir().unwrap();
+    let src_store = Store::open(src.path()).unwrap();
+    let raw = src.path().join("raw");
+    {
+        use std::io::Write;
+        let block = bytes(42, 1 << 20);
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&raw).unwrap());
+        for i in 0u64..1024 {
+            f.write_all(&i.to_le_bytes()).unwrap();
+            f.write_all(&block[8..]).unwrap();
+        }
+    }
+    let file = tokio::fs::File::open(&raw).await.unwrap();
+    let (md, n) = src_store.blobs().write_stream(file).await.unwrap();
+    let cd = src_store.blobs().write_bytes(b"{}").unwrap();
+    let name = reg.name("library/bench:latest");
+    let m = Manifest::new(
+        Layer::new(MEDIA_TYPE_CONFIG, cd, 2),
+        vec![Layer::new(MEDIA_TYPE_MODEL, md.clone(), n)],
+    );
+    src_store.write_manifest(&name, &m).unwrap();
+    registry(&src_store, test_options(None))
+        .push(&name, true, progress::discard())
+        .await
+        .unwrap();
+
+    let t = tempfile::tempdir().unwrap();
+    let store = Store::open(t.path()).unwrap();
+    let r = registry(&store, RegistryOptions::default());
+    let start = std::time::Instant::now();
+    r.pull(&name, true, progress::discard()).await.unwrap();
+    let pull = start.elapsed().as_secs_f64();
+
+    let start = std::time::Instant::now();
+    let ok = std::process::Command::new("cp")
+        .arg(src_store.blobs().path(&md))
+        .arg(t.path().join("copy"))
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let cp = start.elapsed().as_secs_f64();
+    let mb = n as f64 / 1e6;
+    println!(
+        "pull 1 GiB from loopback registry: {:.0} MB/s ({pull:.2} s); cp: {:.0} MB/s ({cp:.2} s)",
+        mb / pull,
+        mb / cp
+    );
+}
+
+/// A real model file (SmolLM2-135M, from `scripts/fetch-test-models`) survives push and pull
+/// byte for byte; skipped when the test models are not fetched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_gguf_round_trip() {
+    use server::store::manifest::{MEDIA_TYPE_CONFIG, MEDIA_TYPE_MODEL};
+    use server::store::{Layer, Manifest};
+    let Some(reg) = RealRegistry::start() else {
+        return;
+    };
+    let home = std::env::var_os("HOME")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_default();
+    let gguf = home.join(".cache/herd/models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    if !gguf.exists() {
+        eprintln!("SKIP: {} not fetched", gguf.display());
+        return;
+    }
+    let src = tempfile::tempdir().unwrap();
+    let src_store = Store::open(src.path()).unwrap();
+    let file = tokio::fs::File::open(&gguf).await.unwrap();
+    let (md, n) = src_store.blobs().write_stream(file).await.unwrap();
+    let cfg = br#"{"model_format":"gguf","model_family":"llama"}"#;
+    let cd = src_store.blobs().write_bytes(cfg).unwrap();
+    let name = reg.name("library/smollm2:135m");
+    let m = Manifest::new(
+        Layer::new(MEDIA_TYPE_CONFIG, cd, cfg.len() as u64),
+        vec![Layer::new(MEDIA_TYPE_MODEL, md.clone(), n)],
+    );
+    src_store.write_manifest(&name, &m).unwrap();
+    registry(&src_store, test_options(None))
+        .push(&name, true, progress::discard())
+        .await
+        .unwrap();
+    let t = tempfile::tempdir().unwrap();
+    let store = Store::open(t.path()).unwrap();
+    let r = registry(&store, server::store::registry::RegistryOptions::default());
+    r.pull(&name, true, progress::discard()).await.unwrap();
+    assert_eq!(store.read(&name).unwrap().unwrap().bytes, m.to_bytes());
+    assert_eq!(
+        std::fs::read(store.blobs().path(&md)).unwrap(),
+        std::fs::read(&gguf).unwrap()
+    );
+}

@@ -1,0 +1,164 @@
+//! Test harness for registry tests: starts Debian's `docker-registry` (distribution 2.8) on a free
+//! loopback port with filesystem storage in a temp dir, and builds tiny models in a temp store.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use server::store::manifest::{MEDIA_TYPE_CONFIG, MEDIA_TYPE_MODEL, MEDIA_TYPE_TEMPLATE};
+use server::store::registry::{Progress, ProgressFn, Registry, RegistryOptions};
+use server::store::{Layer, Manifest, ModelName, Store};
+
+pub const REGISTRY_BIN: &str = "/usr/bin/docker-registry";
+
+/// A running `docker-registry`; killed on drop.
+pub struct RealRegistry {
+    child: Child,
+    pub port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for RealRegistry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl RealRegistry {
+    /// `None` (with a printed notice) when the binary is not installed.
+    pub fn start() -> Option<RealRegistry> {
+        Self::start_with("")
+    }
+
+    /// As `start`, with extra top-level YAML appended to the config (e.g. an `auth:` section).
+    pub fn start_with(extra: &str) -> Option<RealRegistry> {
+        if !Path::new(REGISTRY_BIN).exists() {
+            eprintln!("SKIP: {REGISTRY_BIN} not installed (apt-get install docker-registry)");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let config = dir.path().join("config.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n{extra}",
+                dir.path().join("data").display()
+            ),
+        )
+        .unwrap();
+        let child = Command::new(REGISTRY_BIN)
+            .arg("serve")
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let r = RealRegistry {
+            child,
+            port,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "docker-registry did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(r)
+    }
+
+    /// `http://127.0.0.1:<port>/<ns>/<model>:<tag>`.
+    pub fn name(&self, rest: &str) -> ModelName {
+        ModelName::parse(&format!("http://127.0.0.1:{}/{rest}", self.port)).unwrap()
+    }
+}
+
+/// Options for fast tests: small parts (so multi-part paths run), short stall and backoff.
+pub fn test_options(key_dir: Option<PathBuf>) -> RegistryOptions {
+    RegistryOptions {
+        key_dir,
+        stall_timeout: Duration::from_secs(2),
+        retries: 3,
+        backoff: Duration::from_millis(20),
+        part_min: 256 * 1024,
+        part_max: 1 << 20,
+        push_chunk: 512 * 1024,
+        progress_interval: Duration::from_millis(10),
+        ..RegistryOptions::default()
+    }
+}
+
+pub fn registry(store: &Store, opts: RegistryOptions) -> Registry {
+    Registry::new(store.clone(), opts).unwrap()
+}
+
+/// Collects every progress line.
+pub fn recorder() -> (ProgressFn, Arc<Mutex<Vec<Progress>>>) {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let l = log.clone();
+    (Arc::new(move |p| l.lock().unwrap().push(p)), log)
+}
+
+/// Deterministic pseudo-random bytes (incompressible, so no layer dedups by accident).
+pub fn bytes(seed: u64, n: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// Writes a model (a `GGUF`-prefixed blob of `size` bytes, a template and a config) under `name`.
+/// Returns the manifest bytes.
+pub fn make_model(store: &Store, name: &ModelName, seed: u64, size: usize) -> Vec<u8> {
+    let mut model = b"GGUF".to_vec();
+    model.extend(bytes(seed, size.saturating_sub(4)));
+    let md = store.blobs().write_bytes(&model).unwrap();
+    let template = format!("{{{{ .Prompt }}}} {seed}");
+    let td = store.blobs().write_bytes(template.as_bytes()).unwrap();
+    let config = format!(r#"{{"model_format":"gguf","model_family":"test","seed":{seed}}}"#);
+    let cd = store.blobs().write_bytes(config.as_bytes()).unwrap();
+    let m = Manifest::new(
+        Layer::new(MEDIA_TYPE_CONFIG, cd, config.len() as u64),
+        vec![
+            Layer::new(MEDIA_TYPE_MODEL, md, model.len() as u64),
+            Layer::new(MEDIA_TYPE_TEMPLATE, td, template.len() as u64),
+        ],
+    );
+    store.write_manifest(name, &m).unwrap();
+    m.to_bytes()
+}
+
+/// Every file below `dir` (relative paths, sorted).
+pub fn files(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    fn walk(base: &Path, d: &Path, out: &mut Vec<String>) {
+        let Ok(rd) = std::fs::read_dir(d) else { return };
+        for e in rd.flatten() {
+            let p = e.path();
+            if e.file_type().unwrap().is_dir() {
+                walk(base, &p, out);
+            } else {
+                out.push(p.strip_prefix(base).unwrap().display().to_string());
+            }
+        }
+    }
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
