@@ -198,11 +198,6 @@ async fn errors_keep_their_status_in_both_modes() {
                 "neither 'from' or 'files' was specified",
             ),
             (
-                json!({"model": "m", "from": "ghost"}),
-                404,
-                "model 'ghost:latest' not found, pull it first",
-            ),
-            (
                 json!({"model": "no good", "from": "x"}),
                 400,
                 "invalid model name",
@@ -271,4 +266,121 @@ async fn cli_client_uploads_once_and_creates_over_http() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("was not uploaded"), "{err}");
+}
+
+/// A registry that serves one store's manifests and blobs (GET and HEAD), for the auto-pull of an
+/// unknown `from`.
+async fn fake_registry(src: server::store::Store) -> u16 {
+    use axum::extract::{Request, State};
+    use axum::response::Response;
+    async fn handle(State(src): State<server::store::Store>, req: Request) -> Response {
+        let path = req.uri().path().to_owned();
+        let not_found = || {
+            Response::builder()
+                .status(StatusCode::NOT_FOUND)
+                .body(Body::empty())
+                .unwrap()
+        };
+        let bytes = if let Some(rest) = path.strip_prefix("/v2/library/") {
+            if let Some((model, tag)) = rest.split_once("/manifests/") {
+                match src.read(&server::store::ModelName::parse(&format!("{model}:{tag}")).unwrap())
+                {
+                    Ok(Some(e)) => e.bytes,
+                    _ => return not_found(),
+                }
+            } else if let Some((_, d)) = rest.split_once("/blobs/") {
+                match server::store::Digest::parse(d) {
+                    Ok(d) if src.blobs().exists(&d) => std::fs::read(src.blobs().path(&d)).unwrap(),
+                    _ => return not_found(),
+                }
+            } else {
+                return not_found();
+            }
+        } else {
+            return not_found();
+        };
+        let len = bytes.len();
+        let body = if req.method() == Method::HEAD {
+            Body::empty()
+        } else {
+            Body::from(bytes)
+        };
+        Response::builder()
+            .header(header::CONTENT_LENGTH, len)
+            .body(body)
+            .unwrap()
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let app = Router::new().fallback(handle).with_state(src);
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    port
+}
+
+#[tokio::test]
+async fn unknown_from_is_pulled_then_derived() {
+    // The registry's copy of `base`.
+    let remote = store();
+    let gguf = remote.upload(&tiny_gguf());
+    remote
+        .create(&server::create::CreateRequest {
+            model: "base".into(),
+            files: create_util::files(&[("model.gguf", &gguf)]),
+            system: "remote system".into(),
+            ..Default::default()
+        })
+        .unwrap();
+    let port = fake_registry(remote.store.clone()).await;
+
+    let t = store();
+    let app = router(&t);
+    let from = format!("http://127.0.0.1:{port}/library/base:latest");
+    let (s, _, body) = post(
+        &app,
+        "/api/create",
+        json!({"model": "derived", "from": from, "system": "local system"}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    let statuses: Vec<String> = body
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|v| {
+            assert!(v.get("error").is_none(), "{v}");
+            v["status"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(statuses[0], "pulling manifest");
+    assert_eq!(statuses.last().unwrap(), "success");
+    assert!(statuses.contains(&"writing manifest".to_string()));
+    let m = t.read("derived").unwrap().manifest;
+    assert_eq!(m.layers[0].digest, gguf);
+    let system = m
+        .layers
+        .iter()
+        .find(|l| l.media_type == server::store::manifest::MEDIA_TYPE_SYSTEM)
+        .unwrap();
+    assert_eq!(t.blob_text(&system.digest), "local system");
+    // The pulled base is in the store too, byte for byte.
+    let pulled = t
+        .store
+        .read(&server::store::ModelName::parse(&from).unwrap())
+        .unwrap()
+        .unwrap();
+    assert_eq!(pulled.bytes, remote.read("base").unwrap().bytes);
+
+    // A `from` the registry does not have: the pull's error ends the stream (Ollama's shape).
+    let missing = format!("http://127.0.0.1:{port}/library/ghost:latest");
+    let (s, _, body) = post(&app, "/api/create", json!({"model": "d2", "from": missing})).await;
+    assert_eq!(s, StatusCode::OK);
+    let lines: Vec<Value> = body
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0], json!({"status": "pulling manifest"}));
+    assert_eq!(
+        lines.last().unwrap(),
+        &json!({"error": "pull model manifest: file does not exist"})
+    );
+    assert!(t.read("d2").is_none());
 }

@@ -241,7 +241,7 @@ fn from_model(
     config: &mut ConfigV2,
 ) -> Result<Vec<(Built, Option<GgufLayer>)>> {
     let from_name = ModelName::parse(from)?;
-    // Pulling a missing base model is the pull stream's job; until it is wired in, say so.
+    // The API handler pulls a missing base first (api/create.rs); a library caller gets 404.
     let Some(entry) = store.read(&from_name)? else {
         return Err(Error::NotFound(format!(
             "model '{}' not found, pull it first",
