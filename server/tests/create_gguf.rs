@@ -288,3 +288,34 @@ fn quantize_requests() {
     run(&f32, "f32").unwrap();
     assert!(t.read("q").is_some());
 }
+
+#[test]
+fn recreating_removes_blobs_only_the_old_manifest_used() {
+    let t = store();
+    let model = t.upload(&tiny_gguf());
+    let mk = |name: &str, system: &str| CreateRequest {
+        model: name.into(),
+        files: files(&[("m.gguf", &model)]),
+        system: system.into(),
+        ..CreateRequest::default()
+    };
+    t.create(&mk("a", "first")).unwrap();
+    t.create(&mk("b", "shared")).unwrap();
+    let sys = |name: &str| {
+        let m = t.read(name).unwrap().manifest;
+        m.layers
+            .iter()
+            .find(|l| l.media_type == MEDIA_TYPE_SYSTEM)
+            .unwrap()
+            .digest
+            .clone()
+    };
+    let first = sys("a");
+    t.create(&mk("a", "second")).unwrap();
+    assert!(!t.store.blobs().exists(&first), "old SYSTEM blob removed");
+    assert!(t.store.blobs().exists(&model), "GGUF still used");
+    let shared = sys("b");
+    t.create(&mk("a", "shared")).unwrap();
+    t.create(&mk("a", "third")).unwrap();
+    assert!(t.store.blobs().exists(&shared), "still used by b");
+}

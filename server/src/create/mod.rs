@@ -8,7 +8,8 @@
 //!   real status code; on any error no manifest is written;
 //! - an imported GGUF layer *is* the uploaded blob (same digest), never a copy (except the one
 //!   merged file a split GGUF needs);
-//! - the manifest is written last, after every blob it names exists (the store enforces it).
+//! - the manifest is written last, after every blob it names exists (the store enforces it);
+//!   blobs only the replaced manifest of the same name used are then removed.
 //!
 //! Blocking filesystem code: call `create_model` from `spawn_blocking`.
 
@@ -16,7 +17,7 @@ mod import;
 mod layers;
 mod split;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json};
@@ -30,7 +31,7 @@ use crate::store::manifest::{
     MEDIA_TYPE_ADAPTER, MEDIA_TYPE_DRAFT, MEDIA_TYPE_LICENSE, MEDIA_TYPE_MODEL,
     MEDIA_TYPE_PROJECTOR,
 };
-use crate::store::{Manifest, ModelName, Store};
+use crate::store::{Digest, Manifest, ModelName, Store};
 use import::GgufLayer;
 use layers::Built;
 
@@ -397,5 +398,16 @@ fn write(
     }
     progress(Progress::status("writing manifest"));
     let manifest = Manifest::new(config, layers.into_iter().map(|b| b.layer).collect());
-    store.write_manifest(&plan.name, &manifest)
+    let replaced: Vec<Digest> = match store.read(&plan.name) {
+        Ok(Some(e)) => e.manifest.blobs().map(|l| l.digest.clone()).collect(),
+        _ => Vec::new(),
+    };
+    let name = store.write_manifest(&plan.name, &manifest)?;
+    // As Ollama (and our pull): blobs only the replaced manifest used go now, not at next prune.
+    let kept: HashSet<&Digest> = manifest.blobs().map(|l| &l.digest).collect();
+    let unused: Vec<Digest> = replaced.into_iter().filter(|d| !kept.contains(d)).collect();
+    if !unused.is_empty() {
+        store.remove_unreferenced(&unused)?;
+    }
+    Ok(name)
 }
