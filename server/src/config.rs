@@ -51,6 +51,8 @@ pub enum Command {
     Cp(CopyArgs),
     /// Remove one or more models
     Rm(RemoveArgs),
+    /// Run a model
+    Run(RunArgs),
     /// Pull a model from a registry
     Pull(TransferArgs),
     /// Push a model to a registry
@@ -173,6 +175,37 @@ pub struct RemoveArgs {
     pub client: ClientArgs,
 }
 
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    pub model: String,
+    /// Prompt (words are joined with spaces; piped stdin comes first)
+    pub prompt: Vec<String>,
+    /// Show timings for the response
+    #[arg(long)]
+    pub verbose: bool,
+    /// Response format (e.g. json)
+    #[arg(long, default_value = "")]
+    pub format: String,
+    /// Enable thinking: true/false or high/medium/low/max
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub think: Option<String>,
+    /// Hide thinking output (if provided)
+    #[arg(long)]
+    pub hidethinking: bool,
+    /// Duration to keep a model loaded (e.g. 5m; negative = forever, e.g. -1s)
+    #[arg(long, allow_hyphen_values = true)]
+    pub keepalive: Option<String>,
+    /// Don't wrap words to the next line automatically
+    #[arg(long)]
+    pub nowordwrap: bool,
+    /// Do not record the REPL history (`~/.ollama/history`).
+    #[arg(long, env = "OLLAMA_NOHISTORY", value_parser = parse::clap_bool, num_args = 0..=1,
+          default_missing_value = "true", default_value = "false", hide = true)]
+    pub nohistory: bool,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
 /// `herd pull` / `herd push`.
 #[derive(Debug, Clone, Args)]
 pub struct TransferArgs {
@@ -195,6 +228,12 @@ pub struct CreateArgs {
     pub quantize: Option<String>,
     #[command(flatten)]
     pub client: ClientArgs,
+}
+
+/// The REPL history file, `~/.ollama/history`.
+pub fn history_file() -> PathBuf {
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
+    home.join(".ollama").join("history")
 }
 
 /// Everything `herd serve` needs, from flags or Ollama's environment variables.

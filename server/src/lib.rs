@@ -6,6 +6,7 @@ pub mod api;
 pub mod cli;
 pub mod config;
 pub mod create;
+pub mod engine;
 pub mod error;
 pub mod gguf;
 pub mod modelfile;

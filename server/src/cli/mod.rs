@@ -5,6 +5,7 @@ pub mod client;
 pub mod create;
 pub mod format;
 pub mod pull;
+pub mod run;
 pub mod serve;
 pub mod show;
 
@@ -27,6 +28,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Stop(args) => stop(args).await,
         Command::Cp(args) => copy(args).await,
         Command::Rm(args) => remove(args).await,
+        Command::Run(args) => run::run(args).await,
         Command::Pull(args) => pull::run(args, pull::Direction::Pull).await,
         Command::Push(args) => pull::run(args, pull::Direction::Push).await,
         Command::Create(a) => {
