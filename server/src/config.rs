@@ -57,6 +57,8 @@ pub enum Command {
     Pull(TransferArgs),
     /// Push a model to a registry
     Push(TransferArgs),
+    /// Create a model from a Modelfile
+    Create(CreateArgs),
 }
 
 /// Logging, shared by every subcommand.
@@ -211,6 +213,19 @@ pub struct TransferArgs {
     /// Use an insecure registry (allows `http://` names)
     #[arg(long)]
     pub insecure: bool,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CreateArgs {
+    pub model: String,
+    /// Name of the Modelfile (default: ./Modelfile)
+    #[arg(short = 'f', long = "file")]
+    pub file: Option<std::path::PathBuf>,
+    /// Quantize model to this level (e.g. q4_K_M)
+    #[arg(short = 'q', long)]
+    pub quantize: Option<String>,
     #[command(flatten)]
     pub client: ClientArgs,
 }

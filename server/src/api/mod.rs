@@ -12,6 +12,7 @@
 pub mod anthropic;
 pub mod blobs;
 pub mod convert;
+pub mod create;
 pub mod embed;
 pub mod error;
 pub mod generate;
@@ -139,6 +140,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/embeddings", post(embed::embeddings))
         .route("/api/show", post(models::show))
         .route("/api/copy", post(models::copy))
+        .route("/api/create", post(create::create))
         .route("/api/delete", axum::routing::delete(models::delete))
         .route("/api/pull", post(pull::pull))
         .route("/api/push", post(pull::push))
