@@ -159,10 +159,16 @@ async fn serve(args: Args) -> i32 {
             return 1;
         }
     };
+    let parent_gone = parent_gone();
+    tokio::pin!(parent_gone);
     loop {
         tokio::select! {
             _ = term.recv() => break,
             _ = tokio::signal::ctrl_c() => break,
+            _ = &mut parent_gone => {
+                eprintln!("runner-llamacpp: stdin closed, the server is gone; shutting down");
+                break;
+            }
             conn = listener.accept() => {
                 let Ok((stream, _)) = conn else { continue };
                 let state = state.clone();
@@ -191,6 +197,21 @@ async fn serve(args: Args) -> i32 {
     tokio::time::sleep(Duration::from_millis(50)).await;
     let _ = std::fs::remove_file(&args.socket);
     0
+}
+
+/// The server holds our stdin pipe open for our whole life and never writes to it: EOF means it
+/// died without stopping us (e.g. SIGKILL), so we shut down rather than linger as an orphan.
+/// Only when stdin is a pipe; a terminal or /dev/null never resolves.
+async fn parent_gone() {
+    use std::os::unix::fs::FileTypeExt;
+    use tokio::io::AsyncReadExt;
+    let is_pipe = std::fs::metadata("/proc/self/fd/0").is_ok_and(|m| m.file_type().is_fifo());
+    if !is_pipe {
+        return std::future::pending().await;
+    }
+    let mut stdin = tokio::io::stdin();
+    let mut buf = [0u8; 64];
+    while matches!(stdin.read(&mut buf).await, Ok(n) if n > 0) {}
 }
 
 fn fail(state: &State, kind: ErrorKind, message: String) {

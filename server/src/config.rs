@@ -51,10 +51,14 @@ pub enum Command {
     Cp(CopyArgs),
     /// Remove one or more models
     Rm(RemoveArgs),
+    /// Run a model
+    Run(RunArgs),
     /// Pull a model from a registry
     Pull(TransferArgs),
     /// Push a model to a registry
     Push(TransferArgs),
+    /// Create a model from a Modelfile
+    Create(CreateArgs),
 }
 
 /// Logging, shared by every subcommand.
@@ -171,6 +175,37 @@ pub struct RemoveArgs {
     pub client: ClientArgs,
 }
 
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    pub model: String,
+    /// Prompt (words are joined with spaces; piped stdin comes first)
+    pub prompt: Vec<String>,
+    /// Show timings for the response
+    #[arg(long)]
+    pub verbose: bool,
+    /// Response format (e.g. json)
+    #[arg(long, default_value = "")]
+    pub format: String,
+    /// Enable thinking: true/false or high/medium/low/max
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub think: Option<String>,
+    /// Hide thinking output (if provided)
+    #[arg(long)]
+    pub hidethinking: bool,
+    /// Duration to keep a model loaded (e.g. 5m; negative = forever, e.g. -1s)
+    #[arg(long, allow_hyphen_values = true)]
+    pub keepalive: Option<String>,
+    /// Don't wrap words to the next line automatically
+    #[arg(long)]
+    pub nowordwrap: bool,
+    /// Do not record the REPL history (`~/.ollama/history`).
+    #[arg(long, env = "OLLAMA_NOHISTORY", value_parser = parse::clap_bool, num_args = 0..=1,
+          default_missing_value = "true", default_value = "false", hide = true)]
+    pub nohistory: bool,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
 /// `herd pull` / `herd push`.
 #[derive(Debug, Clone, Args)]
 pub struct TransferArgs {
@@ -180,6 +215,25 @@ pub struct TransferArgs {
     pub insecure: bool,
     #[command(flatten)]
     pub client: ClientArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CreateArgs {
+    pub model: String,
+    /// Name of the Modelfile (default: ./Modelfile)
+    #[arg(short = 'f', long = "file")]
+    pub file: Option<std::path::PathBuf>,
+    /// Quantize model to this level (e.g. q4_K_M)
+    #[arg(short = 'q', long)]
+    pub quantize: Option<String>,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+/// The REPL history file, `~/.ollama/history`.
+pub fn history_file() -> PathBuf {
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
+    home.join(".ollama").join("history")
 }
 
 /// Everything `herd serve` needs, from flags or Ollama's environment variables.

@@ -5,8 +5,11 @@
 pub mod api;
 pub mod cli;
 pub mod config;
+pub mod create;
+pub mod engine;
 pub mod error;
 pub mod gguf;
+pub mod modelfile;
 pub mod prompt;
 pub mod runner;
 pub mod scheduler;

@@ -511,11 +511,12 @@ async fn embed_normalizes_and_cuts_dimensions() {
     let r = post_json(&app, "/api/embed", json!({"model": "tiny", "input": ""})).await;
     assert_eq!(r.json(), json!({"model": "tiny", "embeddings": []}));
     let r = post_json(&app, "/api/embed", json!({"model": "nope", "input": "x"})).await;
+    // Ollama's embed handlers word it through handleScheduleError.
     assert_eq!(
         (r.status, r.json()),
         (
             StatusCode::NOT_FOUND,
-            json!({"error": "model 'nope' not found"})
+            json!({"error": "model \"nope\" not found, try pulling it first"})
         )
     );
 

@@ -22,7 +22,7 @@ pub async fn embed(
     let start = Instant::now();
     let keep_alive = parse_keep_alive(req.keep_alive.as_ref())?;
     let texts = inputs(req.input.as_ref())?;
-    let model = resolve_model(&state, &req.model, NameErrors::NotFound).await?;
+    let model = resolve_model(&state, &req.model, NameErrors::TryPulling).await?;
     let options = Options::resolve(
         state.defaults.context_length,
         &model.view.options,
@@ -66,7 +66,7 @@ pub async fn embeddings(
     OJson(req): OJson<EmbeddingRequest>,
 ) -> Result<Json<EmbeddingResponse>> {
     let keep_alive = parse_keep_alive(req.keep_alive.as_ref())?;
-    let model = resolve_model(&state, &req.model, NameErrors::NotFound).await?;
+    let model = resolve_model(&state, &req.model, NameErrors::TryPulling).await?;
     let options = Options::resolve(
         state.defaults.context_length,
         &model.view.options,

@@ -25,6 +25,8 @@ use crate::store::ModelName;
 pub struct ResolvedModel {
     /// Exact casing of the manifest on disk.
     pub name: ModelName,
+    /// Hex sha256 of the manifest file (`/api/ps` `digest`; the engine's cache key).
+    pub digest: String,
     pub view: ModelView,
     /// Ollama's capability list (`completion`, `embedding`, `tools`, `thinking`, …).
     pub capabilities: Vec<String>,
@@ -139,6 +141,9 @@ pub enum NameErrors {
     NotFound,
     /// chat: empty → 400 `model is required`.
     Required,
+    /// embed, embeddings: missing → 404 `model "RAW" not found, try pulling it first`
+    /// (Ollama's `handleScheduleError`); empty → 404 `model '' not found`.
+    TryPulling,
 }
 
 /// Parses and finds `raw` in the store and reads it. Invalid names are 400 `invalid model
@@ -150,25 +155,69 @@ pub async fn resolve_model(
 ) -> Result<Arc<ResolvedModel>> {
     if raw.is_empty() {
         return Err(match errors {
-            NameErrors::NotFound => Error::NotFound("model '' not found".into()),
+            NameErrors::NotFound | NameErrors::TryPulling => {
+                Error::NotFound("model '' not found".into())
+            }
             NameErrors::Required => Error::BadRequest("model is required".into()),
         });
     }
     let name = ModelName::parse(raw).map_err(|_| Error::InvalidModelName)?;
     let store = state.store.clone();
-    let not_found = format!("model '{raw}' not found");
+    let cache = state.resolved.clone();
+    let not_found = match errors {
+        NameErrors::TryPulling => {
+            format!("model {} not found, try pulling it first", go_quote(raw))
+        }
+        _ => format!("model '{raw}' not found"),
+    };
     blocking(move || {
         let entry = store.read(&name)?.ok_or(Error::NotFound(not_found))?;
+        // The manifest digest pins every layer (blobs are content-addressed), so a model read
+        // once is reused until its manifest changes: no GGUF parse on the request path.
+        if let Some(m) = cache.get(&entry.digest_hex, &entry.name) {
+            return Ok(m);
+        }
         let view = ModelView::load(&store, &entry)?;
-        let gguf = view.gguf(false)?;
-        let capabilities = view.capabilities(gguf.as_ref());
-        Ok(Arc::new(ResolvedModel {
+        // A model layer that is not GGUF (the fake runner's scripts) has no metadata; the runner
+        // refuses what it cannot do.
+        let gguf = view.gguf(false).ok().flatten();
+        let mut capabilities = view.capabilities(gguf.as_ref());
+        if gguf.is_none() && capabilities.is_empty() {
+            capabilities.push("completion".to_owned());
+        }
+        let model = Arc::new(ResolvedModel {
             name: entry.name,
+            digest: entry.digest_hex,
             view,
             capabilities,
-        }))
+        });
+        cache.put(model.clone());
+        Ok(model)
     })
     .await
+}
+
+/// Resolved models by manifest digest (bounded; cleared when full).
+#[derive(Debug, Default)]
+pub struct ResolvedCache(std::sync::Mutex<std::collections::HashMap<String, Arc<ResolvedModel>>>);
+
+impl ResolvedCache {
+    const MAX: usize = 64;
+
+    /// The cached model for `digest`, if it was read under this exact name (the name is part of
+    /// what a job reports).
+    fn get(&self, digest: &str, name: &ModelName) -> Option<Arc<ResolvedModel>> {
+        let map = self.0.lock().unwrap();
+        map.get(digest).filter(|m| m.name == *name).cloned()
+    }
+
+    fn put(&self, m: Arc<ResolvedModel>) {
+        let mut map = self.0.lock().unwrap();
+        if map.len() >= Self::MAX {
+            map.clear();
+        }
+        map.insert(m.digest.clone(), m);
+    }
 }
 
 /// Ollama's capability check: a model that cannot complete is `"RAW" does not support
@@ -216,6 +265,7 @@ mod tests {
     fn model(caps: &[&str]) -> ResolvedModel {
         ResolvedModel {
             name: ModelName::parse("tiny").unwrap(),
+            digest: String::new(),
             view: ModelView::default(),
             capabilities: caps.iter().map(|c| (*c).to_owned()).collect(),
         }

@@ -9,14 +9,17 @@
 //! `serve` feeds it to hyper-util with a real header-read timeout. Same hyper underneath as the
 //! runner protocol.
 
+pub mod anthropic;
 pub mod blobs;
 pub mod convert;
+pub mod create;
 pub mod embed;
 pub mod error;
 pub mod generate;
 pub mod guard;
 pub mod inference;
 pub mod models;
+pub mod openai;
 pub mod options;
 pub mod pull;
 pub mod request;
@@ -53,11 +56,15 @@ pub struct AppState {
     pub host_guard: Arc<HostGuard>,
     pub cors: Arc<CorsPolicy>,
     pub max_json_body: usize,
+    /// The scheduler-backed engine (also the `inference` below); `/api/ps` reads its scheduler.
+    pub engine: Option<crate::engine::Engine>,
     /// Runs models for generate/chat/embed; `None` until the scheduler is wired in (those
     /// endpoints then validate requests and answer 500 for work that needs a model loaded).
     pub inference: Option<Arc<dyn Inference>>,
     /// `OLLAMA_CONTEXT_LENGTH` and `OLLAMA_KEEP_ALIVE`, for requests that leave them unset.
     pub defaults: InferenceDefaults,
+    /// Models already read from the store, by manifest digest.
+    pub resolved: Arc<inference::ResolvedCache>,
     /// Registry client for pull/push (shares in-flight downloads); `None`: one with default
     /// options (no signing key) is made per request.
     pub registry: Option<crate::store::registry::Registry>,
@@ -74,7 +81,9 @@ impl AppState {
                 &crate::config::Origins::default().allowed(),
             )),
             max_json_body: DEFAULT_MAX_JSON_BODY,
+            engine: None,
             inference: None,
+            resolved: Arc::default(),
             defaults: InferenceDefaults::default(),
             registry: None,
         }
@@ -92,6 +101,13 @@ impl AppState {
 
     pub fn with_defaults(mut self, defaults: InferenceDefaults) -> AppState {
         self.defaults = defaults;
+        self
+    }
+
+    /// Serves inference (and `/api/ps`) with the scheduler-backed engine.
+    pub fn with_engine(mut self, engine: crate::engine::Engine) -> AppState {
+        self.inference = Some(Arc::new(engine.clone()));
+        self.engine = Some(engine);
         self
     }
 
@@ -124,6 +140,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/embeddings", post(embed::embeddings))
         .route("/api/show", post(models::show))
         .route("/api/copy", post(models::copy))
+        .route("/api/create", post(create::create))
         .route("/api/delete", axum::routing::delete(models::delete))
         .route("/api/pull", post(pull::pull))
         .route("/api/push", post(pull::push))
@@ -131,6 +148,8 @@ pub fn app(state: AppState) -> Router {
             "/api/blobs/{digest}",
             head(blobs::head_blob).post(blobs::create_blob),
         )
+        .merge(openai::routes())
+        .route("/v1/messages", post(anthropic::messages))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(state.max_json_body))

@@ -68,6 +68,32 @@ impl Client {
         Err(anyhow!(error_message(status, &bytes)))
     }
 
+    /// POSTs `body` and returns the response for reading as a stream (NDJSON); a non-2xx
+    /// status is an error carrying the server's message.
+    pub async fn post_stream<B: Serialize + ?Sized>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> anyhow::Result<reqwest::Response> {
+        let url = format!("{}{path}", self.base);
+        let resp = self.http.post(&url).json(body).send().await.map_err(|e| {
+            if e.is_connect() {
+                anyhow!(
+                    "could not connect to herd server at {}, run 'herd serve' to start it",
+                    self.base
+                )
+            } else {
+                anyhow!(e)
+            }
+        })?;
+        let status = resp.status();
+        if status.is_success() {
+            return Ok(resp);
+        }
+        let bytes = resp.bytes().await.unwrap_or_default();
+        Err(anyhow!(error_message(status, &bytes)))
+    }
+
     pub async fn json<B: Serialize + ?Sized, T: DeserializeOwned>(
         &self,
         method: Method,

@@ -2,8 +2,10 @@
 //! clients of a running server at `OLLAMA_HOST`, printing what Ollama's CLI prints.
 
 pub mod client;
+pub mod create;
 pub mod format;
 pub mod pull;
+pub mod run;
 pub mod serve;
 pub mod show;
 
@@ -26,8 +28,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Stop(args) => stop(args).await,
         Command::Cp(args) => copy(args).await,
         Command::Rm(args) => remove(args).await,
+        Command::Run(args) => run::run(args).await,
         Command::Pull(args) => pull::run(args, pull::Direction::Pull).await,
         Command::Push(args) => pull::run(args, pull::Direction::Push).await,
+        Command::Create(a) => {
+            let base = a.client.host.connect_url();
+            create::run(&base, &a.model, a.file.as_deref(), a.quantize.as_deref()).await
+        }
     }
 }
 

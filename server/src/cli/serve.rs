@@ -68,6 +68,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .with_context(|| format!("listening on {bind}"))?;
     let local = listener.local_addr()?;
     let guard = HostGuard::detect(local);
+    let (engine, _runner_dir) =
+        crate::engine::start(&config).context("creating the runner socket directory")?;
     let state = AppState::new(store)
         .with_registry(registry)
         .with_host_guard(guard)
@@ -75,7 +77,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .with_defaults(InferenceDefaults {
             context_length: config.context_length,
             keep_alive: config.keep_alive,
-        });
+        })
+        .with_engine(engine.clone());
     tracing::info!(target: "herd", "Listening on {local} (version {})", crate::VERSION);
     api::serve(
         listener,
@@ -84,6 +87,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         shutdown_signal(),
     )
     .await?;
+    // No runner outlives the server: stop and reap them all before returning.
+    engine.scheduler().shutdown().await;
     tracing::info!(target: "herd", "server stopped");
     Ok(())
 }

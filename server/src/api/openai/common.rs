@@ -1,0 +1,440 @@
+//! Pieces the OpenAI endpoints share: body decoding with OpenAI error shapes, the sampling
+//! option mapping (OpenAI's defaults differ from Ollama's), `stop`, reasoning effort → `think`,
+//! tool definitions and tool calls in both directions, ids and timestamps.
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use rand::Rng;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use super::error::ApiError;
+use crate::api::types::{Logprob, Tool, ToolCall};
+
+/// Decodes a request body with the native decoder's rules and messages (empty body, bad JSON,
+/// unknown fields ignored), for an API whose errors have another shape.
+pub fn decode<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
+    let bytes = body.map_err(|r| {
+        if r.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::from(crate::error::Error::PayloadTooLarge)
+        } else {
+            ApiError::bad_request(r.body_text())
+        }
+    })?;
+    Ok(crate::api::error::decode_json(&bytes)?)
+}
+
+/// Seconds since the Unix epoch, OpenAI's `created`.
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// `<prefix><0..998>`, Ollama's id scheme for chat/text completions.
+pub fn short_id(prefix: &str) -> String {
+    format!("{prefix}{}", rand::thread_rng().gen_range(0..999))
+}
+
+/// `<prefix>` + `n` random `[a-z0-9]`.
+pub fn random_id(prefix: &str, n: usize) -> String {
+    const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut rng = rand::thread_rng();
+    let tail: String = (0..n)
+        .map(|_| CHARS[rng.gen_range(0..CHARS.len())] as char)
+        .collect();
+    format!("{prefix}{tail}")
+}
+
+/// The sampling fields OpenAI requests share.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(default)]
+pub struct Sampling {
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub seed: Option<i64>,
+    pub stop: Option<Value>,
+    pub frequency_penalty: Option<f64>,
+    pub presence_penalty: Option<f64>,
+}
+
+/// Which endpoint's option rules apply; Ollama's chat and text-completion layers differ in two
+/// corners (see [`options`] and [`stops`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// `/v1/chat/completions` and `/v1/responses`.
+    Chat,
+    /// `/v1/completions`.
+    Text,
+}
+
+/// Native `options` for an OpenAI request: `temperature` and `top_p` are 1.0 when absent
+/// (OpenAI's defaults, not Ollama's 0.8/0.9); on text completions a `top_p` of 0 also means 1.0.
+pub fn options(
+    s: &Sampling,
+    max_tokens: Option<i64>,
+    dialect: Dialect,
+) -> Result<Map<String, Value>, ApiError> {
+    let mut o = Map::new();
+    if let Some(n) = max_tokens {
+        o.insert("num_predict".into(), json!(n));
+    }
+    o.insert("temperature".into(), json!(s.temperature.unwrap_or(1.0)));
+    let top_p = match (s.top_p, dialect) {
+        (Some(0.0), Dialect::Text) => 1.0,
+        (Some(p), _) => p,
+        (None, _) => 1.0,
+    };
+    o.insert("top_p".into(), json!(top_p));
+    if let Some(seed) = s.seed {
+        o.insert("seed".into(), json!(seed));
+    }
+    let stop = stops(s.stop.as_ref(), dialect)?;
+    if !stop.is_empty() {
+        o.insert("stop".into(), json!(stop));
+    }
+    if let Some(p) = s.frequency_penalty {
+        o.insert("frequency_penalty".into(), json!(p));
+    }
+    if let Some(p) = s.presence_penalty {
+        o.insert("presence_penalty".into(), json!(p));
+    }
+    Ok(o)
+}
+
+/// The Go type name Ollama's messages print for a JSON value (`%T` of the decoded `any`).
+pub fn go_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "<nil>",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "float64",
+        Value::String(_) => "string",
+        Value::Array(_) => "[]interface {}",
+        Value::Object(_) => "map[string]interface {}",
+    }
+}
+
+/// `stop`: a string or an array of strings. Like Ollama, other shapes are ignored, and a
+/// non-string element is skipped on chat but a 400 (`invalid type for 'stop' field: T`) on text
+/// completions.
+pub fn stops(v: Option<&Value>, dialect: Dialect) -> Result<Vec<String>, ApiError> {
+    match v {
+        Some(Value::String(s)) => Ok(vec![s.clone()]),
+        Some(Value::Array(a)) => {
+            let mut out = Vec::with_capacity(a.len());
+            for x in a {
+                match (x.as_str(), dialect) {
+                    (Some(s), _) => out.push(s.to_owned()),
+                    (None, Dialect::Chat) => {}
+                    (None, Dialect::Text) => {
+                        return Err(ApiError::bad_request(format!(
+                            "invalid type for 'stop' field: {}",
+                            go_type(x)
+                        )))
+                    }
+                }
+            }
+            Ok(out)
+        }
+        _ => Ok(Vec::new()),
+    }
+}
+
+/// OpenAI reasoning effort → native `think`: `none` turns thinking off, `minimal` is `low`,
+/// `xhigh`/`ultra` are `max`.
+pub fn think(effort: Option<&str>) -> Result<Option<Value>, ApiError> {
+    let Some(e) = effort else { return Ok(None) };
+    Ok(Some(match e {
+        "none" => json!(false),
+        "minimal" => json!("low"),
+        "low" | "medium" | "high" | "max" => json!(e),
+        "xhigh" | "ultra" => json!("max"),
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "invalid reasoning value: '{other}' (must be \"none\", \"minimal\", \"low\", \"medium\", \"high\", \"xhigh\" or \"max\")"
+            )))
+        }
+    }))
+}
+
+/// Function tools in the Chat Completions shape (`{type, function:{name, description,
+/// parameters}}`), checked so that a malformed definition is a 400 rather than a silently
+/// empty tool.
+pub fn chat_tools(v: Option<&Value>) -> Result<Vec<Tool>, ApiError> {
+    let items = match v {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(a)) => a,
+        Some(_) => return Err(ApiError::bad_request("invalid 'tools': expected an array")),
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let f = t.get("function").cloned().unwrap_or(Value::Null);
+            check_tool(i, t.get("type"), &f)?;
+            tool_from(t.get("type"), &f)
+        })
+        .collect()
+}
+
+/// Function tools in the Responses shape (`{type:"function", name, description, parameters}`).
+pub fn flat_tools(v: Option<&Value>) -> Result<Vec<Tool>, ApiError> {
+    let items = match v {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(a)) => a,
+        Some(_) => return Err(ApiError::bad_request("invalid 'tools': expected an array")),
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            check_tool(i, t.get("type"), t)?;
+            tool_from(t.get("type"), t)
+        })
+        .collect()
+}
+
+fn check_tool(i: usize, kind: Option<&Value>, f: &Value) -> Result<(), ApiError> {
+    let bad = |what: &str| {
+        ApiError::bad_request(format!("invalid tool definition at tools[{i}]: {what}"))
+    };
+    match kind {
+        Some(Value::String(k)) if k == "function" => {}
+        Some(Value::String(k)) => {
+            return Err(bad(&format!(
+                "unsupported type '{k}' (only 'function' is supported)"
+            )))
+        }
+        _ => return Err(bad("'type' must be \"function\"")),
+    }
+    if !f.is_object() {
+        return Err(bad("'function' must be an object"));
+    }
+    match f.get("name") {
+        Some(Value::String(n)) if !n.is_empty() => {}
+        _ => return Err(bad("'name' must be a non-empty string")),
+    }
+    match f.get("parameters") {
+        None | Some(Value::Null) | Some(Value::Object(_)) => {}
+        Some(_) => return Err(bad("'parameters' must be a JSON schema object")),
+    }
+    match f.get("description") {
+        None | Some(Value::Null) | Some(Value::String(_)) => Ok(()),
+        Some(_) => Err(bad("'description' must be a string")),
+    }
+}
+
+fn tool_from(kind: Option<&Value>, f: &Value) -> Result<Tool, ApiError> {
+    let mut function = Map::new();
+    for key in ["name", "description", "parameters"] {
+        if let Some(v) = f.get(key).filter(|v| !v.is_null()) {
+            function.insert(key.into(), v.clone());
+        }
+    }
+    serde_json::from_value(json!({"type": kind, "function": function}))
+        .map_err(|e| ApiError::bad_request(format!("invalid tool definition: {e}")))
+}
+
+/// A tool call's `arguments` JSON string as the native ordered object. An empty string is no
+/// arguments; anything but a JSON object is a 400.
+pub fn parse_arguments(s: &str) -> Result<Map<String, Value>, ApiError> {
+    if s.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    match serde_json::from_str::<Value>(s) {
+        Ok(Value::Object(m)) => Ok(m),
+        _ => Err(ApiError::bad_request("invalid tool call arguments")),
+    }
+}
+
+/// A native tool call in OpenAI's shape (arguments as a JSON string); `index` is included for
+/// stream deltas. Calls without an id get `call_` + 8 random characters, like Ollama's.
+pub fn tool_call(c: &ToolCall, index: Option<usize>) -> Value {
+    let id = if c.id.is_empty() {
+        random_id("call_", 8)
+    } else {
+        c.id.clone()
+    };
+    let mut v = json!({
+        "id": id,
+        "type": "function",
+        "function": {
+            "name": c.function.name,
+            "arguments": Value::Object(c.function.arguments.clone()).to_string(),
+        }
+    });
+    if let Some(i) = index {
+        v["index"] = json!(i);
+    }
+    v
+}
+
+/// Native logprobs as OpenAI's `{"content":[{token, logprob, bytes, top_logprobs}]}`.
+pub fn logprobs(lp: &[Logprob]) -> Option<Value> {
+    if lp.is_empty() {
+        return None;
+    }
+    let entry = |t: &crate::api::types::TokenLogprob| json!({"token": t.token, "logprob": t.logprob, "bytes": t.bytes});
+    let content: Vec<Value> = lp
+        .iter()
+        .map(|l| {
+            let mut e = entry(&l.token);
+            e["top_logprobs"] = Value::Array(l.top_logprobs.iter().map(entry).collect());
+            e
+        })
+        .collect();
+    Some(json!({ "content": content }))
+}
+
+/// `usage` from the native final chunk's counts.
+pub fn usage(prompt: u64, completion: u64) -> Value {
+    json!({
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    })
+}
+
+/// Native `done_reason` → OpenAI `finish_reason` (`tool_calls` once tools were called).
+pub fn finish_reason(done_reason: Option<&str>, called_tools: bool) -> Value {
+    match done_reason {
+        Some("stop") if called_tools => json!("tool_calls"),
+        Some(r) if !r.is_empty() => json!(r),
+        _ => Value::Null,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn openai_defaults_and_mapping() {
+        let o = options(&Sampling::default(), None, Dialect::Chat).unwrap();
+        assert_eq!(Value::Object(o), json!({"temperature": 1.0, "top_p": 1.0}));
+        let s = Sampling {
+            temperature: Some(0.0),
+            top_p: Some(0.0),
+            seed: Some(42),
+            stop: Some(json!("\n")),
+            frequency_penalty: Some(0.5),
+            presence_penalty: Some(-0.5),
+        };
+        assert_eq!(
+            Value::Object(options(&s, Some(7), Dialect::Text).unwrap()),
+            json!({"num_predict": 7, "temperature": 0.0, "top_p": 1.0, "seed": 42, "stop": ["\n"],
+                   "frequency_penalty": 0.5, "presence_penalty": -0.5})
+        );
+        // Chat keeps an explicit top_p of 0; text completions read it as "unset".
+        let o = options(&s, None, Dialect::Chat).unwrap();
+        assert_eq!(o["top_p"], json!(0.0));
+        assert_eq!(
+            stops(Some(&json!(["a", "b"])), Dialect::Text).unwrap(),
+            vec!["a", "b"]
+        );
+        assert!(
+            stops(Some(&json!(5)), Dialect::Text).unwrap().is_empty(),
+            "other shapes are ignored"
+        );
+        assert_eq!(
+            stops(Some(&json!(["a", 1])), Dialect::Chat).unwrap(),
+            vec!["a"]
+        );
+        assert_eq!(
+            stops(Some(&json!([1, 2])), Dialect::Text)
+                .unwrap_err()
+                .message,
+            "invalid type for 'stop' field: float64"
+        );
+        assert_eq!(
+            stops(Some(&json!([{"a": 1}])), Dialect::Text)
+                .unwrap_err()
+                .message,
+            "invalid type for 'stop' field: map[string]interface {}"
+        );
+    }
+
+    #[test]
+    fn reasoning_effort_table() {
+        let table = [
+            ("none", json!(false)),
+            ("minimal", json!("low")),
+            ("low", json!("low")),
+            ("medium", json!("medium")),
+            ("high", json!("high")),
+            ("max", json!("max")),
+            ("xhigh", json!("max")),
+            ("ultra", json!("max")),
+        ];
+        for (effort, want) in table {
+            assert_eq!(think(Some(effort)).unwrap(), Some(want), "{effort}");
+        }
+        assert_eq!(think(None).unwrap(), None);
+        assert_eq!(think(Some("extreme")).unwrap_err().status, 400);
+    }
+
+    #[test]
+    fn tools_are_validated() {
+        let ok = json!([{"type": "function", "function": {"name": "get_weather", "description": "d",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]);
+        let tools = chat_tools(Some(&ok)).unwrap();
+        assert_eq!(tools[0].kind, "function");
+        assert_eq!(tools[0].function.name, "get_weather");
+        assert_eq!(tools[0].function.parameters["required"], json!(["city"]));
+        let bad = [
+            json!("x"),
+            json!([5]),
+            json!([{"type": "function"}]),
+            json!([{"type": "function", "function": {"name": ""}}]),
+            json!([{"type": "function", "function": {"name": "f", "parameters": "nope"}}]),
+            json!([{"type": "retrieval", "function": {"name": "f"}}]),
+            json!([{"function": {"name": "f"}}]),
+        ];
+        for b in bad {
+            let e = chat_tools(Some(&b)).unwrap_err();
+            assert_eq!(e.status, 400, "{b}");
+        }
+        let flat = flat_tools(Some(
+            &json!([{"type": "function", "name": "f", "parameters": {"type": "object"}}]),
+        ))
+        .unwrap();
+        assert_eq!(flat[0].function.name, "f");
+        assert!(flat_tools(Some(&json!([{"type": "function"}]))).is_err());
+    }
+
+    #[test]
+    fn tool_call_conversions() {
+        let args = parse_arguments(r#"{"b":1,"a":"x"}"#).unwrap();
+        assert_eq!(args.keys().collect::<Vec<_>>(), ["b", "a"], "order kept");
+        assert!(parse_arguments("").unwrap().is_empty());
+        assert_eq!(
+            parse_arguments("[1]").unwrap_err().message,
+            "invalid tool call arguments"
+        );
+        let call = ToolCall {
+            id: String::new(),
+            function: crate::api::types::ToolCallFunction {
+                index: 0,
+                name: "f".into(),
+                arguments: args,
+            },
+        };
+        let v = tool_call(&call, Some(2));
+        let id = v["id"].as_str().unwrap();
+        assert!(id.len() == 13 && id.starts_with("call_"), "{id}");
+        assert!(id[5..]
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()));
+        assert_eq!(v["function"]["arguments"], json!(r#"{"b":1,"a":"x"}"#));
+        assert_eq!(v["index"], json!(2));
+        assert_eq!(finish_reason(Some("stop"), true), json!("tool_calls"));
+        assert_eq!(finish_reason(Some("length"), true), json!("length"));
+        assert_eq!(finish_reason(Some("stop"), false), json!("stop"));
+        assert_eq!(finish_reason(None, false), Value::Null);
+        assert_eq!(
+            usage(3, 4),
+            json!({"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7})
+        );
+    }
+}

@@ -1,0 +1,453 @@
+//! `POST /v1/responses` (OpenAI Responses API), stateless like Ollama's: `input` (a string or
+//! items — `message`, `function_call`, `function_call_output`, `reasoning`) and `instructions`
+//! become native chat messages; `max_output_tokens`, sampling, function `tools`,
+//! `reasoning.effort` and `text.format` map as in chat completions. The reply is a `response`
+//! object whose `output` holds `reasoning`, `message` and `function_call` items; streams are
+//! named SSE events (`response.created`, `response.in_progress`, `response.output_item.added`,
+//! `response.reasoning_summary_*`, `response.content_part.*`, `response.output_text.*`,
+//! `response.function_call_arguments.*`, `response.output_item.done`, `response.completed` or
+//! `response.failed`), each with `type` and an increasing `sequence_number`.
+
+use std::collections::HashMap;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use super::common::{self, Sampling};
+use super::error::{openai_response, ApiError};
+use super::native::{self, Reply};
+use super::sse;
+use super::{chat, chat::InFunction};
+use crate::api::types::{ChatRequest, ChatResponse, Message, ToolCall, ToolCallFunction};
+use crate::api::AppState;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ResponsesRequest {
+    pub model: String,
+    pub input: Option<Value>,
+    pub instructions: Option<String>,
+    pub max_output_tokens: Option<i64>,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub tools: Option<Value>,
+    pub reasoning: Option<Value>,
+    pub text: Option<Value>,
+    pub stream: Option<bool>,
+    pub previous_response_id: Option<String>,
+}
+
+/// Request fields a `response` object echoes back.
+#[derive(Debug, Clone, Default)]
+pub struct Echo {
+    pub model: String,
+    pub instructions: Option<String>,
+    pub max_output_tokens: Option<i64>,
+    pub temperature: f64,
+    pub top_p: f64,
+    pub tools: Value,
+    pub reasoning: Value,
+    pub text_format: Value,
+}
+
+pub async fn responses(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    match run(state, body).await {
+        Ok(r) => r,
+        Err(e) => openai_response(&e),
+    }
+}
+
+async fn run(state: AppState, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+    let req: ResponsesRequest = common::decode(body)?;
+    let streaming = req.stream.unwrap_or(false);
+    let (native_req, echo) = to_native(req)?;
+    let reply = native::chat(&state, native_req).await?;
+    let id = common::random_id("resp_", 24);
+    let created = common::unix_now();
+    if streaming {
+        return Ok(sse::response(
+            reply.into_stream(),
+            EventFrames::new(id, created, echo),
+        ));
+    }
+    let r = match reply {
+        Reply::One(r) => r,
+        Reply::Stream(s) => chat::fold(s).await?,
+    };
+    let output = output_items(&r);
+    let status = status_of(r.done_reason.as_deref());
+    let usage = usage(&r);
+    Ok(Json(response_object(
+        &id,
+        created,
+        &echo,
+        &r.model,
+        status,
+        output,
+        Some(usage),
+    ))
+    .into_response())
+}
+
+pub fn to_native(req: ResponsesRequest) -> Result<(ChatRequest, Echo), ApiError> {
+    if req
+        .previous_response_id
+        .as_deref()
+        .is_some_and(|p| !p.is_empty())
+    {
+        return Err(ApiError::bad_request(
+            "previous_response_id is not supported: send the whole conversation in 'input'",
+        ));
+    }
+    let mut messages = Vec::new();
+    if let Some(i) = req.instructions.as_ref().filter(|i| !i.is_empty()) {
+        messages.push(Message {
+            role: "system".into(),
+            content: i.clone(),
+            ..Message::default()
+        });
+    }
+    input_messages(req.input.as_ref(), &mut messages)?;
+    if messages.iter().all(|m| m.role == "system") {
+        return Err(ApiError::bad_request("input is required"));
+    }
+    let effort = req
+        .reasoning
+        .as_ref()
+        .and_then(|r| r.get("effort"))
+        .and_then(Value::as_str);
+    let text_format = req
+        .text
+        .as_ref()
+        .and_then(|t| t.get("format"))
+        .cloned()
+        .unwrap_or(json!({"type": "text"}));
+    let format = match text_format.get("type").and_then(Value::as_str) {
+        Some("json_object") => Some(json!("json")),
+        Some("json_schema") => match text_format.get("schema") {
+            Some(s) if s.is_object() => Some(s.clone()),
+            _ => {
+                return Err(ApiError::bad_request(
+                    "text.format of type 'json_schema' needs a 'schema' object",
+                ))
+            }
+        },
+        _ => None,
+    };
+    let sampling = Sampling {
+        temperature: req.temperature,
+        top_p: req.top_p,
+        ..Sampling::default()
+    };
+    let options = common::options(&sampling, req.max_output_tokens, common::Dialect::Chat)?;
+    let echo = Echo {
+        model: req.model.clone(),
+        instructions: req.instructions.clone(),
+        max_output_tokens: req.max_output_tokens,
+        temperature: options["temperature"].as_f64().unwrap_or(1.0),
+        top_p: options["top_p"].as_f64().unwrap_or(1.0),
+        tools: req
+            .tools
+            .clone()
+            .filter(|t| !t.is_null())
+            .unwrap_or(json!([])),
+        reasoning: json!({"effort": effort, "summary": req.reasoning.as_ref().and_then(|r| r.get("summary")).cloned()}),
+        text_format,
+    };
+    let native_req = ChatRequest {
+        model: req.model,
+        messages,
+        stream: Some(req.stream.unwrap_or(false)),
+        format,
+        tools: common::flat_tools(req.tools.as_ref())?,
+        options: Some(options),
+        think: common::think(effort)?,
+        ..ChatRequest::default()
+    };
+    Ok((native_req, echo))
+}
+
+/// Appends the messages `input` describes.
+fn input_messages(input: Option<&Value>, out: &mut Vec<Message>) -> Result<(), ApiError> {
+    let items = match input {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::String(s)) => {
+            out.push(Message {
+                role: "user".into(),
+                content: s.clone(),
+                ..Message::default()
+            });
+            return Ok(());
+        }
+        Some(Value::Array(a)) => a,
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "invalid 'input': expected a string or an array of items",
+            ))
+        }
+    };
+    let mut names: HashMap<String, String> = HashMap::new();
+    let mut pending_thinking = String::new();
+    for item in items {
+        let kind = item
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("message");
+        match kind {
+            "message" => {
+                let role = item
+                    .get("role")
+                    .and_then(Value::as_str)
+                    .unwrap_or("user")
+                    .to_lowercase();
+                let role = if role == "developer" {
+                    "system".to_owned()
+                } else {
+                    role
+                };
+                let (content, images) = message_content(item.get("content"))?;
+                let mut m = Message {
+                    role,
+                    content,
+                    images,
+                    ..Message::default()
+                };
+                if m.role == "assistant" {
+                    m.thinking = std::mem::take(&mut pending_thinking);
+                }
+                out.push(m);
+            }
+            "function_call" => {
+                let f: InFunction = serde_json::from_value(
+                    json!({"name": item.get("name"), "arguments": item.get("arguments")}),
+                )
+                .map_err(|e| ApiError::bad_request(format!("invalid function_call item: {e}")))?;
+                let arguments = match f.arguments {
+                    Some(Value::String(s)) => common::parse_arguments(&s)?,
+                    _ => Map::new(),
+                };
+                let call_id = item
+                    .get("call_id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                names.insert(call_id.clone(), f.name.clone());
+                // Consecutive calls belong to one assistant turn.
+                let reuse = out.last().is_some_and(|m| {
+                    m.role == "assistant" && (m.content.is_empty() || !m.tool_calls.is_empty())
+                });
+                if !reuse {
+                    out.push(Message {
+                        role: "assistant".into(),
+                        thinking: std::mem::take(&mut pending_thinking),
+                        ..Message::default()
+                    });
+                }
+                let last = out
+                    .last_mut()
+                    .expect("an assistant message was just ensured");
+                let index = last.tool_calls.len() as i64;
+                last.tool_calls.push(ToolCall {
+                    id: call_id,
+                    function: ToolCallFunction {
+                        index,
+                        name: f.name,
+                        arguments,
+                    },
+                });
+            }
+            "function_call_output" => {
+                let call_id = item
+                    .get("call_id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                let content = match item.get("output") {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(v @ Value::Array(_)) => message_content(Some(v))?.0,
+                    Some(other) => other.to_string(),
+                    None => String::new(),
+                };
+                out.push(Message {
+                    role: "tool".into(),
+                    content,
+                    tool_name: names.get(&call_id).cloned().unwrap_or_default(),
+                    tool_call_id: call_id,
+                    ..Message::default()
+                });
+            }
+            "reasoning" => {
+                let texts = item
+                    .get("summary")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .chain(
+                        item.get("content")
+                            .and_then(Value::as_array)
+                            .into_iter()
+                            .flatten(),
+                    )
+                    .filter_map(|s| s.get("text").and_then(Value::as_str));
+                for t in texts {
+                    pending_thinking.push_str(t);
+                }
+            }
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "unsupported input item type '{other}'"
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Responses content: a string or parts (`input_text`/`output_text`, `input_image` data URIs).
+fn message_content(v: Option<&Value>) -> Result<(String, Vec<String>), ApiError> {
+    let Some(Value::Array(parts)) = v else {
+        return chat::content(v);
+    };
+    let (mut texts, mut images) = (Vec::new(), Vec::new());
+    for p in parts {
+        match p.get("type").and_then(Value::as_str) {
+            Some("input_text") | Some("output_text") | Some("text") => texts.push(
+                p.get("text")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+            ),
+            Some("input_image") => {
+                let url = p
+                    .get("image_url")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                images.push(chat::data_uri_image(url)?);
+            }
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "unsupported content part type '{}'",
+                    other.unwrap_or("(missing)")
+                )))
+            }
+        }
+    }
+    Ok((texts.join("\n\n"), images))
+}
+
+fn status_of(done_reason: Option<&str>) -> &'static str {
+    if done_reason == Some("length") {
+        "incomplete"
+    } else {
+        "completed"
+    }
+}
+
+fn usage(r: &ChatResponse) -> Value {
+    let (i, o) = (r.metrics.prompt_eval_count, r.metrics.eval_count);
+    json!({"input_tokens": i, "input_tokens_details": {"cached_tokens": 0},
+           "output_tokens": o, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": i + o})
+}
+
+fn reasoning_item(id: &str, text: &str) -> Value {
+    json!({"id": id, "type": "reasoning", "summary": [{"type": "summary_text", "text": text}]})
+}
+
+fn message_item(id: &str, status: &str, text: Option<&str>) -> Value {
+    let content = match text {
+        Some(t) => json!([{"type": "output_text", "text": t, "annotations": [], "logprobs": []}]),
+        None => json!([]),
+    };
+    json!({"id": id, "type": "message", "status": status, "role": "assistant", "content": content})
+}
+
+fn call_item(id: &str, status: &str, c: &ToolCall, arguments: &str) -> Value {
+    let call_id = if c.id.is_empty() {
+        common::random_id("call_", 8)
+    } else {
+        c.id.clone()
+    };
+    json!({"id": id, "type": "function_call", "status": status, "call_id": call_id,
+           "name": c.function.name, "arguments": arguments})
+}
+
+/// The `output` items of a finished reply.
+pub fn output_items(r: &ChatResponse) -> Vec<Value> {
+    let mut out = Vec::new();
+    if !r.message.thinking.is_empty() {
+        out.push(reasoning_item(
+            &common::random_id("rs_", 24),
+            &r.message.thinking,
+        ));
+    }
+    if !r.message.content.is_empty() || r.message.tool_calls.is_empty() {
+        out.push(message_item(
+            &common::random_id("msg_", 24),
+            "completed",
+            Some(&r.message.content),
+        ));
+    }
+    for c in &r.message.tool_calls {
+        let args = Value::Object(c.function.arguments.clone()).to_string();
+        out.push(call_item(
+            &common::random_id("fc_", 24),
+            "completed",
+            c,
+            &args,
+        ));
+    }
+    out
+}
+
+pub fn response_object(
+    id: &str,
+    created: i64,
+    echo: &Echo,
+    model: &str,
+    status: &str,
+    output: Vec<Value>,
+    usage: Option<Value>,
+) -> Value {
+    let incomplete = (status == "incomplete").then(|| json!({"reason": "max_output_tokens"}));
+    json!({
+        "id": id,
+        "object": "response",
+        "created_at": created,
+        "status": status,
+        "background": false,
+        "error": null,
+        "incomplete_details": incomplete,
+        "instructions": echo.instructions,
+        "max_output_tokens": echo.max_output_tokens,
+        "model": if model.is_empty() { echo.model.as_str() } else { model },
+        "output": output,
+        "parallel_tool_calls": true,
+        "previous_response_id": null,
+        "reasoning": echo.reasoning,
+        "store": false,
+        "temperature": echo.temperature,
+        "text": {"format": echo.text_format},
+        "tool_choice": "auto",
+        "tools": echo.tools,
+        "top_p": echo.top_p,
+        "truncation": "disabled",
+        "usage": usage,
+        "metadata": {},
+    })
+}
+
+#[path = "responses_stream.rs"]
+mod stream;
+pub use stream::EventFrames;
+
+#[cfg(test)]
+#[path = "responses_tests.rs"]
+mod tests;

@@ -1,0 +1,236 @@
+//! Shape tests for the Responses translation.
+
+use super::*;
+use crate::api::openai::sse::Frames;
+use crate::api::types::Metrics;
+
+fn req(v: Value) -> ResponsesRequest {
+    serde_json::from_value(v).unwrap()
+}
+
+fn chunk(content: &str, thinking: &str) -> ChatResponse {
+    let mut m = Message::assistant(content);
+    m.thinking = thinking.into();
+    ChatResponse {
+        model: "smollm2:latest".into(),
+        created_at: "t".into(),
+        message: m,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn input_items_become_messages() {
+    let (n, echo) = to_native(req(json!({
+        "model": "smollm2", "instructions": "be brief", "max_output_tokens": 16,
+        "reasoning": {"effort": "high"}, "text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "object"}}},
+        "tools": [{"type": "function", "name": "lookup", "parameters": {"type": "object"}}],
+        "input": [
+            {"role": "user", "content": [{"type": "input_text", "text": "find"}]},
+            {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "think"}]},
+            {"type": "function_call", "call_id": "call_1", "name": "lookup", "arguments": "{\"q\":\"x\"}"},
+            {"type": "function_call_output", "call_id": "call_1", "output": "found"},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]}
+        ]
+    })))
+    .unwrap();
+    assert_eq!(n.think, Some(json!("high")));
+    assert_eq!(n.format, Some(json!({"type": "object"})));
+    assert_eq!(n.tools[0].function.name, "lookup");
+    assert_eq!(n.options.as_ref().unwrap()["num_predict"], json!(16));
+    let wire: Vec<Value> = n
+        .messages
+        .iter()
+        .map(|m| serde_json::to_value(m).unwrap())
+        .collect();
+    assert_eq!(
+        wire,
+        vec![
+            json!({"role": "system", "content": "be brief"}),
+            json!({"role": "user", "content": "find"}),
+            json!({"role": "assistant", "content": "", "thinking": "think",
+                   "tool_calls": [{"id": "call_1", "function": {"index": 0, "name": "lookup", "arguments": {"q": "x"}}}]}),
+            json!({"role": "tool", "content": "found", "tool_name": "lookup", "tool_call_id": "call_1"}),
+            json!({"role": "assistant", "content": "done"}),
+        ]
+    );
+    assert_eq!(echo.instructions.as_deref(), Some("be brief"));
+    let (n, _) = to_native(req(json!({"model": "m", "input": "hi"}))).unwrap();
+    assert_eq!(
+        serde_json::to_value(&n.messages).unwrap(),
+        json!([{"role": "user", "content": "hi"}])
+    );
+    assert_eq!(n.stream, Some(false));
+}
+
+#[test]
+fn bad_inputs() {
+    let err = |v: Value| to_native(req(v)).unwrap_err();
+    assert_eq!(err(json!({"model": "m"})).message, "input is required");
+    assert_eq!(
+        err(json!({"model": "m", "input": "x", "previous_response_id": "resp_1"})).status,
+        400
+    );
+    assert_eq!(
+        err(json!({"model": "m", "input": "x", "tools": [{"type": "web_search"}]})).status,
+        400
+    );
+    assert_eq!(
+        err(json!({"model": "m", "input": [{"type": "computer_call"}]})).status,
+        400
+    );
+    let e = err(
+        json!({"model": "m", "input": [{"role": "user", "content": [{"type": "input_image", "image_url": "http://x/y.png"}]}]}),
+    );
+    assert!(e.message.contains("image URLs are not supported"));
+}
+
+#[test]
+fn non_streamed_response() {
+    let mut r = chunk("Hello", "hm");
+    r.done = true;
+    r.done_reason = Some("stop".into());
+    r.metrics = Metrics {
+        prompt_eval_count: 3,
+        eval_count: 2,
+        ..Metrics::default()
+    };
+    let out = output_items(&r);
+    assert_eq!(out.len(), 2);
+    assert_eq!(out[0]["type"], "reasoning");
+    assert_eq!(
+        out[0]["summary"],
+        json!([{"type": "summary_text", "text": "hm"}])
+    );
+    assert!(out[1]["id"].as_str().unwrap().starts_with("msg_"));
+    assert_eq!(
+        out[1]["content"],
+        json!([{"type": "output_text", "text": "Hello", "annotations": [], "logprobs": []}])
+    );
+    let echo = Echo {
+        model: "smollm2".into(),
+        temperature: 1.0,
+        top_p: 1.0,
+        tools: json!([]),
+        ..Echo::default()
+    };
+    let v = response_object(
+        "resp_1",
+        7,
+        &echo,
+        &r.model,
+        "completed",
+        out,
+        Some(usage(&r)),
+    );
+    assert_eq!(v["object"], "response");
+    assert_eq!(v["status"], "completed");
+    assert_eq!(v["model"], "smollm2:latest");
+    assert_eq!(v["incomplete_details"], Value::Null);
+    assert_eq!(
+        v["usage"],
+        json!({"input_tokens": 3, "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 2, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 5})
+    );
+    let v = response_object("r", 7, &echo, "", status_of(Some("length")), vec![], None);
+    assert_eq!(
+        (
+            v["status"].clone(),
+            v["incomplete_details"].clone(),
+            v["model"].clone()
+        ),
+        (
+            json!("incomplete"),
+            json!({"reason": "max_output_tokens"}),
+            json!("smollm2")
+        )
+    );
+}
+
+fn events(out: &str) -> Vec<(String, Value)> {
+    out.split("\n\n")
+        .filter(|f| !f.is_empty())
+        .map(|f| {
+            let (ev, data) = f.split_once('\n').unwrap();
+            let name = ev.strip_prefix("event: ").unwrap().to_owned();
+            let v: Value = serde_json::from_str(data.strip_prefix("data: ").unwrap()).unwrap();
+            assert_eq!(v["type"], json!(name), "type matches the event name");
+            (name, v)
+        })
+        .collect()
+}
+
+#[test]
+fn event_stream_order_and_sequence() {
+    let mut f = EventFrames::new("resp_1".into(), 7, Echo::default());
+    let mut done = chunk("", "");
+    done.done = true;
+    done.done_reason = Some("stop".into());
+    done.metrics = Metrics {
+        prompt_eval_count: 3,
+        eval_count: 2,
+        ..Metrics::default()
+    };
+    let mut call = chunk("", "");
+    call.message.tool_calls = vec![ToolCall {
+        id: "call_9".into(),
+        function: ToolCallFunction {
+            index: 0,
+            name: "f".into(),
+            arguments: Map::new(),
+        },
+    }];
+    let out = f.chunk(chunk("", "hm"))
+        + &f.chunk(chunk("Hel", ""))
+        + &f.chunk(chunk("lo", ""))
+        + &f.chunk(call)
+        + &f.chunk(done)
+        + &f.finish();
+    let evs = events(&out);
+    let names: Vec<&str> = evs.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.reasoning_summary_part.added",
+            "response.reasoning_summary_text.delta",
+            "response.reasoning_summary_text.done",
+            "response.reasoning_summary_part.done",
+            "response.output_item.done",
+            "response.output_item.added",
+            "response.content_part.added",
+            "response.output_text.delta",
+            "response.output_text.delta",
+            "response.output_text.done",
+            "response.content_part.done",
+            "response.output_item.done",
+            "response.output_item.added",
+            "response.function_call_arguments.delta",
+            "response.function_call_arguments.done",
+            "response.output_item.done",
+            "response.completed",
+        ]
+    );
+    for (i, (_, v)) in evs.iter().enumerate() {
+        assert_eq!(v["sequence_number"], json!(i));
+    }
+    assert_eq!(evs[0].1["response"]["status"], "in_progress");
+    assert_eq!(evs[12].1["text"], "Hello");
+    assert_eq!(evs[12].1["output_index"], 1);
+    assert_eq!(evs[18].1["item"]["call_id"], "call_9");
+    assert_eq!(evs[18].1["item"]["arguments"], "{}");
+    let completed = &evs[19].1["response"];
+    assert_eq!(completed["status"], "completed");
+    assert_eq!(completed["output"].as_array().unwrap().len(), 3);
+    assert_eq!(completed["output"][1]["content"][0]["text"], "Hello");
+    assert_eq!(completed["usage"]["total_tokens"], 5);
+    let failed = f.error(&ApiError::new(
+        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+        "boom",
+    ));
+    let evs = events(&failed);
+    assert_eq!(evs[0].0, "response.failed");
+    assert_eq!(evs[0].1["response"]["error"]["message"], "boom");
+}

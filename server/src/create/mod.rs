@@ -1,0 +1,413 @@
+//! `/api/create`'s work: build a model's layers from an existing model (`from`) or from uploaded
+//! GGUF blobs (`files`), apply TEMPLATE/SYSTEM/LICENSE/PARAMETER/MESSAGE and config fields, and
+//! write the manifest (shared/research/ollama.md §5, Ollama's `server/create.go`).
+//!
+//! Invariants:
+//! - everything that can be refused (names, file paths, digests, GGUF validity, quantize
+//!   requests) is checked before the first progress message, so the API can still answer with a
+//!   real status code; on any error no manifest is written;
+//! - an imported GGUF layer *is* the uploaded blob (same digest), never a copy (except the one
+//!   merged file a split GGUF needs);
+//! - the manifest is written last, after every blob it names exists (the store enforces it);
+//!   blobs only the replaced manifest of the same name used are then removed.
+//!
+//! Blocking filesystem code: call `create_model` from `spawn_blocking`.
+
+mod import;
+mod layers;
+mod split;
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value as Json};
+
+pub use import::valid_rel_path;
+pub use layers::{ConfigV2, DraftConfig, Message};
+
+use crate::error::{Error, Result};
+use crate::gguf::{self, ReadOptions};
+use crate::store::manifest::{
+    MEDIA_TYPE_ADAPTER, MEDIA_TYPE_DRAFT, MEDIA_TYPE_LICENSE, MEDIA_TYPE_MODEL,
+    MEDIA_TYPE_PROJECTOR,
+};
+use crate::store::{Digest, Manifest, ModelName, Store};
+use import::GgufLayer;
+use layers::Built;
+
+/// Ollama's `api.CreateRequest` (the fields herd acts on).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CreateRequest {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub model: String,
+    /// Deprecated alias of `model`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<bool>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub quantize: String,
+    /// Deprecated alias of `quantize`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub quantization: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub from: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapters: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_files: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub template: String,
+    /// A string or a list of strings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub license: Option<Json>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub system: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<Map<String, Json>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub messages: Vec<Message>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub renderer: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub parser: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub requires: String,
+}
+
+/// One progress line (Ollama's `api.ProgressResponse`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    pub status: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub digest: String,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub total: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub completed: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl Progress {
+    pub fn status(s: impl Into<String>) -> Progress {
+        Progress {
+            status: s.into(),
+            ..Progress::default()
+        }
+    }
+}
+
+/// The quantization types Ollama accepts (`ParseFileType`), upper-cased input; `Q4_K` means
+/// `Q4_K_M`.
+pub fn parse_quantize(q: &str) -> Result<&'static str> {
+    Ok(match q.to_ascii_uppercase().as_str() {
+        "F32" => "F32",
+        "F16" => "F16",
+        "BF16" => "BF16",
+        "Q8_0" => "Q8_0",
+        "Q4_K_S" => "Q4_K_S",
+        "Q4_K_M" | "Q4_K" => "Q4_K_M",
+        other => {
+            return Err(Error::BadRequest(format!(
+                "unsupported quantization type {other} - supported types are F32, F16, Q4_K_S, Q4_K_M, Q8_0"
+            )))
+        }
+    })
+}
+
+/// Ollama's refusal for a quantized source.
+pub const QUANTIZE_SOURCE_ERROR: &str =
+    "quantization is only supported for F16, BF16 and F32 models";
+
+/// Checks what can be checked without touching blobs (Ollama does this before streaming):
+/// the name, file paths and digests. Returns the target name.
+pub fn precheck(req: &CreateRequest) -> Result<ModelName> {
+    for files in [&req.files, &req.adapters, &req.draft_files]
+        .into_iter()
+        .flatten()
+    {
+        import::check_files(files)?;
+    }
+    let name = if req.model.is_empty() {
+        &req.name
+    } else {
+        &req.model
+    };
+    ModelName::parse(name)
+}
+
+/// Everything decided before any progress is reported.
+struct Plan {
+    name: ModelName,
+    /// Model/projector/adapter/draft layers with their GGUF metadata; other inherited layers
+    /// have `gguf: None`. In manifest order.
+    base: Vec<(Built, Option<GgufLayer>)>,
+    config: ConfigV2,
+    licenses: Vec<String>,
+    parsed: usize,
+}
+
+/// Creates (or replaces) the model `req.model`, reporting Ollama's progress lines through
+/// `progress` (the final `success` included). Returns the name written.
+pub fn create_model(
+    store: &Store,
+    req: &CreateRequest,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<ModelName> {
+    let plan = plan(store, req)?;
+    for _ in 0..plan.parsed {
+        progress(Progress::status("parsing GGUF"));
+    }
+    let name = write(store, req, plan, progress)?;
+    progress(Progress::status("success"));
+    Ok(name)
+}
+
+fn plan(store: &Store, req: &CreateRequest) -> Result<Plan> {
+    let name = precheck(req)?;
+    let licenses = licenses(req)?;
+    if !req.template.is_empty() {
+        crate::prompt::Template::parse_go(&req.template)
+            .map_err(|e| Error::BadRequest(format!("template error: {e}")))?;
+    }
+    let blobs = store.blobs();
+    let mut config = ConfigV2 {
+        renderer: req.renderer.clone(),
+        parser: req.parser.clone(),
+        requires: req.requires.clone(),
+        ..ConfigV2::default()
+    };
+    let mut parsed = 0;
+    let mut base: Vec<(Built, Option<GgufLayer>)> = Vec::new();
+    let imported = |layers: Vec<GgufLayer>| {
+        layers.into_iter().map(|g| {
+            let verb = if g.new_blob {
+                "creating new layer"
+            } else {
+                "using existing layer"
+            };
+            let built = Built {
+                status: format!("{verb} {}", g.layer.digest),
+                layer: g.layer.clone(),
+            };
+            (built, Some(g))
+        })
+    };
+    if !req.from.is_empty() {
+        base = from_model(store, &req.from, &mut config)?;
+    } else if let Some(files) = &req.files {
+        let layers = import::import_files(blobs, files, None)?;
+        parsed += layers.len();
+        base.extend(imported(layers));
+    } else {
+        return Err(Error::BadRequest(
+            "neither 'from' or 'files' was specified".into(),
+        ));
+    }
+    if let Some(adapters) = &req.adapters {
+        if adapters.len() > 1 {
+            return Err(Error::BadRequest(
+                "only one adapter is currently supported".into(),
+            ));
+        }
+        let layers = import::import_files(blobs, adapters, Some(MEDIA_TYPE_ADAPTER))?;
+        parsed += layers.len();
+        base.extend(imported(layers));
+    }
+    if let Some(drafts) = &req.draft_files {
+        let layers = import::import_files(blobs, drafts, Some(MEDIA_TYPE_DRAFT))?;
+        parsed += layers.len();
+        base.extend(imported(layers));
+    }
+    apply_model_layers(req, &base, &mut config)?;
+    Ok(Plan {
+        name,
+        base,
+        config,
+        licenses,
+        parsed,
+    })
+}
+
+/// The layers of an existing model, each marked as coming from it; its renderer, parser,
+/// requires, format and capabilities fill what the request leaves empty.
+fn from_model(
+    store: &Store,
+    from: &str,
+    config: &mut ConfigV2,
+) -> Result<Vec<(Built, Option<GgufLayer>)>> {
+    let from_name = ModelName::parse(from)?;
+    // The API handler pulls a missing base first (api/create.rs); a library caller gets 404.
+    let Some(entry) = store.read(&from_name)? else {
+        return Err(Error::NotFound(format!(
+            "model '{}' not found, pull it first",
+            from_name.display_shortest()
+        )));
+    };
+    let blobs = store.blobs();
+    let label = entry.name.display_shortest();
+    if blobs.exists(&entry.manifest.config.digest) {
+        let bytes = layers::read_text(blobs, &entry.manifest.config)?;
+        if let Ok(base) = serde_json::from_slice::<ConfigV2>(&bytes) {
+            let fill = |mine: &mut String, theirs: String| {
+                if mine.is_empty() {
+                    *mine = theirs;
+                }
+            };
+            fill(&mut config.renderer, base.renderer);
+            fill(&mut config.parser, base.parser);
+            fill(&mut config.requires, base.requires);
+            fill(&mut config.model_format, base.model_format);
+            if config.capabilities.is_empty() {
+                config.capabilities = base.capabilities;
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(entry.manifest.layers.len());
+    for src in &entry.manifest.layers {
+        if !blobs.exists(&src.digest) {
+            return Err(Error::InvalidManifest(format!(
+                "{label}: layer {} is missing from the blob store",
+                src.digest
+            )));
+        }
+        blobs.touch(&src.digest)?;
+        let mut layer = src.clone();
+        layer.from = Some(label.clone());
+        let g = match layer.media_type.as_str() {
+            MEDIA_TYPE_MODEL | MEDIA_TYPE_PROJECTOR | MEDIA_TYPE_ADAPTER | MEDIA_TYPE_DRAFT => {
+                let gguf = gguf::read_path(&blobs.path(&layer.digest), ReadOptions::default())?;
+                Some(GgufLayer {
+                    layer: layer.clone(),
+                    gguf,
+                    new_blob: false,
+                })
+            }
+            _ => None,
+        };
+        let built = Built {
+            status: format!("using existing layer {}", layer.digest),
+            layer,
+        };
+        out.push((built, g));
+    }
+    Ok(out)
+}
+
+/// Config fields from the model layers, and the quantize decision (Ollama's `createModel` loop).
+fn apply_model_layers(
+    req: &CreateRequest,
+    base: &[(Built, Option<GgufLayer>)],
+    config: &mut ConfigV2,
+) -> Result<()> {
+    let quantize = if req.quantize.is_empty() {
+        &req.quantization
+    } else {
+        &req.quantize
+    };
+    let fill = |mine: &mut String, theirs: String| {
+        if mine.is_empty() {
+            *mine = theirs;
+        }
+    };
+    for (built, g) in base {
+        let Some(g) = g else { continue };
+        let arch = g.gguf.architecture().unwrap_or_default().to_owned();
+        match built.layer.media_type.as_str() {
+            MEDIA_TYPE_MODEL => {
+                let ftype = g.gguf.quantization_level();
+                if !quantize.is_empty() {
+                    let want = parse_quantize(quantize)?;
+                    if !matches!(ftype.as_str(), "F16" | "BF16" | "F32") {
+                        return Err(Error::BadRequest(QUANTIZE_SOURCE_ERROR.into()));
+                    }
+                    if ftype != want {
+                        // Needs `llama_model_quantize` in a runner subcommand (native stream).
+                        return Err(Error::BadRequest(format!(
+                            "quantizing {ftype} to {want} is not supported by this server yet"
+                        )));
+                    }
+                }
+                fill(&mut config.model_format, "gguf".into());
+                fill(&mut config.model_family, arch.clone());
+                fill(&mut config.model_type, g.gguf.parameter_size());
+                fill(&mut config.file_type, ftype);
+                config
+                    .model_families
+                    .get_or_insert_with(Vec::new)
+                    .push(arch);
+            }
+            MEDIA_TYPE_DRAFT => {
+                config.draft = Some(DraftConfig {
+                    model_format: "gguf".into(),
+                    architecture: arch,
+                });
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn licenses(req: &CreateRequest) -> Result<Vec<String>> {
+    match &req.license {
+        None => Ok(Vec::new()),
+        Some(Json::String(s)) if s.is_empty() => Ok(Vec::new()),
+        Some(Json::String(s)) => Ok(vec![s.clone()]),
+        Some(Json::Array(items)) => items
+            .iter()
+            .map(|v| v.as_str().map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| {
+                Error::BadRequest("license must be a string or a list of strings".into())
+            }),
+        Some(Json::Null) => Ok(Vec::new()),
+        Some(_) => Err(Error::BadRequest(
+            "license must be a string or a list of strings".into(),
+        )),
+    }
+}
+
+fn write(
+    store: &Store,
+    req: &CreateRequest,
+    plan: Plan,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<ModelName> {
+    let blobs = store.blobs();
+    let mut layers: Vec<Built> = plan.base.into_iter().map(|(b, _)| b).collect();
+    if !req.template.is_empty() {
+        layers::set_template(blobs, &mut layers, &req.template)?;
+    }
+    if !req.system.is_empty() {
+        layers::set_system(blobs, &mut layers, &req.system)?;
+    }
+    for l in &plan.licenses {
+        layers.push(layers::text_layer(blobs, MEDIA_TYPE_LICENSE, l.as_bytes())?);
+    }
+    layers::set_parameters(blobs, &mut layers, req.parameters.as_ref())?;
+    layers::set_messages(blobs, &mut layers, &req.messages)?;
+    let config = layers::config_layer(blobs, &plan.config)?;
+    for b in &layers {
+        progress(Progress::status(b.status.clone()));
+    }
+    progress(Progress::status("writing manifest"));
+    let manifest = Manifest::new(config, layers.into_iter().map(|b| b.layer).collect());
+    let replaced: Vec<Digest> = match store.read(&plan.name) {
+        Ok(Some(e)) => e.manifest.blobs().map(|l| l.digest.clone()).collect(),
+        _ => Vec::new(),
+    };
+    let name = store.write_manifest(&plan.name, &manifest)?;
+    // As Ollama (and our pull): blobs only the replaced manifest used go now, not at next prune.
+    let kept: HashSet<&Digest> = manifest.blobs().map(|l| &l.digest).collect();
+    let unused: Vec<Digest> = replaced.into_iter().filter(|d| !kept.contains(d)).collect();
+    if !unused.is_empty() {
+        store.remove_unreferenced(&unused)?;
+    }
+    Ok(name)
+}

@@ -1,0 +1,122 @@
+//! The engine behind the API's `Inference` seam: between validated jobs and the scheduler.
+//! It prepares a resolved model for inference (`model`: GGUF facts, compiled template), turns
+//! resolved options into load and completion parameters (`plan`), renders prompts and drives
+//! runners (`inference`, with chat truncation policy in `truncate`), and turns a runner's
+//! completion into timed steps (`completion`). Handlers own validation and wire shapes; this
+//! module owns what happens to a job between them and a runner.
+
+pub mod completion;
+pub mod convert;
+mod inference;
+pub mod model;
+pub mod plan;
+pub mod truncate;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub use completion::{steps, Step};
+pub use model::Model;
+pub use plan::Settings;
+
+use crate::api::inference::ResolvedModel;
+use crate::api::options::Options;
+use crate::error::{Error, Result};
+use crate::scheduler::{KeepAlive, Lease, Scheduler};
+
+/// Prepared models kept in memory, keyed by manifest digest (a changed manifest is a new key).
+const MODEL_CACHE: usize = 32;
+
+/// Handle shared by the inference handlers. Cheap to clone.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    scheduler: Scheduler,
+    settings: Settings,
+    models: Mutex<HashMap<String, Arc<Model>>>,
+}
+
+impl Engine {
+    pub fn new(scheduler: Scheduler, settings: Settings) -> Engine {
+        Engine {
+            inner: Arc::new(Inner {
+                scheduler,
+                settings,
+                models: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    pub fn scheduler(&self) -> &Scheduler {
+        &self.inner.scheduler
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+
+    /// The prepared form of a resolved model (GGUF facts, compiled template), cached by
+    /// manifest digest.
+    pub async fn prepare(&self, resolved: Arc<ResolvedModel>) -> Result<Arc<Model>> {
+        if let Some(m) = self.cached(&resolved.digest) {
+            return Ok(m);
+        }
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let model = Arc::new(Model::prepare(&resolved)?);
+            let mut cache = inner.models.lock().unwrap();
+            if cache.len() >= MODEL_CACHE {
+                cache.clear();
+            }
+            cache.insert(resolved.digest.clone(), model.clone());
+            Ok(model)
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("model preparation task: {e}")))?
+    }
+
+    fn cached(&self, digest: &str) -> Option<Arc<Model>> {
+        self.inner.models.lock().unwrap().get(digest).cloned()
+    }
+
+    /// Waits for a runner slot for `model` loaded per `opts`. Returns the lease and how long
+    /// scheduling and loading took (Ollama's `load_duration`).
+    pub async fn acquire(
+        &self,
+        model: &Model,
+        opts: &Options,
+        keep_alive: Option<KeepAlive>,
+    ) -> Result<(Lease, Duration)> {
+        let start = Instant::now();
+        let load = plan::load_options(opts, model, &self.inner.settings);
+        let req = plan::model_request(model, load, keep_alive);
+        let lease = self.inner.scheduler.acquire(req).await?;
+        Ok((lease, start.elapsed()))
+    }
+}
+
+/// Builds the engine `herd serve` runs: a scheduler over `config`'s runner binary, limits and
+/// keep-alive, with runner sockets in a fresh private directory. Keep the returned directory
+/// guard alive as long as the engine (dropping it removes the sockets' directory).
+pub fn start(config: &crate::config::Config) -> std::io::Result<(Engine, tempfile::TempDir)> {
+    let dir = crate::runner::create_runner_dir()?;
+    let mut sc = crate::scheduler::SchedulerConfig::new(config.runner_path(), dir.path());
+    sc.num_parallel = config.num_parallel;
+    sc.max_loaded_models = config.max_loaded_models as usize;
+    sc.max_queue = config.max_queue as usize;
+    sc.default_keep_alive = config.keep_alive;
+    sc.load_timeout = config.load_timeout.0;
+    // Runners see an allow-listed copy of our environment, never all of it.
+    sc.runner_env = crate::runner::runner_env(std::env::vars_os());
+    let settings = Settings {
+        context_length: config.context_length,
+        flash_attention: config.flash_attention,
+        kv_cache_type: config.kv_cache_type,
+        ..Settings::default()
+    };
+    Ok((Engine::new(Scheduler::new(sc), settings), dir))
+}

@@ -1,0 +1,142 @@
+//! A stored model made ready for inference: its manifest layers (`api::show::ModelView`), the
+//! GGUF facts the scheduler and option resolution need (training context, embedding width, KV
+//! geometry), its capabilities, and its compiled prompt template. Building one reads files, so it
+//! is blocking work; [`super::Engine`] caches them per manifest digest.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::api::inference::ResolvedModel;
+use crate::api::show::{ModelDetails, ModelView};
+use crate::error::{Error, Result};
+use crate::gguf::{self, GgufFile, Value};
+use crate::prompt::Template;
+use crate::scheduler::MemoryInputs;
+
+/// Everything a handler needs about one model, independent of any request.
+#[derive(Debug)]
+pub struct Model {
+    /// The name as `/api/ps` and responses show it (`smollm2:latest`).
+    pub display_name: String,
+    /// The full name (`registry.ollama.ai/library/smollm2:latest`), for capability errors.
+    pub full_name: String,
+    /// Hex sha256 of the manifest file.
+    pub digest: String,
+    pub view: ModelView,
+    /// The model layer's blob.
+    pub path: PathBuf,
+    /// `<arch>.context_length`; `None` for non-GGUF files (the fake runner's scripts).
+    pub ctx_train: Option<u32>,
+    pub embedding_length: Option<u64>,
+    pub memory: MemoryInputs,
+    pub capabilities: Vec<String>,
+    pub details: ModelDetails,
+    /// TEMPLATE layer (Go), else the GGUF chat template (Jinja), else `{{ .Prompt }}`.
+    pub template: Arc<Template>,
+    /// The BOS token's text, when a Jinja template may print it itself.
+    pub bos_text: Option<String>,
+}
+
+impl Model {
+    /// Reads the GGUF header of a resolved model and compiles its template. Blocking.
+    pub fn prepare(resolved: &ResolvedModel) -> Result<Model> {
+        let view = resolved.view.clone();
+        let path = view
+            .model_path
+            .clone()
+            .ok_or_else(|| Error::InvalidManifest("the manifest has no model layer".into()))?;
+        let file_size = std::fs::metadata(&path)?.len();
+        // A model that is not GGUF (the fake runner's script files) has no metadata: the runner
+        // decides everything the header would have told us.
+        let gguf = match view.gguf(false) {
+            Ok(g) => g,
+            Err(e) => {
+                tracing::debug!(path = %path.display(), error = %e, "model layer is not GGUF");
+                None
+            }
+        };
+        let capabilities = resolved.capabilities.clone();
+        let details = view.details(gguf.as_ref());
+        let (template, bos_text) = template_for(&view, gguf.as_ref())?;
+        let g = gguf.as_ref();
+        let u32_of = |v: Option<u64>| v.map(|n| n.min(u64::from(u32::MAX)) as u32);
+        let memory = match g {
+            Some(g) => MemoryInputs::from_heads(
+                file_size,
+                u32_of(g.block_count()).unwrap_or(0),
+                u32_of(g.embedding_length()).unwrap_or(0),
+                u32_of(g.head_count()).unwrap_or(0),
+                u32_of(g.head_count_kv()),
+                u32_of(g.key_length()),
+                u32_of(g.value_length()),
+            ),
+            None => MemoryInputs {
+                file_size,
+                ..MemoryInputs::default()
+            },
+        };
+        Ok(Model {
+            display_name: resolved.name.display_shortest(),
+            full_name: resolved.name.to_string(),
+            digest: resolved.digest.clone(),
+            path,
+            ctx_train: u32_of(g.and_then(GgufFile::context_length)),
+            embedding_length: g.and_then(GgufFile::embedding_length),
+            memory,
+            capabilities,
+            details,
+            template: Arc::new(template),
+            bos_text,
+            view,
+        })
+    }
+
+    pub fn has_capability(&self, cap: &str) -> bool {
+        self.capabilities.iter().any(|c| c == cap)
+    }
+
+    /// Embedding models (a pooling type in the GGUF) are loaded for embeddings only.
+    pub fn is_embedding(&self) -> bool {
+        self.has_capability("embedding") && !self.has_capability("completion")
+    }
+}
+
+/// Picks the prompt template (DESIGN 7): a TEMPLATE layer renders with the Go engine; without
+/// one, the GGUF `tokenizer.chat_template` renders with minijinja; else Ollama's `{{ .Prompt }}`.
+fn template_for(view: &ModelView, g: Option<&GgufFile>) -> Result<(Template, Option<String>)> {
+    if let Some(src) = &view.template {
+        let t =
+            Template::parse_go(src).map_err(|e| Error::Internal(format!("template error: {e}")))?;
+        return Ok((t, None));
+    }
+    let Some(src) = g.and_then(GgufFile::chat_template) else {
+        return Ok((Template::default_go(), None));
+    };
+    // Jinja templates print bos_token/eos_token themselves; their text sits in the token list,
+    // which the first (cheap) read skipped.
+    let full = view.gguf(true).ok().flatten();
+    let token = |key: &str| -> Option<String> {
+        let g = full.as_ref()?;
+        let id = g.get(key)?.as_u64()?;
+        match g.get("tokenizer.ggml.tokens")? {
+            Value::Array(a) => match a.values.as_ref()? {
+                gguf::ArrayValues::String(v) => v.get(usize::try_from(id).ok()?).cloned(),
+                _ => None,
+            },
+            _ => None,
+        }
+    };
+    let bos = token("tokenizer.ggml.bos_token_id");
+    let eos = token("tokenizer.ggml.eos_token_id");
+    let t = Template::jinja(
+        src.to_owned(),
+        bos.clone().unwrap_or_default(),
+        eos.unwrap_or_default(),
+    )?;
+    Ok((t, bos))
+}
+
+/// Ollama's per-request template override on /api/generate: a parse failure is a 500.
+pub fn parse_request_template(src: &str) -> Result<Template> {
+    Template::parse_go(src).map_err(|e| Error::Internal(format!("template error: {e}")))
+}

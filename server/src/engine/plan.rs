@@ -1,0 +1,119 @@
+//! Pure translation of resolved request options into what the scheduler takes: the effective
+//! context length (Ollama's default, env, Modelfile and request precedence, capped at the
+//! training context) and [`LoadOptions`] (a difference in any of them means a reload).
+
+use runner_protocol::{FlashAttention, KvCacheType, LoadOptions};
+
+use super::model::Model;
+use crate::api::options::Options;
+use crate::scheduler::{memory, KeepAlive, ModelRequest};
+
+/// Server-wide inputs to option resolution, from `Config`.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `OLLAMA_CONTEXT_LENGTH`; 0 = the memory tier default.
+    pub context_length: u32,
+    /// The memory tier default: Ollama picks 4096 below 23 GiB of accelerator memory, which is
+    /// every CPU-only host.
+    pub default_num_ctx: u32,
+    pub flash_attention: FlashAttention,
+    pub kv_cache_type: KvCacheType,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            context_length: 0,
+            default_num_ctx: 4096,
+            flash_attention: FlashAttention::Auto,
+            kv_cache_type: KvCacheType::F16,
+        }
+    }
+}
+
+/// Ollama never runs a context below this.
+pub const MIN_NUM_CTX: u32 = 4;
+
+/// `num_ctx` after defaults: `requested` is what request > Modelfile > env produced (0 = none
+/// set), then the tier default, capped at the model's training context, at least 4.
+pub fn effective_num_ctx(requested: i64, settings: &Settings, ctx_train: Option<u32>) -> u32 {
+    let mut n = if requested > 0 {
+        u32::try_from(requested).unwrap_or(u32::MAX)
+    } else if settings.context_length > 0 {
+        settings.context_length
+    } else {
+        settings.default_num_ctx
+    };
+    if let Some(train) = ctx_train.filter(|&t| t > 0) {
+        n = n.min(train);
+    }
+    n.max(MIN_NUM_CTX)
+}
+
+/// The runner's load options for `model` under `opts`: `api::convert`'s mapping of the runner
+/// options, with the effective context length and the engine-wide settings. `parallel` is left
+/// 0 for the scheduler to fill from `OLLAMA_NUM_PARALLEL`, except for embedding models, which
+/// Ollama runs with one slot.
+pub fn load_options(opts: &Options, model: &Model, settings: &Settings) -> LoadOptions {
+    let embedding = model.is_embedding();
+    let mut load = LoadOptions {
+        model: model.path.clone(),
+        parallel: if embedding { 1 } else { 0 },
+        flash_attention: settings.flash_attention,
+        kv_cache_type: settings.kv_cache_type,
+        embedding,
+        ..LoadOptions::default()
+    };
+    opts.apply_to_load(&mut load);
+    load.ctx_size = effective_num_ctx(opts.runner.num_ctx, settings, model.ctx_train);
+    load
+}
+
+/// What the handler asks the scheduler for.
+pub fn model_request(
+    model: &Model,
+    load: LoadOptions,
+    keep_alive: Option<KeepAlive>,
+) -> ModelRequest {
+    let mut for_estimate = load.clone();
+    for_estimate.parallel = for_estimate.parallel.max(1);
+    ModelRequest {
+        name: model.display_name.clone(),
+        digest: model.digest.clone(),
+        memory: memory::estimate(&model.memory, &for_estimate),
+        options: load,
+        keep_alive,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn num_ctx_precedence_and_caps() {
+        let s = |env| Settings {
+            context_length: env,
+            ..Settings::default()
+        };
+        // (requested, env, ctx_train) → effective
+        let cases = [
+            (0, 0, None, 4096),
+            (0, 0, Some(2048), 2048),
+            (0, 8192, None, 8192),
+            (0, 8192, Some(32768), 8192),
+            (1024, 8192, Some(32768), 1024),
+            (65536, 0, Some(32768), 32768),
+            (2, 0, None, MIN_NUM_CTX),
+            (-5, 0, None, 4096),
+            (i64::MAX, 0, None, u32::MAX),
+        ];
+        for (req, env, train, want) in cases {
+            assert_eq!(
+                effective_num_ctx(req, &s(env), train),
+                want,
+                "{req} {env} {train:?}"
+            );
+        }
+    }
+}

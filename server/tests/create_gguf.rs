@@ -1,0 +1,321 @@
+//! `create_model` on tiny GGUFs: the layers, blobs, config and progress it produces, `from`
+//! inheritance, and the manifest it writes (as Ollama's server/create.go would).
+
+mod create_util;
+
+use serde_json::json;
+use server::create::{CreateRequest, Message};
+use server::gguf::{GgmlType, GgufBuilder};
+use server::store::manifest::*;
+use server::store::Digest;
+
+use create_util::{files, store, tiny_gguf};
+
+fn msg(role: &str, content: &str) -> Message {
+    Message {
+        role: role.into(),
+        content: content.into(),
+        ..Message::default()
+    }
+}
+
+fn full_request(model: &Digest) -> CreateRequest {
+    CreateRequest {
+        model: "base".into(),
+        files: files(&[("model.gguf", model)]),
+        template: "{{ .System }} {{ .Prompt }}".into(),
+        system: "You are terse.".into(),
+        license: Some(json!(["MIT", "Apache-2.0"])),
+        parameters: Some(
+            json!({"temperature": 0.7, "stop": ["<|im_end|>", "</s>"], "num_ctx": 2048.0})
+                .as_object()
+                .unwrap()
+                .clone(),
+        ),
+        messages: vec![msg("user", "hi"), msg("assistant", "hello <b>")],
+        ..CreateRequest::default()
+    }
+}
+
+#[test]
+fn create_from_gguf_builds_layers_config_and_progress() {
+    let t = store();
+    let gguf = tiny_gguf();
+    let model = t.upload(&gguf);
+    let statuses = t.create(&full_request(&model)).unwrap();
+
+    let entry = t.read("base").expect("manifest written");
+    let m = &entry.manifest;
+    let kinds: Vec<&str> = m.layers.iter().map(|l| l.media_type.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            MEDIA_TYPE_MODEL,
+            MEDIA_TYPE_TEMPLATE,
+            MEDIA_TYPE_SYSTEM,
+            MEDIA_TYPE_LICENSE,
+            MEDIA_TYPE_LICENSE,
+            MEDIA_TYPE_PARAMS,
+            MEDIA_TYPE_MESSAGES
+        ]
+    );
+    // The model layer is the uploaded blob itself: same digest, same size, no copy.
+    assert_eq!(m.layers[0].digest, model);
+    assert_eq!(m.layers[0].size, gguf.len() as u64);
+    assert_eq!(m.layers[0].from.as_deref(), Some("model.gguf"));
+    let text = |i: usize| t.blob_text(&m.layers[i].digest);
+    assert_eq!(text(1), "{{ .System }} {{ .Prompt }}");
+    assert_eq!(text(2), "You are terse.");
+    assert_eq!(text(3), "MIT");
+    assert_eq!(text(4), "Apache-2.0");
+    // Go map encoding: sorted keys, integral float written as an integer, newline.
+    assert_eq!(
+        text(5),
+        "{\"num_ctx\":2048,\"stop\":[\"\\u003c|im_end|\\u003e\",\"\\u003c/s\\u003e\"],\"temperature\":0.7}\n"
+    );
+    assert_eq!(
+        text(6),
+        "[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\",\"content\":\"hello \\u003cb\\u003e\"}]\n"
+    );
+    assert_eq!(
+        t.blob_text(&m.config.digest),
+        "{\"model_format\":\"gguf\",\"model_family\":\"llama\",\"model_families\":[\"llama\"],\"model_type\":\"24\",\"file_type\":\"F32\",\"architecture\":\"amd64\",\"os\":\"linux\"}\n"
+    );
+    for l in m.layers.iter().chain([&m.config]) {
+        assert_eq!(
+            std::fs::metadata(t.store.blobs().path(&l.digest))
+                .unwrap()
+                .len(),
+            l.size
+        );
+    }
+    // One GGUF + six text layers + config, and nothing else.
+    assert_eq!(t.blob_count(), 8);
+
+    let mut want = vec![
+        "parsing GGUF".to_string(),
+        format!("using existing layer {model}"),
+    ];
+    want.extend(
+        m.layers[1..]
+            .iter()
+            .map(|l| format!("creating new layer {}", l.digest)),
+    );
+    want.extend(["writing manifest".into(), "success".into()]);
+    assert_eq!(statuses, want);
+
+    // Same request again: every layer exists now, and the manifest bytes are identical.
+    let again = t.create(&full_request(&model)).unwrap();
+    assert!(again.iter().all(|s| !s.starts_with("creating new layer")));
+    assert_eq!(t.read("base").unwrap().bytes, entry.bytes);
+}
+
+#[test]
+fn from_inherits_layers_merges_params_and_replaces_text() {
+    let t = store();
+    let model = t.upload(&tiny_gguf());
+    let mut base = full_request(&model);
+    base.renderer = "qwen3".into();
+    base.requires = "0.14.0".into();
+    t.create(&base).unwrap();
+    let base_m = t.read("base").unwrap().manifest;
+
+    let derived = CreateRequest {
+        model: "derived".into(),
+        from: "base".into(),
+        system: "You are verbose.".into(),
+        parameters: Some(
+            json!({"temperature": 0.1, "top_k": 5})
+                .as_object()
+                .unwrap()
+                .clone(),
+        ),
+        messages: vec![msg("user", "only this")],
+        ..CreateRequest::default()
+    };
+    let statuses = t.create(&derived).unwrap();
+    assert!(!statuses.contains(&"parsing GGUF".to_string()));
+    let m = t.read("derived").unwrap().manifest;
+    let by = |mt: &'static str| m.layers.iter().filter(move |l| l.media_type == mt);
+
+    let model_layer = by(MEDIA_TYPE_MODEL).next().unwrap();
+    assert_eq!(model_layer.digest, model);
+    assert_eq!(model_layer.from.as_deref(), Some("base:latest"));
+    // TEMPLATE and LICENSE inherited unchanged.
+    let base_template = base_m
+        .layers
+        .iter()
+        .find(|l| l.media_type == MEDIA_TYPE_TEMPLATE)
+        .unwrap();
+    assert_eq!(
+        by(MEDIA_TYPE_TEMPLATE).next().unwrap().digest,
+        base_template.digest
+    );
+    assert_eq!(by(MEDIA_TYPE_LICENSE).count(), 2);
+    // SYSTEM and MESSAGE replaced (one layer each), params merged key by key.
+    let systems: Vec<_> = by(MEDIA_TYPE_SYSTEM).collect();
+    assert_eq!(systems.len(), 1);
+    assert_eq!(t.blob_text(&systems[0].digest), "You are verbose.");
+    let messages: Vec<_> = by(MEDIA_TYPE_MESSAGES).collect();
+    assert_eq!(messages.len(), 1);
+    assert_eq!(
+        t.blob_text(&messages[0].digest),
+        "[{\"role\":\"user\",\"content\":\"only this\"}]\n"
+    );
+    let params: Vec<_> = by(MEDIA_TYPE_PARAMS).collect();
+    assert_eq!(params.len(), 1);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&t.blob_text(&params[0].digest)).unwrap(),
+        json!({"num_ctx": 2048, "stop": ["<|im_end|>", "</s>"], "temperature": 0.1, "top_k": 5})
+    );
+    // Renderer and requires come from the base config; family from the GGUF.
+    let config: serde_json::Value = serde_json::from_str(&t.blob_text(&m.config.digest)).unwrap();
+    assert_eq!(config["renderer"], "qwen3");
+    assert_eq!(config["requires"], "0.14.0");
+    assert_eq!(config["model_families"], json!(["llama"]));
+    // The base model is untouched.
+    assert_eq!(t.read("base").unwrap().manifest, base_m);
+}
+
+#[test]
+fn create_to_case_variant_overwrites() {
+    let t = store();
+    let model = t.upload(&tiny_gguf());
+    let mut req = CreateRequest {
+        model: "Mixed/Case:Tag".into(),
+        files: files(&[("m.gguf", &model)]),
+        ..CreateRequest::default()
+    };
+    t.create(&req).unwrap();
+    req.model = "mixed/case:tag".into();
+    req.system = "second".into();
+    t.create(&req).unwrap();
+    let all = t.store.list().unwrap();
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].name.to_string(), "registry.ollama.ai/Mixed/Case:Tag");
+    assert!(all[0]
+        .manifest
+        .layers
+        .iter()
+        .any(|l| l.media_type == MEDIA_TYPE_SYSTEM));
+}
+
+#[test]
+fn general_type_selects_layer_media_type() {
+    let t = store();
+    let model = t.upload(&tiny_gguf());
+    let adapter = t.upload(
+        &GgufBuilder::new()
+            .kv("general.architecture", "llama")
+            .kv("general.type", "adapter")
+            .kv("adapter.type", "lora")
+            .zeros_f32("blk.0.attn_q.weight.lora_a", &[8, 2])
+            .build()
+            .unwrap(),
+    );
+    let projector = t.upload(
+        &GgufBuilder::new()
+            .kv("general.architecture", "clip")
+            .kv("general.type", "mmproj")
+            .kv("clip.has_vision_encoder", true)
+            .zeros_f32("v.patch_embd.weight", &[8, 2])
+            .build()
+            .unwrap(),
+    );
+    let req = CreateRequest {
+        model: "vision".into(),
+        files: files(&[("a.gguf", &model), ("mmproj.gguf", &projector)]),
+        adapters: files(&[("lora.gguf", &adapter)]),
+        ..CreateRequest::default()
+    };
+    let statuses = t.create(&req).unwrap();
+    assert_eq!(statuses.iter().filter(|s| *s == "parsing GGUF").count(), 3);
+    let m = t.read("vision").unwrap().manifest;
+    let got: Vec<(&str, &Digest)> = m
+        .layers
+        .iter()
+        .map(|l| (l.media_type.as_str(), &l.digest))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (MEDIA_TYPE_MODEL, &model),
+            (MEDIA_TYPE_PROJECTOR, &projector),
+            (MEDIA_TYPE_ADAPTER, &adapter)
+        ]
+    );
+    // Only the model layer contributes a family.
+    let config: serde_json::Value = serde_json::from_str(&t.blob_text(&m.config.digest)).unwrap();
+    assert_eq!(config["model_families"], json!(["llama"]));
+}
+
+#[test]
+fn quantize_requests() {
+    let t = store();
+    let q4_1 = t.upload(
+        &GgufBuilder::new()
+            .kv("general.architecture", "llama")
+            .kv("general.file_type", 3u32)
+            .tensor("token_embd.weight", GgmlType::Q4_1, &[32], vec![0; 20])
+            .build()
+            .unwrap(),
+    );
+    let f32 = t.upload(&tiny_gguf());
+    let run = |d: &Digest, q: &str| {
+        t.create(&CreateRequest {
+            model: "q".into(),
+            files: files(&[("m.gguf", d)]),
+            quantize: q.into(),
+            ..CreateRequest::default()
+        })
+    };
+    let err = run(&q4_1, "q8_0").unwrap_err();
+    assert_eq!(err.status(), 400);
+    assert_eq!(
+        err.to_string(),
+        "quantization is only supported for F16, BF16 and F32 models"
+    );
+    let err = run(&f32, "q5_1").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "unsupported quantization type Q5_1 - supported types are F32, F16, Q4_K_S, Q4_K_M, Q8_0"
+    );
+    let err = run(&f32, "Q4_K").unwrap_err();
+    assert_eq!(err.status(), 400);
+    assert!(err.to_string().contains("F32 to Q4_K_M"), "{err}");
+    assert!(t.read("q").is_none());
+    // Asking for the type the file already has is a no-op, as in Ollama.
+    run(&f32, "f32").unwrap();
+    assert!(t.read("q").is_some());
+}
+
+#[test]
+fn recreating_removes_blobs_only_the_old_manifest_used() {
+    let t = store();
+    let model = t.upload(&tiny_gguf());
+    let mk = |name: &str, system: &str| CreateRequest {
+        model: name.into(),
+        files: files(&[("m.gguf", &model)]),
+        system: system.into(),
+        ..CreateRequest::default()
+    };
+    t.create(&mk("a", "first")).unwrap();
+    t.create(&mk("b", "shared")).unwrap();
+    let sys = |name: &str| {
+        let m = t.read(name).unwrap().manifest;
+        m.layers
+            .iter()
+            .find(|l| l.media_type == MEDIA_TYPE_SYSTEM)
+            .unwrap()
+            .digest
+            .clone()
+    };
+    let first = sys("a");
+    t.create(&mk("a", "second")).unwrap();
+    assert!(!t.store.blobs().exists(&first), "old SYSTEM blob removed");
+    assert!(t.store.blobs().exists(&model), "GGUF still used");
+    let shared = sys("b");
+    t.create(&mk("a", "shared")).unwrap();
+    t.create(&mk("a", "third")).unwrap();
+    assert!(t.store.blobs().exists(&shared), "still used by b");
+}

@@ -1,0 +1,265 @@
+//! The real `herd` binary end to end with the fake runner: `herd serve` on a random port, then
+//! `herd run` with piped stdin and in a pseudo-terminal (REPL via util-linux `script`), `herd ps`
+//! and `herd stop` (the model leaves `herd ps`). Needs `cargo build -p fake-runner`.
+
+mod serve_support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serve_support::api_support::{ago, TestStore, MT_TEMPLATE};
+use serve_support::scheduler_support;
+
+const HERD: &str = env!("CARGO_BIN_EXE_herd");
+
+struct Server {
+    child: Child,
+    addr: String,
+    home: tempfile::TempDir,
+}
+
+impl Server {
+    fn start(ts: &TestStore) -> Server {
+        let mut child = Command::new(HERD)
+            .arg("serve")
+            .env("OLLAMA_HOST", "127.0.0.1:0")
+            .env("OLLAMA_MODELS", ts.root())
+            .env("HERD_RUNNER", scheduler_support::fake_runner())
+            .env_remove("HERD_LOG_FORMAT")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn herd serve");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(rest) = line.split("Listening on ").nth(1) {
+                    let _ = tx.send(
+                        rest.split_whitespace()
+                            .next()
+                            .unwrap_or_default()
+                            .to_owned(),
+                    );
+                }
+            }
+        });
+        let addr = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("herd serve address");
+        Server {
+            child,
+            addr,
+            home: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(HERD);
+        c.args(args)
+            .env("OLLAMA_HOST", &self.addr)
+            .env("HOME", self.home.path())
+            .env_remove("OLLAMA_NOHISTORY");
+        c
+    }
+
+    /// Runs herd with `stdin` piped in; returns (success, stdout, stderr).
+    fn herd(&self, args: &[&str], stdin: &str) -> (bool, String, String) {
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = self.child.wait();
+    }
+}
+
+fn store() -> TestStore {
+    let ts = TestStore::new();
+    ts.model("fake", "latest", b"#fake-runner\n", &[], ago(60));
+    ts.model(
+        "echo",
+        "latest",
+        b"#fake-runner\n--echo\n",
+        &[(
+            MT_TEMPLATE,
+            b"{{ range .Messages }}[{{ .Role }}:{{ .Content }}]{{ end }}",
+        )],
+        ago(60),
+    );
+    ts
+}
+
+#[test]
+fn run_with_piped_stdin_then_ps_and_stop() {
+    let ts = store();
+    let s = Server::start(&ts);
+    let (ok, out, err) = s.herd(&["run", "fake"], "hi\n");
+    assert!(ok, "{err}");
+    assert_eq!(out, "Hello from the fake runner.\n\n");
+    // Piped stdin comes first, then the arguments.
+    let (ok, out, err) = s.herd(&["run", "echo", "world", "--verbose"], "hello");
+    assert!(ok, "{err}");
+    assert_eq!(out.trim_end(), "[user:hello world]");
+    assert!(
+        err.contains("eval count:"),
+        "--verbose stats on stderr: {err}"
+    );
+    assert!(err.contains("total duration:"), "{err}");
+
+    let (ok, out, _) = s.herd(&["ps"], "");
+    assert!(ok);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("NAME"), "{out}");
+    for col in ["ID", "SIZE", "PROCESSOR", "CONTEXT", "UNTIL"] {
+        assert!(lines[0].contains(col), "{out}");
+    }
+    let fake = lines
+        .iter()
+        .find(|l| l.starts_with("fake:latest"))
+        .expect("fake listed");
+    assert!(
+        fake.contains("100% CPU") && fake.contains("4096") && fake.contains("from now"),
+        "{fake}"
+    );
+
+    let (ok, _, err) = s.herd(&["stop", "fake"], "");
+    assert!(ok, "{err}");
+    let (_, out, _) = s.herd(&["ps"], "");
+    assert!(!out.contains("fake:latest"), "{out}");
+    // As in Ollama: stopping a stored model that is not loaded is fine, an unknown one is not.
+    let (ok, _, err) = s.herd(&["stop", "fake"], "");
+    assert!(ok, "{err}");
+    let (ok, _, err) = s.herd(&["stop", "ghost"], "");
+    assert!(!ok);
+    assert!(
+        err.contains("couldn't find model \"ghost\" to stop"),
+        "{err}"
+    );
+    let (ok, _, err) = s.herd(&["run", "ghost"], "x");
+    assert!(!ok);
+    assert!(err.contains("model 'ghost:latest' not found"), "{err}");
+}
+
+#[test]
+fn run_in_a_terminal_is_a_repl() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: util-linux `script` not installed");
+        return;
+    }
+    let ts = store();
+    let s = Server::start(&ts);
+    let input = "/set system be brief\n/set parameter num_predict 100\n\"\"\"first\nsecond\"\"\"\n\
+                 again\n/show system\n/clear\n/nonsense\n/bye\n";
+    let cmd = format!("{HERD} run echo");
+    // `script` runs herd on a pseudo-terminal and relays our pipe to it.
+    let mut child = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .env("OLLAMA_HOST", &s.addr)
+        .env("HOME", s.home.path())
+        .env_remove("OLLAMA_NOHISTORY")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).replace('\r', "");
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains(">>> Set system message."), "{text}");
+    assert!(
+        text.contains("Set parameter 'num_predict' to '100'"),
+        "{text}"
+    );
+    // The multi-line message and the session's system message reach the template.
+    assert!(
+        text.contains("[system:be brief][user:first\nsecond]"),
+        "{text}"
+    );
+    // The second turn carries the first exchange.
+    assert!(
+        text.contains("[system:be brief][user:first\nsecond][assistant:[system:be brief][user:first\nsecond]][user:again]"),
+        "{text}"
+    );
+    assert!(
+        text.contains(">>> be brief"),
+        "/show system shows the session's: {text}"
+    );
+    assert!(text.contains("Cleared session context"), "{text}");
+    assert!(
+        text.contains("Unknown command '/nonsense'. Type /? for help"),
+        "{text}"
+    );
+    let history = std::fs::read_to_string(s.home.path().join(".ollama/history")).unwrap();
+    assert!(history.contains("first second\nagain\n"), "{history}");
+}
+
+/// Processes whose command line mentions `needle` (any parent).
+fn processes_mentioning(needle: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
+        })
+        .collect()
+}
+
+#[test]
+fn no_runner_outlives_herd_serve() {
+    let ts = store();
+    let blobs = ts.root().join("blobs").display().to_string();
+    let mut s = Server::start(&ts);
+    let (ok, _, err) = s.herd(&["run", "fake", "--keepalive", "-1s"], "hi");
+    assert!(ok, "{err}");
+    let runners = processes_mentioning(&blobs);
+    assert_eq!(runners.len(), 1, "one runner loaded: {runners:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(s.child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = s.child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    // herd reaps its runners before exiting; give the kernel a moment to drop /proc entries.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !processes_mentioning(&blobs).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        processes_mentioning(&blobs).is_empty(),
+        "orphan runner left"
+    );
+}
