@@ -128,6 +128,8 @@ struct Controls<'a> {
     logprobs: bool,
     top_logprobs: i64,
     format: &'a crate::api::request::Format,
+    /// Strings that end the thinking the response begins with (the output parser's).
+    thinking_close: Vec<String>,
 }
 
 /// The completion parameters every job shares.
@@ -144,7 +146,7 @@ fn completion(
     c.shift = ctl.shift.unwrap_or(true);
     c.logprobs = ctl.logprobs;
     c.top_logprobs = u32::try_from(ctl.top_logprobs).unwrap_or(0);
-    c.constraint = api_convert::constraint(ctl.format, Vec::new());
+    c.constraint = api_convert::constraint(ctl.format, ctl.thinking_close);
     c
 }
 
@@ -227,6 +229,7 @@ async fn generate(engine: Engine, job: GenerateJob) -> Result<ChunkStream<Genera
             logprobs: req.logprobs,
             top_logprobs: req.top_logprobs,
             format: &job.format,
+            thinking_close: Vec::new(),
         },
     );
     let stream = lease.into_completion(&creq).await?;
@@ -376,35 +379,71 @@ async fn chat(engine: Engine, job: ChatJob) -> Result<ChunkStream<ChatResponse>>
         }
     })
     .await?;
+    let prompt_text = render(kept.clone())?;
+    let names = prompt::parsers::tool_names(&tools);
+    let mut parser = prompt::parsers::for_model(
+        &model.template,
+        &prompt::parsers::Options {
+            think: think.as_ref(),
+            tools: &names,
+            last: kept.last(),
+            prompt: &prompt_text,
+        },
+    );
     let creq = completion(
         &model,
         &job.options,
-        render(kept)?,
+        prompt_text,
         Controls {
             truncate: req.truncate,
             shift: req.shift,
             logprobs: req.logprobs,
             top_logprobs: req.top_logprobs,
             format: &job.format,
+            thinking_close: parser.thinking_close(),
         },
     );
     let stream = lease.into_completion(&creq).await?;
     let steps = super::steps(stream, started, load);
-    Ok(Box::pin(steps.map(|item| {
-        item.map(|step| match step {
+    // The parser splits content, thinking and tool calls; text it holds back (a possible tag)
+    // comes in a later chunk, so chunks with nothing to say are skipped as Ollama does.
+    Ok(Box::pin(steps.filter_map(move |item| {
+        let out = item.map(|step| match step {
             Step::Text { content, logprobs } => {
                 let mut r = chat_chunk(None);
-                r.message.content = content;
+                let p = parser.add(&content, false);
+                let empty = p.is_empty() && logprobs.is_empty();
+                parsed_into(&mut r.message, p);
                 r.logprobs = api_convert::logprobs(&logprobs);
-                r
+                (!empty).then_some(r)
             }
             Step::Done { reason, metrics } => {
                 let mut r = chat_chunk(Some(api_convert::done_reason(reason)));
+                parsed_into(&mut r.message, parser.add("", true));
                 r.metrics = metrics;
-                r
+                Some(r)
             }
-        })
+        });
+        futures_util::future::ready(out.transpose())
     })))
+}
+
+/// A parser's output as the chat message's fields.
+fn parsed_into(m: &mut Message, p: prompt::parsers::Parsed) {
+    m.content = p.content;
+    m.thinking = p.thinking;
+    m.tool_calls = p
+        .tool_calls
+        .into_iter()
+        .map(|c| crate::api::types::ToolCall {
+            id: c.id,
+            function: crate::api::types::ToolCallFunction {
+                index: c.index,
+                name: c.name,
+                arguments: c.arguments,
+            },
+        })
+        .collect();
 }
 
 async fn embed(engine: Engine, job: EmbedJob) -> Result<EmbedOutput> {
