@@ -1,0 +1,79 @@
+//! Single-pass think+format end to end: the real server, parser and runner with SmolLM2 and a Go
+//! TEMPLATE that opens a thinking block closed by a string the model writes naturally (".").
+//! The thinking streams into `message.thinking`, the content after it is schema-valid JSON, and
+//! the request needed exactly one prefill (the same prompt evaluation as without a format).
+//!
+//! Needs `cargo build -p runner-llamacpp` and `scripts/fetch-test-models`; skips without them.
+
+mod serve_support;
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use serde_json::{json, Value};
+use serve_support::*;
+
+const SMOL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+/// Thinking tags inferred from the text around `.Thinking`: "Thoughts:" … "."; the prompt ends
+/// with the opening tag, so the response starts inside the thinking.
+const THINKING_GO: &[u8] = b"{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ if .Thinking }}Thoughts:{{ .Thinking }}.{{ end }}{{ .Content }}<|im_end|>\n{{ end }}<|im_start|>assistant\nThoughts:";
+
+#[tokio::test]
+async fn smollm2_thinks_then_answers_in_schema_with_one_prefill() {
+    let Some(runner) = native_runner() else {
+        eprintln!("skipped: runner-llamacpp not built");
+        return;
+    };
+    let Some(path) = test_model(SMOL) else {
+        eprintln!("skipped: {SMOL} missing");
+        return;
+    };
+    let h = Harness::with_runner(
+        runner,
+        |c| c.load_timeout = Some(Duration::from_secs(120)),
+        Default::default(),
+    );
+    register_file(&h.ts, "smolthink", &path, &[(MT_TEMPLATE, THINKING_GO)]);
+    let schema = json!({
+        "type": "object",
+        "properties": {"colour": {"type": "string", "maxLength": 16}, "sure": {"type": "boolean"}},
+        "required": ["colour", "sure"],
+        "additionalProperties": false
+    });
+    let messages = json!([{"role": "user", "content": "What colour is the sky? Think first."}]);
+    let opts = json!({"temperature": 0, "seed": 1, "num_predict": 120, "num_thread": 1});
+    let r = h
+        .post(
+            "/api/chat",
+            json!({"model": "smolthink", "messages": messages, "format": schema,
+                   "stream": false, "options": opts, "keep_alive": 0}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let b = r.json();
+    eprintln!("{b}");
+    let thinking = b["message"]["thinking"].as_str().unwrap_or("");
+    let content = b["message"]["content"].as_str().unwrap();
+    assert!(
+        !thinking.is_empty(),
+        "thinking streams into message.thinking: {b}"
+    );
+    let v: Value =
+        serde_json::from_str(content.trim()).unwrap_or_else(|e| panic!("{e}: {content:?}"));
+    assert!(v["colour"].is_string() && v["sure"].is_boolean(), "{v}");
+    assert!(v.as_object().unwrap().len() == 2, "{v}");
+    // One prefill: the same prompt evaluation as the unformatted request (both cold: keep_alive
+    // 0 unloaded the runner in between).
+    let free = h
+        .post(
+            "/api/chat",
+            json!({"model": "smolthink", "messages": messages, "stream": false,
+                   "options": opts, "keep_alive": 0}),
+        )
+        .await
+        .json();
+    assert_eq!(b["prompt_eval_count"], free["prompt_eval_count"], "{free}");
+    // Transparency: greedy thinking is the same text the unformatted request thinks.
+    assert_eq!(free["message"]["thinking"], b["message"]["thinking"]);
+}
