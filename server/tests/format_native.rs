@@ -77,3 +77,47 @@ async fn smollm2_thinks_then_answers_in_schema_with_one_prefill() {
     // Transparency: greedy thinking is the same text the unformatted request thinks.
     assert_eq!(free["message"]["thinking"], b["message"]["thinking"]);
 }
+
+#[tokio::test]
+async fn generate_splits_thinking_and_formats_the_answer() {
+    let (Some(runner), Some(path)) = (native_runner(), test_model(SMOL)) else {
+        eprintln!("skipped: runner-llamacpp or {SMOL} missing");
+        return;
+    };
+    let h = Harness::with_runner(
+        runner,
+        |c| c.load_timeout = Some(Duration::from_secs(120)),
+        Default::default(),
+    );
+    register_file(&h.ts, "smolthink", &path, &[(MT_TEMPLATE, THINKING_GO)]);
+    let opts = json!({"temperature": 0, "seed": 1, "num_predict": 120, "num_thread": 1});
+    let schema = json!({
+        "type": "object",
+        "properties": {"colour": {"type": "string", "maxLength": 16}},
+        "required": ["colour"],
+        "additionalProperties": false
+    });
+    let b = h
+        .post(
+            "/api/generate",
+            json!({"model": "smolthink", "prompt": "What colour is the sky? Think first.",
+                   "format": schema, "stream": false, "options": opts}),
+        )
+        .await
+        .json();
+    assert!(!b["thinking"].as_str().unwrap_or("").is_empty(), "{b}");
+    let v: Value = serde_json::from_str(b["response"].as_str().unwrap().trim()).unwrap();
+    assert!(v["colour"].is_string(), "{v}");
+    // Raw prompts name no closing strings: the format applies from the first token.
+    let raw = h
+        .post(
+            "/api/generate",
+            json!({"model": "smolthink", "prompt": "<|im_start|>user\nColour of grass?<|im_end|>\n<|im_start|>assistant\n",
+                   "raw": true, "format": schema, "stream": false, "options": opts}),
+        )
+        .await
+        .json();
+    assert_eq!(raw["thinking"], Value::Null, "{raw}");
+    let v: Value = serde_json::from_str(raw["response"].as_str().unwrap().trim()).unwrap();
+    assert!(v["colour"].is_string(), "{v}");
+}

@@ -155,6 +155,7 @@ async fn generate(engine: Engine, job: GenerateJob) -> Result<ChunkStream<Genera
     let req = &job.request;
     let model = engine.prepare(job.model.clone()).await?;
     let has_context = req.context.as_ref().is_some_and(|c| !c.is_empty());
+    let mut parser = None;
     let rendered = if req.raw {
         req.prompt.clone()
     } else {
@@ -175,7 +176,8 @@ async fn generate(engine: Engine, job: GenerateJob) -> Result<ChunkStream<Genera
         } else {
             convert::layer_messages(&model)
         };
-        render_generate(
+        let think = convert::think(job.think);
+        let rendered = render_generate(
             template,
             &prompt::GenerateRequest {
                 prompt: req.prompt.clone(),
@@ -183,9 +185,19 @@ async fn generate(engine: Engine, job: GenerateJob) -> Result<ChunkStream<Genera
                 system,
                 messages,
                 images: req.images.len(),
-                think: convert::think(job.think),
+                think: think.clone(),
             },
-        )?
+        )?;
+        // Raw prompts get no parser and name no closing strings: the format applies at once.
+        parser = Some(prompt::parsers::for_model(
+            template,
+            &prompt::parsers::Options {
+                think: think.as_ref(),
+                prompt: &rendered,
+                ..Default::default()
+            },
+        ));
+        rendered
     };
     if req.debug_render_only {
         let mut r = generate_chunk(None);
@@ -229,7 +241,10 @@ async fn generate(engine: Engine, job: GenerateJob) -> Result<ChunkStream<Genera
             logprobs: req.logprobs,
             top_logprobs: req.top_logprobs,
             format: &job.format,
-            thinking_close: Vec::new(),
+            thinking_close: parser
+                .as_ref()
+                .map(|p| p.thinking_close())
+                .unwrap_or_default(),
         },
     );
     let stream = lease.into_completion(&creq).await?;
@@ -238,7 +253,7 @@ async fn generate(engine: Engine, job: GenerateJob) -> Result<ChunkStream<Genera
         runner,
         prompt: (!req.raw).then_some(full_prompt),
     };
-    Ok(generate_chunks(steps, tail))
+    Ok(generate_chunks(steps, tail, parser))
 }
 
 /// What the final generate chunk needs beyond the metrics.
@@ -253,39 +268,64 @@ struct GenState {
     tail: Tail,
     output: String,
     finished: bool,
+    parser: Option<Box<dyn prompt::parsers::Parser>>,
 }
 
-fn generate_chunks(steps: Steps, tail: Tail) -> ChunkStream<GenerateResponse> {
+fn generate_chunks(
+    steps: Steps,
+    tail: Tail,
+    parser: Option<Box<dyn prompt::parsers::Parser>>,
+) -> ChunkStream<GenerateResponse> {
     let st = GenState {
         steps,
         tail,
         output: String::new(),
         finished: false,
+        parser,
     };
     Box::pin(futures_util::stream::unfold(st, |mut st| async move {
         if st.finished {
             return None;
         }
-        let item = match st.steps.next().await? {
-            Err(e) => {
-                st.finished = true;
-                Err(e)
-            }
-            Ok(Step::Text { content, logprobs }) => {
-                st.output.push_str(&content);
-                let mut r = generate_chunk(None);
-                r.response = content;
-                r.logprobs = api_convert::logprobs(&logprobs);
-                Ok(r)
-            }
-            Ok(Step::Done { reason, metrics }) => {
-                st.finished = true;
-                let mut r = generate_chunk(Some(api_convert::done_reason(reason)));
-                r.metrics = metrics;
-                if let Some(p) = &st.tail.prompt {
-                    r.context = context_tokens(&st.tail.runner, format!("{p}{}", st.output)).await;
+        // Chunks the parser has nothing for yet (a possible tag held back) are skipped.
+        let item = loop {
+            match st.steps.next().await? {
+                Err(e) => {
+                    st.finished = true;
+                    break Err(e);
                 }
-                Ok(r)
+                Ok(Step::Text { content, logprobs }) => {
+                    st.output.push_str(&content);
+                    let mut r = generate_chunk(None);
+                    r.logprobs = api_convert::logprobs(&logprobs);
+                    match &mut st.parser {
+                        Some(p) => {
+                            let out = p.add(&content, false);
+                            if out.is_empty() && logprobs.is_empty() {
+                                continue;
+                            }
+                            r.response = out.content;
+                            r.thinking = out.thinking;
+                        }
+                        None => r.response = content,
+                    }
+                    break Ok(r);
+                }
+                Ok(Step::Done { reason, metrics }) => {
+                    st.finished = true;
+                    let mut r = generate_chunk(Some(api_convert::done_reason(reason)));
+                    if let Some(p) = &mut st.parser {
+                        let out = p.add("", true);
+                        r.response = out.content;
+                        r.thinking = out.thinking;
+                    }
+                    r.metrics = metrics;
+                    if let Some(p) = &st.tail.prompt {
+                        r.context =
+                            context_tokens(&st.tail.runner, format!("{p}{}", st.output)).await;
+                    }
+                    break Ok(r);
+                }
             }
         };
         Some((item, st))
