@@ -102,8 +102,8 @@ impl ToolParser {
                     if self.seen_text {
                         self.state = State::Content;
                     } else {
-                        self.raw = std::mem::take(&mut self.buf);
-                        self.buf = self.raw.trim_start().to_string();
+                        let lead = self.buf.len() - t.len();
+                        self.raw = self.buf.drain(..lead).collect();
                         self.state = State::Calling;
                     }
                 } else if !t.is_empty() {
@@ -284,6 +284,16 @@ mod tests {
             let r = run(&mut ToolParser::new("{", &names()), chunks);
             assert!(r.tool_calls.is_empty());
             assert_eq!(r.content, r#"Sure: {"name":"add","arguments":{}}"#);
+        });
+    }
+
+    #[test]
+    fn brace_tag_text_that_is_not_json_is_content_once() {
+        let s = " [tools:1] hello <call x>";
+        every_split(s, |chunks| {
+            let r = run(&mut ToolParser::new("{", &names()), chunks);
+            assert!(r.tool_calls.is_empty());
+            assert_eq!(r.content, s, "{chunks:?}");
         });
     }
 
