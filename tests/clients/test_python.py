@@ -172,7 +172,12 @@ def ollama_create():
             raise Skip("/api/create is not served by this build yet")
         raise
     s = oc.show("smol-terse:test")
-    assert s.system == "Answer in one word.", s.system
+    # The client's ShowResponse has no `system` field; the Modelfile carries it.
+    system_lines = [l for l in (s.modelfile or "").splitlines() if l.startswith("SYSTEM ")]
+    assert system_lines and "Answer in one word." in system_lines[0], s.modelfile
+    r = oc.chat(model="smol-terse:test", messages=[{"role": "user", "content": "Capital of France?"}],
+                options={"num_predict": 8, "temperature": 0})
+    assert r.message.content, r
     oc.delete("smol-terse:test")
 
 

@@ -19,9 +19,9 @@ mod tests;
 
 use std::fmt;
 
-pub use funcs::ts_type;
+pub use funcs::{go_quote, ts_type};
 pub use parser::{Arg, Branch, Command, Node, Pipe};
-pub use value::{json_string, GoList, GoMap, GoStruct, Value};
+pub use value::{format_float_g, json_string, GoList, GoMap, GoStruct, Value};
 
 use parser::Defines;
 
