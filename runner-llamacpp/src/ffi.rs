@@ -384,7 +384,12 @@ impl Context {
             return Ok(());
         }
         match unsafe { sys::llama_decode(self.ptr.as_ptr(), batch.raw) } {
-            0 => Ok(()),
+            // On GPU backends llama_decode returns before the device finishes; wait here so
+            // the caller's timings (prompt_eval/eval durations) cover the real compute.
+            0 => {
+                unsafe { sys::llama_synchronize(self.ptr.as_ptr()) };
+                Ok(())
+            }
             1 => Err(DecodeError::NoKvSlot),
             2 => Err(DecodeError::Aborted),
             c => Err(DecodeError::Failed(c)),
