@@ -77,30 +77,8 @@ pub struct CreateRequest {
     pub requires: String,
 }
 
-/// One progress line (Ollama's `api.ProgressResponse`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Progress {
-    pub status: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub digest: String,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub total: u64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub completed: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
-impl Progress {
-    pub fn status(s: impl Into<String>) -> Progress {
-        Progress {
-            status: s.into(),
-            ..Progress::default()
-        }
-    }
-}
+/// One progress line (Ollama's `api.ProgressResponse`): the same type pull and push stream.
+pub use crate::store::registry::Progress;
 
 /// The quantization types Ollama accepts (`ParseFileType`), upper-cased input; `Q4_K` means
 /// `Q4_K_M`.

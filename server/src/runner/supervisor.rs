@@ -11,7 +11,7 @@
 //! - Dropping the last handle to a live runner kills its group (SIGKILL); [`Runner::stop`] is the
 //!   graceful path (SIGTERM, grace period, SIGKILL, reap).
 //! - The child's stdin is a pipe the server never writes to and holds open while the child
-//!   lives: EOF on it means the server is gone (a parent-death signal without `unsafe`).
+//!   lives: EOF on it means the server is gone (a parent-death signal that needs no FFI).
 
 use super::client::{CompletionStream, RunnerClient};
 use super::output::{self, Tail};
