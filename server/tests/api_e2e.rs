@@ -15,12 +15,16 @@ const HERD: &str = env!("CARGO_BIN_EXE_herd");
 struct Server {
     child: Child,
     addr: String,
+    /// herd serve creates ~/.ollama/id_ed25519: keep it out of the real home.
+    _home: tempfile::TempDir,
 }
 
 impl Server {
     fn start(models: &std::path::Path) -> Server {
+        let home = tempfile::tempdir().unwrap();
         let mut child = Command::new(HERD)
             .arg("serve")
+            .env("HOME", home.path())
             .env("OLLAMA_HOST", "127.0.0.1:0")
             .env("OLLAMA_MODELS", models)
             .env("OLLAMA_DEBUG", "0")
@@ -46,7 +50,11 @@ impl Server {
         let addr = rx
             .recv_timeout(Duration::from_secs(30))
             .expect("herd serve did not report its address");
-        Server { child, addr }
+        Server {
+            child,
+            addr,
+            _home: home,
+        }
     }
 
     fn herd(&self, args: &[&str]) -> (bool, String, String) {

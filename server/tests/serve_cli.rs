@@ -21,8 +21,11 @@ struct Server {
 
 impl Server {
     fn start(ts: &TestStore) -> Server {
+        // herd serve creates ~/.ollama/id_ed25519: keep it out of the real home.
+        let home = tempfile::tempdir().unwrap();
         let mut child = Command::new(HERD)
             .arg("serve")
+            .env("HOME", home.path())
             .env("OLLAMA_HOST", "127.0.0.1:0")
             .env("OLLAMA_MODELS", ts.root())
             .env("HERD_RUNNER", scheduler_support::fake_runner())
@@ -48,11 +51,7 @@ impl Server {
         let addr = rx
             .recv_timeout(Duration::from_secs(30))
             .expect("herd serve address");
-        Server {
-            child,
-            addr,
-            home: tempfile::tempdir().unwrap(),
-        }
+        Server { child, addr, home }
     }
 
     fn command(&self, args: &[&str]) -> Command {
