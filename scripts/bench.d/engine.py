@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Driver for scripts/bench: runner-llamacpp (Unix socket, runner protocol) vs llama-server (TCP),
+"""Driver for scripts/bench engine: runner-llamacpp (Unix socket, runner protocol) vs llama-server (TCP),
 same model, same threads, same slots. Measures, from the client's wall clock:
 
   prefill tok/s = prompt tokens / time, requests of --prompt-tokens tokens with 1 generated token
