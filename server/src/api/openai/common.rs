@@ -158,16 +158,20 @@ pub fn think(effort: Option<&str>) -> Result<Option<Value>, ApiError> {
     }))
 }
 
+/// The `tools` array itself: absent or null is no tools; anything but an array is a 400.
+fn tool_items(v: Option<&Value>) -> Result<&[Value], ApiError> {
+    match v {
+        None | Some(Value::Null) => Ok(&[]),
+        Some(Value::Array(a)) => Ok(a),
+        Some(_) => Err(ApiError::bad_request("invalid 'tools': expected an array")),
+    }
+}
+
 /// Function tools in the Chat Completions shape (`{type, function:{name, description,
 /// parameters}}`), checked so that a malformed definition is a 400 rather than a silently
 /// empty tool.
 pub fn chat_tools(v: Option<&Value>) -> Result<Vec<Tool>, ApiError> {
-    let items = match v {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Array(a)) => a,
-        Some(_) => return Err(ApiError::bad_request("invalid 'tools': expected an array")),
-    };
-    items
+    tool_items(v)?
         .iter()
         .enumerate()
         .map(|(i, t)| {
@@ -180,12 +184,7 @@ pub fn chat_tools(v: Option<&Value>) -> Result<Vec<Tool>, ApiError> {
 
 /// Function tools in the Responses shape (`{type:"function", name, description, parameters}`).
 pub fn flat_tools(v: Option<&Value>) -> Result<Vec<Tool>, ApiError> {
-    let items = match v {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Array(a)) => a,
-        Some(_) => return Err(ApiError::bad_request("invalid 'tools': expected an array")),
-    };
-    items
+    tool_items(v)?
         .iter()
         .enumerate()
         .map(|(i, t)| {
