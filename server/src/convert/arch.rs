@@ -90,7 +90,9 @@ impl Hparams {
             .find_u64(&["n_layers", "num_hidden_layers", "n_layer", "num_layers"])
             .filter(|&n| n > 0 && n <= crate::gguf::MAX_BLOCK_COUNT)
             .ok_or_else(|| {
-                Error::BadRequest("config.json: num_hidden_layers is missing or out of range".into())
+                Error::BadRequest(
+                    "config.json: num_hidden_layers is missing or out of range".into(),
+                )
             })?;
         for key in ["num_local_experts", "num_experts", "n_routed_experts"] {
             if hp.map.get(key).is_some_and(|v| !v.is_null()) {
@@ -188,15 +190,34 @@ impl Hparams {
         let int_keys: [(&str, &[&str]); 5] = [
             (
                 "context_length",
-                &["max_position_embeddings", "n_ctx", "n_positions", "max_length", "max_sequence_length", "model_max_length"],
+                &[
+                    "max_position_embeddings",
+                    "n_ctx",
+                    "n_positions",
+                    "max_length",
+                    "max_sequence_length",
+                    "model_max_length",
+                ],
             ),
             ("embedding_length", &["hidden_size", "n_embd", "dim"]),
             (
                 "feed_forward_length",
-                &["prefix_dense_intermediate_size", "dense_intermediate_size", "intermediate_size", "n_inner", "hidden_dim"],
+                &[
+                    "prefix_dense_intermediate_size",
+                    "dense_intermediate_size",
+                    "intermediate_size",
+                    "n_inner",
+                    "hidden_dim",
+                ],
             ),
-            ("attention.head_count", &["num_attention_heads", "n_head", "n_heads"]),
-            ("attention.head_count_kv", &["num_key_value_heads", "n_kv_heads"]),
+            (
+                "attention.head_count",
+                &["num_attention_heads", "n_head", "n_heads"],
+            ),
+            (
+                "attention.head_count_kv",
+                &["num_key_value_heads", "n_kv_heads"],
+            ),
         ];
         for (k, names) in int_keys {
             if let Some(v) = self.find(names) {
@@ -224,32 +245,56 @@ impl Hparams {
                     let orig = rope.get("original_max_position_embeddings").cloned().ok_or_else(|| {
                         Error::BadRequest("config.json: yarn rope scaling needs original_max_position_embeddings".into())
                     })?;
-                    put("rope.scaling.original_context_length", Value::U32(self.u32_of("original_max_position_embeddings", orig)?));
+                    put(
+                        "rope.scaling.original_context_length",
+                        Value::U32(self.u32_of("original_max_position_embeddings", orig)?),
+                    );
                 }
                 ("llama3", _) if self.arch == Arch::Llama => {} // a rope_freqs tensor (tensors.rs)
                 ("default", _) | ("", _) => {}
-                (other, _) => {
-                    return Err(Error::BadRequest(format!(
-                        "config.json: rope scaling type {other:?} is not supported by herd's converter"
-                    )))
-                }
+                (other, _) => return Err(Error::BadRequest(format!(
+                    "config.json: rope scaling type {other:?} is not supported by herd's converter"
+                ))),
             }
         }
         let rope_theta = self
             .rope_scaling()
             .and_then(|r| r.get("rope_theta").cloned())
-            .or_else(|| self.find(&["global_rope_theta", "rope_global_theta", "rope_theta_global", "rope_theta", "rotary_emb_base"]));
+            .or_else(|| {
+                self.find(&[
+                    "global_rope_theta",
+                    "rope_global_theta",
+                    "rope_theta_global",
+                    "rope_theta",
+                    "rotary_emb_base",
+                ])
+            });
         if let Some(v) = rope_theta {
             put("rope.freq_base", Value::F32(f32_of("rope_theta", v)?));
         }
-        if let Some(v) = self.find(&["local_rope_theta", "rope_local_theta", "rope_theta_local", "swa_rope_theta", "rope_local_base_freq"]) {
-            put("rope.freq_base_swa", Value::F32(f32_of("rope_local_base_freq", v)?));
+        if let Some(v) = self.find(&[
+            "local_rope_theta",
+            "rope_local_theta",
+            "rope_theta_local",
+            "swa_rope_theta",
+            "rope_local_base_freq",
+        ]) {
+            put(
+                "rope.freq_base_swa",
+                Value::F32(f32_of("rope_local_base_freq", v)?),
+            );
         }
         if let Some(v) = self.find(&["rms_norm_eps", "norm_eps"]) {
-            put("attention.layer_norm_rms_epsilon", Value::F32(f32_of("rms_norm_eps", v)?));
+            put(
+                "attention.layer_norm_rms_epsilon",
+                Value::F32(f32_of("rms_norm_eps", v)?),
+            );
         }
         if let Some(v) = self.find(&["layer_norm_eps", "layer_norm_epsilon", "norm_epsilon"]) {
-            put("attention.layer_norm_epsilon", Value::F32(f32_of("layer_norm_eps", v)?));
+            put(
+                "attention.layer_norm_epsilon",
+                Value::F32(f32_of("layer_norm_eps", v)?),
+            );
         }
         if let Some(v) = self.get("head_dim") {
             let hd = self.u32_of("head_dim", v)?;
@@ -275,23 +320,52 @@ impl Hparams {
             Arch::Qwen2 | Arch::Qwen3 => {}
             Arch::Gemma3 => {
                 let or = |k: &str, d: Json| self.get(k).unwrap_or(d);
-                put("context_length", Value::U32(self.u32_of("max_position_embeddings", or("max_position_embeddings", 131072.into()))?));
-                put("attention.head_count", Value::U32(self.u32_of("num_attention_heads", or("num_attention_heads", 8.into()))?));
-                put("attention.layer_norm_rms_epsilon", Value::F32(f32_of("rms_norm_eps", or("rms_norm_eps", 1e-6.into()))?));
+                put(
+                    "context_length",
+                    Value::U32(self.u32_of(
+                        "max_position_embeddings",
+                        or("max_position_embeddings", 131072.into()),
+                    )?),
+                );
+                put(
+                    "attention.head_count",
+                    Value::U32(
+                        self.u32_of("num_attention_heads", or("num_attention_heads", 8.into()))?,
+                    ),
+                );
+                put(
+                    "attention.layer_norm_rms_epsilon",
+                    Value::F32(f32_of("rms_norm_eps", or("rms_norm_eps", 1e-6.into()))?),
+                );
                 let hd = self.u32_of("head_dim", or("head_dim", 256.into()))?;
                 put("attention.key_length", Value::U32(hd));
                 put("attention.value_length", Value::U32(hd));
-                put("rope.freq_base", Value::F32(f32_of("rope_theta", or("rope_theta", 1_000_000.0.into()))?));
-                if let Some(c) = self.get("final_logit_softcapping").and_then(|v| v.as_f64()).filter(|&c| c != 0.0) {
+                put(
+                    "rope.freq_base",
+                    Value::F32(f32_of("rope_theta", or("rope_theta", 1_000_000.0.into()))?),
+                );
+                if let Some(c) = self
+                    .get("final_logit_softcapping")
+                    .and_then(|v| v.as_f64())
+                    .filter(|&c| c != 0.0)
+                {
                     put("final_logit_softcapping", Value::F32(c as f32));
                 }
                 if self.get("sliding_window_pattern") != Some(Json::from(1)) {
                     let sw = self.get("sliding_window").ok_or_else(|| {
                         Error::BadRequest("config.json: sliding_window is missing".into())
                     })?;
-                    put("attention.sliding_window", Value::U32(self.u32_of("sliding_window", sw)?));
+                    put(
+                        "attention.sliding_window",
+                        Value::U32(self.u32_of("sliding_window", sw)?),
+                    );
                 }
-                put("attention.head_count_kv", Value::U32(self.u32_of("num_key_value_heads", or("num_key_value_heads", 4.into()))?));
+                put(
+                    "attention.head_count_kv",
+                    Value::U32(
+                        self.u32_of("num_key_value_heads", or("num_key_value_heads", 4.into()))?,
+                    ),
+                );
             }
         }
         Ok(out)
@@ -363,13 +437,35 @@ pub fn map_tensor_name(hp: &Hparams, name: &str) -> Result<Option<String>> {
 /// checkpoints are not part of the text GGUF.
 fn is_multimodal(name: &str) -> bool {
     const PREFIXES: [&str; 10] = [
-        "mlp", "vit.", "vpm.", "siglip2.", "conformer.", "merger.", "resampler.", "sound_encoder.",
-        "sound_projection.", "speech_embeddings.",
+        "mlp",
+        "vit.",
+        "vpm.",
+        "siglip2.",
+        "conformer.",
+        "merger.",
+        "resampler.",
+        "sound_encoder.",
+        "sound_projection.",
+        "speech_embeddings.",
     ];
     const PARTS: [&str; 17] = [
-        "visual.", "vision.", "audio.", "talker.", "vision_", "audio_", "token2wav.", "code2wav.",
-        "projector.", "pre_mm_projector_norm", "image_newline", "view_seperator", "patch_embed",
-        "patch_embedding", "patch_merger.", "patch_merge_mlp.", "model.connector.",
+        "visual.",
+        "vision.",
+        "audio.",
+        "talker.",
+        "vision_",
+        "audio_",
+        "token2wav.",
+        "code2wav.",
+        "projector.",
+        "pre_mm_projector_norm",
+        "image_newline",
+        "view_seperator",
+        "patch_embed",
+        "patch_embedding",
+        "patch_merger.",
+        "patch_merge_mlp.",
+        "model.connector.",
     ];
     PREFIXES.iter().any(|p| name.starts_with(p)) || PARTS.iter().any(|p| name.contains(p))
 }

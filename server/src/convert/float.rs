@@ -71,7 +71,9 @@ pub fn f32_to_f16(x: f32) -> u16 {
 /// Reads element `i` of little-endian `src` holding `dtype` values, widened to f32.
 pub fn load(dtype: Dtype, src: &[u8], i: usize) -> f32 {
     match dtype {
-        Dtype::F32 => f32::from_le_bytes([src[4 * i], src[4 * i + 1], src[4 * i + 2], src[4 * i + 3]]),
+        Dtype::F32 => {
+            f32::from_le_bytes([src[4 * i], src[4 * i + 1], src[4 * i + 2], src[4 * i + 3]])
+        }
         Dtype::F16 => f16_to_f32(u16::from_le_bytes([src[2 * i], src[2 * i + 1]])),
         Dtype::BF16 => bf16_to_f32(u16::from_le_bytes([src[2 * i], src[2 * i + 1]])),
     }

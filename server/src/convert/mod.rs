@@ -75,7 +75,9 @@ impl Source {
         };
         let len = std::fs::metadata(path)?.len();
         if len > max {
-            return Err(Error::BadRequest(format!("{rel} is larger than {max} bytes")));
+            return Err(Error::BadRequest(format!(
+                "{rel} is larger than {max} bytes"
+            )));
         }
         Ok(Some(std::fs::read(path)?))
     }
@@ -94,15 +96,21 @@ impl Source {
     fn parts(&self, index: Option<&Json>) -> Result<Vec<(String, PathBuf)>> {
         let names: Vec<String> = match index {
             Some(ix) => {
-                let map = ix.get("weight_map").and_then(Json::as_object).ok_or_else(|| {
-                    Error::BadRequest("model.safetensors.index.json has no weight_map".into())
-                })?;
+                let map = ix
+                    .get("weight_map")
+                    .and_then(Json::as_object)
+                    .ok_or_else(|| {
+                        Error::BadRequest("model.safetensors.index.json has no weight_map".into())
+                    })?;
                 let mut v: Vec<String> = map
                     .values()
                     .map(|f| f.as_str().map(str::to_owned))
                     .collect::<Option<_>>()
                     .ok_or_else(|| {
-                        Error::BadRequest("model.safetensors.index.json: weight_map values must be file names".into())
+                        Error::BadRequest(
+                            "model.safetensors.index.json: weight_map values must be file names"
+                                .into(),
+                        )
                     })?;
                 v.sort();
                 v.dedup();
@@ -111,7 +119,9 @@ impl Source {
             None => self
                 .files
                 .keys()
-                .filter(|k| !k.contains('/') && k.starts_with("model") && k.ends_with(".safetensors"))
+                .filter(|k| {
+                    !k.contains('/') && k.starts_with("model") && k.ends_with(".safetensors")
+                })
                 .cloned()
                 .collect(),
         };
@@ -156,7 +166,11 @@ impl Plan {
     }
 
     pub fn largest_source_tensor(&self) -> u64 {
-        self.checkpoint.tensors().map(|(_, t)| t.len).max().unwrap_or(0)
+        self.checkpoint
+            .tensors()
+            .map(|(_, t)| t.len)
+            .max()
+            .unwrap_or(0)
     }
 }
 
@@ -170,7 +184,10 @@ pub fn plan(src: &Source, name: &str) -> Result<Plan> {
     let checkpoint = Checkpoint::open(&src.parts(index.as_ref())?, index.as_ref())?;
 
     let mut kvs: Vec<(String, Value)> = vec![
-        ("general.architecture".into(), Value::String(hp.arch.gguf_name().into())),
+        (
+            "general.architecture".into(),
+            Value::String(hp.arch.gguf_name().into()),
+        ),
         ("general.type".into(), Value::String("model".into())),
         ("general.name".into(), Value::String(name.into())),
     ];
@@ -189,11 +206,16 @@ pub fn plan(src: &Source, name: &str) -> Result<Plan> {
         }
     }
     if out.is_empty() {
-        return Err(Error::BadRequest("the checkpoint holds no convertible tensors".into()));
+        return Err(Error::BadRequest(
+            "the checkpoint holds no convertible tensors".into(),
+        ));
     }
     let mut seen = std::collections::HashSet::new();
     if let Some(dup) = out.iter().find(|t| !seen.insert(t.name.as_str())) {
-        return Err(Error::BadRequest(format!("two tensors map to {:?}", dup.name)));
+        return Err(Error::BadRequest(format!(
+            "two tensors map to {:?}",
+            dup.name
+        )));
     }
     Ok(Plan {
         arch: hp.arch,
@@ -204,17 +226,28 @@ pub fn plan(src: &Source, name: &str) -> Result<Plan> {
 }
 
 /// The tokenizer keys, and the real vocab size Gemma 3 trims its embedding to.
-fn tokenizer_kvs(src: &Source, hp: &Hparams, config: &Json) -> Result<(Vec<(String, Value)>, Option<u64>)> {
+fn tokenizer_kvs(
+    src: &Source,
+    hp: &Hparams,
+    config: &Json,
+) -> Result<(Vec<(String, Value)>, Option<u64>)> {
     let tok_json = src.json("tokenizer.json")?;
     let tok_config = src.json("tokenizer_config.json")?;
     let jinja = src
         .read("chat_template.jinja", MAX_JSON)?
-        .map(|b| String::from_utf8(b).map_err(|_| Error::BadRequest("chat_template.jinja is not UTF-8".into())))
+        .map(|b| {
+            String::from_utf8(b)
+                .map_err(|_| Error::BadRequest("chat_template.jinja is not UTF-8".into()))
+        })
         .transpose()?;
     let ct_json = src.json("chat_template.json")?;
     let mut kvs: Vec<(String, Value)> = Vec::new();
     if hp.arch == Arch::Llama {
-        if let Some(b) = tok_config.as_ref().and_then(|t| t.get("add_prefix_space")).and_then(Json::as_bool) {
+        if let Some(b) = tok_config
+            .as_ref()
+            .and_then(|t| t.get("add_prefix_space"))
+            .and_then(Json::as_bool)
+        {
             kvs.push(("tokenizer.ggml.add_space_prefix".into(), Value::Bool(b)));
         }
     }
@@ -222,7 +255,12 @@ fn tokenizer_kvs(src: &Source, hp: &Hparams, config: &Json) -> Result<(Vec<(Stri
     let (n_vocab, n_vocab_real);
     if let Some(model) = spm {
         let pieces = spm::parse_pieces(&model)?;
-        let v = vocab::sentencepiece(&pieces, hp.vocab_size(), src.json("added_tokens.json")?.as_ref(), tok_config.as_ref())?;
+        let v = vocab::sentencepiece(
+            &pieces,
+            hp.vocab_size(),
+            src.json("added_tokens.json")?.as_ref(),
+            tok_config.as_ref(),
+        )?;
         kvs.push(("tokenizer.ggml.model".into(), Value::String("llama".into())));
         kvs.push(("tokenizer.ggml.pre".into(), Value::String("default".into())));
         kvs.extend(v.kvs());
@@ -235,8 +273,18 @@ fn tokenizer_kvs(src: &Source, hp: &Hparams, config: &Json) -> Result<(Vec<(Stri
         kvs.push(("tokenizer.ggml.pre".into(), Value::String(pre.into())));
         kvs.extend(v.kvs());
         n_vocab = None;
-        let count = |k: &str| tok.get(k).and_then(|x| x.as_object().map(|m| m.len()).or(x.as_array().map(Vec::len)));
-        let model_vocab = tok.get("model").and_then(|m| m.get("vocab")).and_then(Json::as_object).map(|m| m.len());
+        let count = |k: &str| {
+            tok.get(k).and_then(|x| {
+                x.as_object()
+                    .map(|m| m.len())
+                    .or(x.as_array().map(Vec::len))
+            })
+        };
+        let model_vocab = tok
+            .get("model")
+            .and_then(|m| m.get("vocab"))
+            .and_then(Json::as_object)
+            .map(|m| m.len());
         n_vocab_real = Some((model_vocab.unwrap_or(0) + count("added_tokens").unwrap_or(0)) as u64);
     } else {
         return Err(Error::BadRequest(
@@ -308,7 +356,11 @@ pub fn write(plan: &Plan, w: &mut dyn Write) -> Result<Converted> {
         written = off + t.n_bytes();
     }
     // The reference pads the file to the alignment after the last tensor too.
-    w.write_all(&vec![0; (written.next_multiple_of(ALIGNMENT) - written) as usize])?;
+    w.write_all(&vec![
+        0;
+        (written.next_multiple_of(ALIGNMENT) - written)
+            as usize
+    ])?;
     Ok(Converted {
         architecture: plan.arch.gguf_name(),
         tensors: plan.tensors.len(),

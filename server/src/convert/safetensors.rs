@@ -162,7 +162,10 @@ fn parse_entry(
     data_start: u64,
     data_len: u64,
 ) -> Result<StTensor> {
-    let field = |k: &str| meta.get(k).ok_or_else(|| bad(shown, format!("tensor {name:?} has no {k}")));
+    let field = |k: &str| {
+        meta.get(k)
+            .ok_or_else(|| bad(shown, format!("tensor {name:?} has no {k}")))
+    };
     let dtype_s = field("dtype")?
         .as_str()
         .ok_or_else(|| bad(shown, format!("tensor {name:?}: dtype is not a string")))?;
@@ -180,13 +183,21 @@ fn parse_entry(
         .collect::<Option<_>>()
         .ok_or_else(|| bad(shown, format!("tensor {name:?}: shape holds a non-integer")))?;
     if shape.len() > MAX_DIMS {
-        return Err(bad(shown, format!("tensor {name:?} has {} dims", shape.len())));
+        return Err(bad(
+            shown,
+            format!("tensor {name:?} has {} dims", shape.len()),
+        ));
     }
     let offsets: Vec<u64> = field("data_offsets")?
         .as_array()
         .filter(|a| a.len() == 2)
         .and_then(|a| a.iter().map(Json::as_u64).collect::<Option<Vec<_>>>())
-        .ok_or_else(|| bad(shown, format!("tensor {name:?}: data_offsets is not [begin, end]")))?;
+        .ok_or_else(|| {
+            bad(
+                shown,
+                format!("tensor {name:?}: data_offsets is not [begin, end]"),
+            )
+        })?;
     let (begin, end) = (offsets[0], offsets[1]);
     let bytes = shape
         .iter()

@@ -38,10 +38,7 @@ impl SpecialVocab {
     pub fn load(inp: &Inputs) -> Result<SpecialVocab> {
         let mut sv = SpecialVocab::default();
         let mut types: Vec<String> = TYPES.iter().map(|s| s.to_string()).collect();
-        let mut tc = inp
-            .tokenizer_config
-            .and_then(Json::as_object)
-            .cloned();
+        let mut tc = inp.tokenizer_config.and_then(Json::as_object).cloned();
         let mut added: &[Json] = &[];
         if let Some(tok) = inp.tokenizer {
             if inp.load_merges {
@@ -60,7 +57,10 @@ impl SpecialVocab {
         if let Some(tc) = &tc {
             let alt = match &inp.chat_template_jinja {
                 Some(t) => Some(Json::String(t.clone())),
-                None => inp.chat_template_json.and_then(|j| j.get("chat_template")).cloned(),
+                None => inp
+                    .chat_template_json
+                    .and_then(|j| j.get("chat_template"))
+                    .cloned(),
             };
             match tc.get("chat_template").cloned().or(alt) {
                 Some(Json::String(s)) => sv.chat_template = Some(s),
@@ -107,8 +107,13 @@ impl SpecialVocab {
 
     fn set(&mut self, typ: &str, id: Option<&Json>, n_vocab: Option<u64>) -> Result<()> {
         // Only integers count (a list of eos ids is ignored, as in the reference).
-        let Some(id) = id.and_then(|v| if v.is_i64() || v.is_u64() { v.as_i64() } else { None })
-        else {
+        let Some(id) = id.and_then(|v| {
+            if v.is_i64() || v.is_u64() {
+                v.as_i64()
+            } else {
+                None
+            }
+        }) else {
             return Ok(());
         };
         if id < 0 {
@@ -139,7 +144,12 @@ impl SpecialVocab {
                 }
             }
             Some("Sequence") => {
-                for inner in n.get("normalizers").and_then(Json::as_array).into_iter().flatten() {
+                for inner in n
+                    .get("normalizers")
+                    .and_then(Json::as_array)
+                    .into_iter()
+                    .flatten()
+                {
                     self.parse_normalizer(inner);
                 }
             }
@@ -195,7 +205,11 @@ impl SpecialVocab {
                     self.add_force("sep", true);
                 }
                 Some("TemplateProcessing") => {
-                    let single = p.get("single").and_then(Json::as_array).cloned().unwrap_or_default();
+                    let single = p
+                        .get("single")
+                        .and_then(Json::as_array)
+                        .cloned()
+                        .unwrap_or_default();
                     if single.len() <= 1 {
                         continue;
                     }
@@ -277,7 +291,10 @@ impl SpecialVocab {
             out.push(("tokenizer.ggml.normalizer.lowercase".into(), Value::Bool(b)));
         }
         if let Some(b) = self.strip_accents {
-            out.push(("tokenizer.ggml.normalizer.strip_accents".into(), Value::Bool(b)));
+            out.push((
+                "tokenizer.ggml.normalizer.strip_accents".into(),
+                Value::Bool(b),
+            ));
         }
         out
     }
@@ -286,20 +303,32 @@ impl SpecialVocab {
 /// tokenizer.json's merges: "a b" strings, or (since transformers 4.45) [a, b] pairs, whose
 /// spaces the reference encodes as U+0120 + 256 shifted characters.
 fn merges(tok: &Json) -> Result<Vec<String>> {
-    let Some(list) = tok.get("model").and_then(|m| m.get("merges")).and_then(Json::as_array) else {
+    let Some(list) = tok
+        .get("model")
+        .and_then(|m| m.get("merges"))
+        .and_then(Json::as_array)
+    else {
         return Ok(Vec::new());
     };
     let shift = |s: &str| -> String {
         s.chars()
-            .map(|c| if c == ' ' { char::from_u32(' ' as u32 + 256).unwrap_or(c) } else { c })
+            .map(|c| {
+                if c == ' ' {
+                    char::from_u32(' ' as u32 + 256).unwrap_or(c)
+                } else {
+                    c
+                }
+            })
             .collect()
     };
     list.iter()
         .map(|m| match m {
             Json::String(s) => Some(s.clone()),
-            Json::Array(p) if p.len() == 2 => {
-                Some(format!("{} {}", shift(p[0].as_str()?), shift(p[1].as_str()?)))
-            }
+            Json::Array(p) if p.len() == 2 => Some(format!(
+                "{} {}",
+                shift(p[0].as_str()?),
+                shift(p[1].as_str()?)
+            )),
             _ => None,
         })
         .collect::<Option<Vec<_>>>()

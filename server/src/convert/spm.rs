@@ -40,7 +40,10 @@ impl<'a> Cursor<'a> {
     fn varint(&mut self) -> Result<u64> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
-            let b = *self.buf.get(self.pos).ok_or_else(|| bad("truncated varint"))?;
+            let b = *self
+                .buf
+                .get(self.pos)
+                .ok_or_else(|| bad("truncated varint"))?;
             self.pos += 1;
             v |= u64::from(b & 0x7f) << shift;
             if b & 0x80 == 0 {
@@ -186,9 +189,21 @@ mod tests {
     #[test]
     fn round_trips_and_skips_other_fields() {
         let pieces = vec![
-            Piece { text: "<unk>".into(), score: 0.0, kind: PieceType::Unknown },
-            Piece { text: "▁the".into(), score: -1.5, kind: PieceType::Normal },
-            Piece { text: "<0x0A>".into(), score: 0.0, kind: PieceType::Byte },
+            Piece {
+                text: "<unk>".into(),
+                score: 0.0,
+                kind: PieceType::Unknown,
+            },
+            Piece {
+                text: "▁the".into(),
+                score: -1.5,
+                kind: PieceType::Normal,
+            },
+            Piece {
+                text: "<0x0A>".into(),
+                score: 0.0,
+                kind: PieceType::Byte,
+            },
         ];
         // A trainer_spec (field 2) holding a varint and a string must be skipped whole.
         let trailing = [0x12, 0x05, 0x08, 0x02, 0x12, 0x01, b'x'];
@@ -199,16 +214,21 @@ mod tests {
     #[test]
     fn refuses_malformed_input() {
         let cases: &[&[u8]] = &[
-            &[],                              // no pieces
-            &[0x0a, 0x05, 0x0a],              // piece longer than the buffer
-            &[0x0a, 0x02, 0x0a, 0x7f],        // text longer than the piece
-            &[0x0b],                          // a group (wire type 3)
-            &[0x0a, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01], // varint > 10 bytes
-            &[0x0a, 0x03, 0x0a, 0x01, 0xff],  // text not UTF-8
-            &[0x0a, 0x02, 0x18, 0x09],        // unknown type
+            &[],                       // no pieces
+            &[0x0a, 0x05, 0x0a],       // piece longer than the buffer
+            &[0x0a, 0x02, 0x0a, 0x7f], // text longer than the piece
+            &[0x0b],                   // a group (wire type 3)
+            &[
+                0x0a, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01,
+            ], // varint > 10 bytes
+            &[0x0a, 0x03, 0x0a, 0x01, 0xff], // text not UTF-8
+            &[0x0a, 0x02, 0x18, 0x09], // unknown type
         ];
         for c in cases {
-            assert!(matches!(parse_pieces(c), Err(Error::BadRequest(_))), "{c:?}");
+            assert!(
+                matches!(parse_pieces(c), Err(Error::BadRequest(_))),
+                "{c:?}"
+            );
         }
     }
 }

@@ -84,11 +84,12 @@ pub fn plan_one(
         }
     }
     let n_dims = shape.len();
-    let out_type = if n_dims <= 1 || new_name.ends_with("_norm.weight") || !new_name.ends_with(".weight") {
-        GgmlType::F32
-    } else {
-        GgmlType::F16
-    };
+    let out_type =
+        if n_dims <= 1 || new_name.ends_with("_norm.weight") || !new_name.ends_with(".weight") {
+            GgmlType::F32
+        } else {
+            GgmlType::F16
+        };
     Ok(OutTensor {
         name: new_name,
         src: Some(src),
@@ -106,7 +107,10 @@ pub fn llama3_rope_freqs(hp: &Hparams) -> Result<Option<OutTensor>> {
     let Some(rope) = hp.rope_scaling() else {
         return Ok(None);
     };
-    let kind = rope.get("rope_type").or_else(|| rope.get("type")).and_then(|v| v.as_str());
+    let kind = rope
+        .get("rope_type")
+        .or_else(|| rope.get("type"))
+        .and_then(|v| v.as_str());
     if hp.arch != Arch::Llama || !kind.is_some_and(|k| k.eq_ignore_ascii_case("llama3")) {
         return Ok(None);
     }

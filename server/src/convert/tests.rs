@@ -11,8 +11,10 @@ use crate::gguf::{self, GgmlType, ReadOptions};
 
 /// f32 tensors whose element i of tensor k is k*1000 + i, so data positions are checkable.
 fn write_st(path: &Path, tensors: &[(&str, Vec<u64>)]) {
-    let entries: Vec<(&str, Dtype, &[u64])> =
-        tensors.iter().map(|(n, s)| (*n, Dtype::F32, s.as_slice())).collect();
+    let entries: Vec<(&str, Dtype, &[u64])> = tensors
+        .iter()
+        .map(|(n, s)| (*n, Dtype::F32, s.as_slice()))
+        .collect();
     let mut out = encode_header(&entries);
     for (k, (_, shape)) in tensors.iter().enumerate() {
         let n: u64 = shape.iter().product();
@@ -65,7 +67,10 @@ fn convert_dir(dir: &Path) -> Result<(gguf::GgufFile, Vec<u8>)> {
     drop(f);
     let bytes = std::fs::read(&out)?;
     std::fs::remove_file(&out)?;
-    Ok((gguf::read_bytes(&bytes, ReadOptions { full_arrays: true })?, bytes))
+    Ok((
+        gguf::read_bytes(&bytes, ReadOptions { full_arrays: true })?,
+        bytes,
+    ))
 }
 
 fn f16s(bytes: &[u8]) -> Vec<f32> {
@@ -105,15 +110,37 @@ fn llama_layout_types_permutation_and_metadata() {
     let rows: Vec<f32> = q.chunks(4).map(|r| r[0] - 1000.0).collect();
     assert_eq!(rows, [0.0, 4.0, 8.0, 12.0]);
     assert_eq!(data("token_embd.weight")[5], 5.0);
-    assert_eq!(g.get("general.architecture").unwrap().as_str(), Some("llama"));
+    assert_eq!(
+        g.get("general.architecture").unwrap().as_str(),
+        Some("llama")
+    );
     assert_eq!(g.get("general.file_type").unwrap().as_u64(), Some(1));
-    assert_eq!(g.get("llama.attention.head_count_kv").unwrap().as_u64(), Some(1));
-    assert_eq!(g.get("llama.rope.dimension_count").unwrap().as_u64(), Some(2));
+    assert_eq!(
+        g.get("llama.attention.head_count_kv").unwrap().as_u64(),
+        Some(1)
+    );
+    assert_eq!(
+        g.get("llama.rope.dimension_count").unwrap().as_u64(),
+        Some(2)
+    );
     assert_eq!(g.get("tokenizer.ggml.pre").unwrap().as_str(), Some("gpt-2"));
-    assert_eq!(g.get("tokenizer.ggml.eos_token_id").unwrap().as_u64(), Some(3));
-    assert_eq!(g.get("tokenizer.ggml.add_bos_token"), Some(&Value::Bool(false)));
-    assert_eq!(g.get("tokenizer.chat_template").unwrap().as_str(), Some("{{ messages }}"));
-    let types = g.get("tokenizer.ggml.token_type").unwrap().as_array().unwrap();
+    assert_eq!(
+        g.get("tokenizer.ggml.eos_token_id").unwrap().as_u64(),
+        Some(3)
+    );
+    assert_eq!(
+        g.get("tokenizer.ggml.add_bos_token"),
+        Some(&Value::Bool(false))
+    );
+    assert_eq!(
+        g.get("tokenizer.chat_template").unwrap().as_str(),
+        Some("{{ messages }}")
+    );
+    let types = g
+        .get("tokenizer.ggml.token_type")
+        .unwrap()
+        .as_array()
+        .unwrap();
     assert_eq!(types.elem, crate::gguf::ValueType::I32);
     assert_eq!(bytes.len() % 32, 0, "file padded to the alignment");
 }
@@ -163,7 +190,11 @@ fn gemma3_norms_shift_and_embedding_trim() {
     let names: Vec<&str> = g.tensors.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(
         names,
-        ["token_embd.weight", "blk.0.post_attention_norm.weight", "blk.0.ffn_norm.weight"]
+        [
+            "token_embd.weight",
+            "blk.0.post_attention_norm.weight",
+            "blk.0.ffn_norm.weight"
+        ]
     );
     assert_eq!(g.tensors[0].dims, [4, 5]);
     let t = &g.tensors[2];
@@ -173,8 +204,14 @@ fn gemma3_norms_shift_and_embedding_trim() {
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect();
     assert_eq!(vals, [1001.0, 1002.0, 1003.0, 1004.0]);
-    assert_eq!(g.get("gemma3.attention.sliding_window").unwrap().as_u64(), Some(8));
-    assert_eq!(g.get("gemma3.rope.freq_base").unwrap().as_f64(), Some(1_000_000.0));
+    assert_eq!(
+        g.get("gemma3.attention.sliding_window").unwrap().as_u64(),
+        Some(8)
+    );
+    assert_eq!(
+        g.get("gemma3.rope.freq_base").unwrap().as_f64(),
+        Some(1_000_000.0)
+    );
 }
 
 #[test]
@@ -183,8 +220,14 @@ fn sharded_checkpoint_follows_the_index() {
     let d = dir.path();
     llama_dir(d);
     std::fs::remove_file(d.join("model.safetensors")).unwrap();
-    write_st(&d.join("model-00001-of-00002.safetensors"), &[("model.norm.weight", vec![4])]);
-    write_st(&d.join("model-00002-of-00002.safetensors"), &[("lm_head.weight", vec![4, 4])]);
+    write_st(
+        &d.join("model-00001-of-00002.safetensors"),
+        &[("model.norm.weight", vec![4])],
+    );
+    write_st(
+        &d.join("model-00002-of-00002.safetensors"),
+        &[("lm_head.weight", vec![4, 4])],
+    );
     let index = |extra: bool| {
         let mut m = json!({
             "model.norm.weight": "model-00001-of-00002.safetensors",
@@ -208,10 +251,20 @@ fn sharded_checkpoint_follows_the_index() {
 fn malformed_input_is_refused_before_writing() {
     type Mutate = fn(&Path);
     let cases: Vec<(&str, Mutate, &str)> = vec![
-        ("no config", |d| std::fs::remove_file(d.join("config.json")).unwrap(), "config.json is missing"),
+        (
+            "no config",
+            |d| std::fs::remove_file(d.join("config.json")).unwrap(),
+            "config.json is missing",
+        ),
         (
             "unsupported arch",
-            |d| std::fs::write(d.join("config.json"), r#"{"architectures":["GPT2LMHeadModel"],"num_hidden_layers":1}"#).unwrap(),
+            |d| {
+                std::fs::write(
+                    d.join("config.json"),
+                    r#"{"architectures":["GPT2LMHeadModel"],"num_hidden_layers":1}"#,
+                )
+                .unwrap()
+            },
             "unsupported architecture",
         ),
         (
@@ -245,7 +298,8 @@ fn malformed_input_is_refused_before_writing() {
         (
             "wrong span",
             |d| {
-                let h = br#"{"model.norm.weight":{"dtype":"F32","shape":[4],"data_offsets":[0,12]}}"#;
+                let h =
+                    br#"{"model.norm.weight":{"dtype":"F32","shape":[4],"data_offsets":[0,12]}}"#;
                 let mut b = (h.len() as u64).to_le_bytes().to_vec();
                 b.extend_from_slice(h);
                 b.extend_from_slice(&[0; 16]);
@@ -267,7 +321,8 @@ fn malformed_input_is_refused_before_writing() {
         (
             "integer dtype",
             |d| {
-                let h = br#"{"model.norm.weight":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}}"#;
+                let h =
+                    br#"{"model.norm.weight":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}}"#;
                 let mut b = (h.len() as u64).to_le_bytes().to_vec();
                 b.extend_from_slice(h);
                 b.extend_from_slice(&[0; 8]);
@@ -277,22 +332,38 @@ fn malformed_input_is_refused_before_writing() {
         ),
         (
             "unknown tensor",
-            |d| write_st(&d.join("model.safetensors"), &[("model.layers.0.mystery.weight", vec![2])]),
+            |d| {
+                write_st(
+                    &d.join("model.safetensors"),
+                    &[("model.layers.0.mystery.weight", vec![2])],
+                )
+            },
             "cannot map tensor",
         ),
         (
             "layer past block_count",
-            |d| write_st(&d.join("model.safetensors"), &[("model.layers.7.mlp.up_proj.weight", vec![2, 2])]),
+            |d| {
+                write_st(
+                    &d.join("model.safetensors"),
+                    &[("model.layers.7.mlp.up_proj.weight", vec![2, 2])],
+                )
+            },
             "cannot map tensor",
         ),
-        ("no tokenizer", |d| std::fs::remove_file(d.join("tokenizer.json")).unwrap(), "neither tokenizer.json"),
+        (
+            "no tokenizer",
+            |d| std::fs::remove_file(d.join("tokenizer.json")).unwrap(),
+            "neither tokenizer.json",
+        ),
     ];
     for (what, mutate, want) in cases {
         let dir = tempfile::tempdir().unwrap();
         llama_dir(dir.path());
         mutate(dir.path());
         let err = plan(&Source::from_dir(dir.path()).unwrap(), "x").err();
-        let Some(err) = err else { panic!("{what}: converted") };
+        let Some(err) = err else {
+            panic!("{what}: converted")
+        };
         assert!(matches!(err, Error::BadRequest(_)), "{what}: {err:?}");
         assert!(err.to_string().contains(want), "{what}: {err}");
     }

@@ -59,9 +59,10 @@ pub fn pre_tokenizer_name(pre: &Json) -> Option<&'static str> {
     match parts.as_slice() {
         // StarCoder-family vocabularies (SmolLM, StarCoder2): digits split one by one, then the
         // GPT-2 regex. llama.cpp gives `smollm` and `starcoder` the same regexes.
-        [d, b] if ty(d) == Some("Digits")
-            && d.get("individual_digits").and_then(Json::as_bool) == Some(true)
-            && byte_level(b, true) =>
+        [d, b]
+            if ty(d) == Some("Digits")
+                && d.get("individual_digits").and_then(Json::as_bool) == Some(true)
+                && byte_level(b, true) =>
         {
             Some("smollm")
         }
@@ -96,7 +97,8 @@ pub fn bpe(tok: &Json, vocab_size: Option<u64>) -> Result<(Vocab, &'static str)>
         .ok_or_else(|| Error::BadRequest("tokenizer.json has no model".into()))?;
     if ty(model) != Some("BPE") {
         return Err(Error::BadRequest(
-            "tokenizer.json: only BPE tokenizers can be converted (or supply tokenizer.model)".into(),
+            "tokenizer.json: only BPE tokenizers can be converted (or supply tokenizer.model)"
+                .into(),
         ));
     }
     if model.get("byte_fallback").and_then(Json::as_bool) == Some(true) {
@@ -131,8 +133,11 @@ pub fn bpe(tok: &Json, vocab_size: Option<u64>) -> Result<(Vocab, &'static str)>
     // Added token content → (special) for the type decision; added ids override the vocab's.
     let mut added_special: std::collections::HashMap<&str, bool> = std::collections::HashMap::new();
     for a in added {
-        let (Some(content), Some(id)) = (a.get("content").and_then(Json::as_str), a.get("id")) else {
-            return Err(Error::BadRequest("tokenizer.json: malformed added token".into()));
+        let (Some(content), Some(id)) = (a.get("content").and_then(Json::as_str), a.get("id"))
+        else {
+            return Err(Error::BadRequest(
+                "tokenizer.json: malformed added token".into(),
+            ));
         };
         by_id.insert(id_of(id)?, content);
         let special = a.get("special").and_then(Json::as_bool).unwrap_or(false);
@@ -224,10 +229,9 @@ pub fn sentencepiece(
         let Some(id) = id.parse::<usize>().ok().filter(|&i| i < n) else {
             continue;
         };
-        let content = data
-            .get("content")
-            .and_then(Json::as_str)
-            .ok_or_else(|| Error::BadRequest("tokenizer_config.json: added token without content".into()))?;
+        let content = data.get("content").and_then(Json::as_str).ok_or_else(|| {
+            Error::BadRequest("tokenizer_config.json: added token without content".into())
+        })?;
         let special = data.get("special").and_then(Json::as_bool).unwrap_or(false);
         if special || looks_special(content) {
             types[id] = CONTROL;
@@ -248,11 +252,17 @@ pub fn sentencepiece(
 impl Vocab {
     /// tokens, scores (SentencePiece only) and token types.
     pub fn kvs(&self) -> Vec<(String, Value)> {
-        let mut out = vec![("tokenizer.ggml.tokens".to_owned(), self.tokens.clone().into())];
+        let mut out = vec![(
+            "tokenizer.ggml.tokens".to_owned(),
+            self.tokens.clone().into(),
+        )];
         if let Some(s) = &self.scores {
             out.push(("tokenizer.ggml.scores".into(), s.clone().into()));
         }
-        out.push(("tokenizer.ggml.token_type".into(), self.types.clone().into()));
+        out.push((
+            "tokenizer.ggml.token_type".into(),
+            self.types.clone().into(),
+        ));
         out
     }
 }
@@ -274,8 +284,17 @@ mod tests {
             (seq(vec![split(LLAMA3_REGEX), bl(false)]), Some("llama-bpe")),
             (seq(vec![split(QWEN2_REGEX), bl(false)]), Some("qwen2")),
             (seq(vec![split("\\p{N}+"), bl(false)]), None),
-            (seq(vec![json!({"type": "Digits", "individual_digits": false}), bl(true)]), None),
-            (json!({"type": "ByteLevel", "add_prefix_space": true, "use_regex": true}), None),
+            (
+                seq(vec![
+                    json!({"type": "Digits", "individual_digits": false}),
+                    bl(true),
+                ]),
+                None,
+            ),
+            (
+                json!({"type": "ByteLevel", "add_prefix_space": true, "use_regex": true}),
+                None,
+            ),
             (json!({"type": "Metaspace"}), None),
             (Json::Null, None),
         ];
@@ -297,8 +316,26 @@ mod tests {
         });
         let (v, pre) = bpe(&tok, Some(8)).unwrap();
         assert_eq!(pre, "gpt-2");
-        assert_eq!(v.tokens, ["a", "b", "ab", "<|end|>", "<s>", "x y", "[PAD6]", "[PAD7]"]);
-        assert_eq!(v.types, [NORMAL, NORMAL, NORMAL, CONTROL, CONTROL, USER_DEFINED, UNUSED, UNUSED]);
-        assert!(bpe(&tok, Some(4)).is_err(), "ids past vocab_size are refused");
+        assert_eq!(
+            v.tokens,
+            ["a", "b", "ab", "<|end|>", "<s>", "x y", "[PAD6]", "[PAD7]"]
+        );
+        assert_eq!(
+            v.types,
+            [
+                NORMAL,
+                NORMAL,
+                NORMAL,
+                CONTROL,
+                CONTROL,
+                USER_DEFINED,
+                UNUSED,
+                UNUSED
+            ]
+        );
+        assert!(
+            bpe(&tok, Some(4)).is_err(),
+            "ids past vocab_size are refused"
+        );
     }
 }
