@@ -252,9 +252,11 @@ impl Hparams {
                 }
                 ("llama3", _) if self.arch == Arch::Llama => {} // a rope_freqs tensor (tensors.rs)
                 ("default", _) | ("", _) => {}
-                (other, _) => return Err(Error::BadRequest(format!(
+                (other, _) => {
+                    return Err(Error::BadRequest(format!(
                     "config.json: rope scaling type {other:?} is not supported by herd's converter"
-                ))),
+                )))
+                }
             }
         }
         let rope_theta = self
