@@ -142,10 +142,12 @@ impl Source {
     }
 }
 
+type Kvs = Vec<(String, Value)>;
+
 /// Everything decided before writing.
 pub struct Plan {
     pub arch: Arch,
-    kvs: Vec<(String, Value)>,
+    kvs: Kvs,
     tensors: Vec<OutTensor>,
     checkpoint: Checkpoint,
 }
@@ -226,11 +228,7 @@ pub fn plan(src: &Source, name: &str) -> Result<Plan> {
 }
 
 /// The tokenizer keys, and the real vocab size Gemma 3 trims its embedding to.
-fn tokenizer_kvs(
-    src: &Source,
-    hp: &Hparams,
-    config: &Json,
-) -> Result<(Vec<(String, Value)>, Option<u64>)> {
+fn tokenizer_kvs(src: &Source, hp: &Hparams, config: &Json) -> Result<(Kvs, Option<u64>)> {
     let tok_json = src.json("tokenizer.json")?;
     let tok_config = src.json("tokenizer_config.json")?;
     let jinja = src
