@@ -123,6 +123,10 @@ impl Hparams {
                 (n > 0).then(|| Json::from(h / n))
             }
             (Arch::Qwen3, "head_dim") => int(128),
+            (Arch::Qwen2 | Arch::Qwen3, "num_key_value_heads") => int(32),
+            (Arch::Llama, "intermediate_size") => int(11008),
+            (Arch::Qwen2 | Arch::Qwen3, "intermediate_size") => int(22016),
+            (Arch::Gemma3, "intermediate_size") => int(9216),
             (Arch::Gemma3, "rope_local_base_freq") => num(10000.0),
             (Arch::Gemma3, "sliding_window") => int(4096),
             _ => None,
@@ -234,25 +238,46 @@ impl Hparams {
                 .and_then(Json::as_str)
                 .unwrap_or("");
             let factor = rope.get("factor").and_then(Json::as_f64);
-            match (ty, factor) {
-                ("linear", Some(f)) => {
-                    put("rope.scaling.type", Value::String("linear".into()));
-                    put("rope.scaling.factor", Value::F32(f as f32));
+            match ty {
+                "linear" => {
+                    if let Some(f) = factor {
+                        put("rope.scaling.type", Value::String("linear".into()));
+                        put("rope.scaling.factor", Value::F32(f as f32));
+                    }
                 }
-                ("yarn", Some(f)) => {
-                    put("rope.scaling.type", Value::String("yarn".into()));
-                    put("rope.scaling.factor", Value::F32(f as f32));
-                    let orig = rope.get("original_max_position_embeddings").cloned().ok_or_else(|| {
-                        Error::BadRequest("config.json: yarn rope scaling needs original_max_position_embeddings".into())
-                    })?;
-                    put(
-                        "rope.scaling.original_context_length",
-                        Value::U32(self.u32_of("original_max_position_embeddings", orig)?),
-                    );
+                "yarn" => {
+                    if let Some(f) = factor {
+                        put("rope.scaling.type", Value::String("yarn".into()));
+                        put("rope.scaling.factor", Value::F32(f as f32));
+                        let orig = rope.get("original_max_position_embeddings").cloned().ok_or_else(|| {
+                            Error::BadRequest("config.json: yarn rope scaling needs original_max_position_embeddings".into())
+                        })?;
+                        put(
+                            "rope.scaling.original_context_length",
+                            Value::U32(self.u32_of("original_max_position_embeddings", orig)?),
+                        );
+                        let extra = [
+                            ("extrapolation_factor", "yarn_ext_factor"),
+                            ("attention_factor", "yarn_attn_factor"),
+                            ("attn_factor", "yarn_attn_factor"),
+                            ("beta_fast", "yarn_beta_fast"),
+                            ("beta_slow", "yarn_beta_slow"),
+                        ];
+                        for (from, to) in extra {
+                            let key = format!("rope.scaling.{to}");
+                            if let Some(x) = rope.get(from).and_then(Json::as_f64) {
+                                // `attention_factor` wins over its older alias `attn_factor`.
+                                if from == "attn_factor" && rope.contains_key("attention_factor") {
+                                    continue;
+                                }
+                                put(&key, Value::F32(x as f32));
+                            }
+                        }
+                    }
                 }
-                ("llama3", _) if self.arch == Arch::Llama => {} // a rope_freqs tensor (tensors.rs)
-                ("default", _) | ("", _) => {}
-                (other, _) => {
+                // llama3: a rope_freqs tensor (tensors.rs); dynamic: the reference ignores it.
+                "llama3" | "dynamic" | "default" | "" => {}
+                other => {
                     return Err(Error::BadRequest(format!(
                     "config.json: rope scaling type {other:?} is not supported by herd's converter"
                 )))
@@ -470,4 +495,88 @@ fn is_multimodal(name: &str) -> bool {
         "model.connector.",
     ];
     PREFIXES.iter().any(|p| name.starts_with(p)) || PARTS.iter().any(|p| name.contains(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn kvs(rope: Json) -> Result<Vec<(String, Value)>> {
+        let c = json!({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 1,
+            "hidden_size": 8, "num_attention_heads": 2, "vocab_size": 4, "rope_scaling": rope});
+        Hparams::parse(&c)?.kvs(1)
+    }
+
+    fn get<'a>(kvs: &'a [(String, Value)], k: &str) -> Option<&'a Value> {
+        kvs.iter().find(|(n, _)| n == k).map(|(_, v)| v)
+    }
+
+    #[test]
+    fn rope_scaling_keys() {
+        let lin = kvs(json!({"rope_type": "linear", "factor": 2.0})).unwrap();
+        assert_eq!(
+            get(&lin, "llama.rope.scaling.type"),
+            Some(&Value::String("linear".into()))
+        );
+        assert_eq!(
+            get(&lin, "llama.rope.scaling.factor"),
+            Some(&Value::F32(2.0))
+        );
+        let yarn = kvs(
+            json!({"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096,
+            "beta_fast": 32.0, "attn_factor": 0.5, "attention_factor": 0.7}),
+        )
+        .unwrap();
+        assert_eq!(
+            get(&yarn, "llama.rope.scaling.original_context_length"),
+            Some(&Value::U32(4096))
+        );
+        assert_eq!(
+            get(&yarn, "llama.rope.scaling.yarn_beta_fast"),
+            Some(&Value::F32(32.0))
+        );
+        assert_eq!(
+            get(&yarn, "llama.rope.scaling.yarn_attn_factor"),
+            Some(&Value::F32(0.7))
+        );
+        for quiet in [
+            json!({"rope_type": "dynamic", "factor": 2.0}),
+            json!({"rope_type": "linear"}),
+            Json::Null,
+        ] {
+            assert!(
+                get(&kvs(quiet.clone()).unwrap(), "llama.rope.scaling.type").is_none(),
+                "{quiet}"
+            );
+        }
+        assert!(kvs(json!({"rope_type": "longrope"})).is_err());
+        assert!(
+            kvs(json!({"type": "yarn", "factor": 4.0})).is_err(),
+            "yarn needs the original context"
+        );
+    }
+
+    #[test]
+    fn defaults_follow_the_transformers_config_classes() {
+        let k = kvs(Json::Null).unwrap();
+        // LlamaConfig (checked against transformers 4.57.6's AutoConfig): 2048 positions,
+        // rope_theta 1e4, rms eps 1e-6, kv heads = heads, head_dim = hidden / heads.
+        assert_eq!(get(&k, "llama.context_length"), Some(&Value::U32(2048)));
+        assert_eq!(get(&k, "llama.rope.freq_base"), Some(&Value::F32(10000.0)));
+        assert_eq!(
+            get(&k, "llama.attention.layer_norm_rms_epsilon"),
+            Some(&Value::F32(1e-6))
+        );
+        assert_eq!(
+            get(&k, "llama.attention.head_count_kv"),
+            Some(&Value::U32(2))
+        );
+        assert_eq!(get(&k, "llama.attention.key_length"), Some(&Value::U32(4)));
+        assert_eq!(get(&k, "llama.rope.dimension_count"), Some(&Value::U32(4)));
+        assert_eq!(
+            get(&k, "llama.feed_forward_length"),
+            Some(&Value::U32(11008))
+        );
+    }
 }

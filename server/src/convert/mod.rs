@@ -55,7 +55,8 @@ impl Source {
         let mut files = BTreeMap::new();
         for e in std::fs::read_dir(dir)? {
             let e = e?;
-            if e.file_type()?.is_file() {
+            // metadata() follows symlinks (Hugging Face cache snapshots are symlinks to blobs).
+            if std::fs::metadata(e.path())?.is_file() {
                 if let Some(name) = e.file_name().to_str() {
                     files.insert(name.to_owned(), e.path());
                 }

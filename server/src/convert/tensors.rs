@@ -169,19 +169,40 @@ fn permuted_row(o: u64, rows: u64, heads: u64) -> u64 {
 
 /// Converts `n` elements of `src` (dtype `d`) into `out` as `ty`, adding `shift`.
 fn convert_into(d: Dtype, src: &[u8], n: usize, ty: GgmlType, shift: f32, out: &mut Vec<u8>) {
-    for i in 0..n {
-        let mut x = float::load(d, src, i);
-        if shift != 0.0 {
-            x += shift;
-            // torch adds to an f16 tensor in f16: the sum is rounded to f16 before widening.
-            if d == Dtype::F16 {
-                x = float::f16_to_f32(float::f32_to_f16(x));
+    let src = &src[..n * d.size() as usize];
+    out.reserve(n * ty.type_size() as usize);
+    // The common cases get their own loops: no per-element dispatch, and f16 → f16 is a copy
+    // (widening then narrowing an f16 is exact).
+    match (d, ty, shift == 0.0) {
+        (Dtype::F16, GgmlType::F16, true) => out.extend_from_slice(src),
+        (Dtype::BF16, GgmlType::F16, true) => {
+            for c in src.chunks_exact(2) {
+                let x = float::bf16_to_f32(u16::from_le_bytes([c[0], c[1]]));
+                out.extend_from_slice(&float::f32_to_f16(x).to_le_bytes());
             }
         }
-        if ty == GgmlType::F16 {
-            out.extend_from_slice(&float::f32_to_f16(x).to_le_bytes());
-        } else {
-            out.extend_from_slice(&x.to_le_bytes());
+        (Dtype::F32, GgmlType::F16, true) => {
+            for c in src.chunks_exact(4) {
+                let x = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                out.extend_from_slice(&float::f32_to_f16(x).to_le_bytes());
+            }
+        }
+        _ => {
+            for i in 0..n {
+                let mut x = float::load(d, src, i);
+                if shift != 0.0 {
+                    x += shift;
+                    // torch adds to an f16 tensor in f16: the sum is rounded to f16 first.
+                    if d == Dtype::F16 {
+                        x = float::f16_to_f32(float::f32_to_f16(x));
+                    }
+                }
+                if ty == GgmlType::F16 {
+                    out.extend_from_slice(&float::f32_to_f16(x).to_le_bytes());
+                } else {
+                    out.extend_from_slice(&x.to_le_bytes());
+                }
+            }
         }
     }
 }
