@@ -8,7 +8,7 @@
 //! - both files load in runner-llamacpp and give the same greedy tokens with the same logprobs.
 //!
 //! The checkpoints use different input dtypes (bf16, f32, f16) so every widening and the
-//! f32 → f16 rounding are covered. Needs the reference (scripts/fetch-convert-reference, which
+//! f32 → f16 rounding are covered; the Qwen3 one is sharded over three files with an index. Needs the reference (scripts/fetch-convert-reference, which
 //! this test runs; cached), the test models (scripts/fetch-test-models) and a built runner-llamacpp
 //! (`cargo build --workspace --bins`, as scripts/test does); it fails, not skips, without them.
 
@@ -19,7 +19,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use convert_support::{checkpoint, Arch};
+use convert_support::{checkpoint_shards, Arch};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Value as Json};
@@ -244,12 +244,12 @@ async fn call(socket: &Path, method: &str, path: &str, body: Option<Json>) -> (u
     )
 }
 
-async fn golden(arch: Arch, dtype: Dtype, prompt: &str) {
+async fn golden(arch: Arch, dtype: Dtype, shards: usize, prompt: &str) {
     let reference = reference();
     let dir = tempfile::tempdir().unwrap();
     let model = dir.path().join("model");
     std::fs::create_dir(&model).unwrap();
-    checkpoint(&model, arch, dtype, 7);
+    checkpoint_shards(&model, arch, dtype, 7, shards);
     let herd_out = dir.path().join("herd.gguf");
     let converted = convert(
         &Source::from_dir(&model).unwrap(),
@@ -280,23 +280,24 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 #[tokio::test]
 async fn llama_smollm_bf16() {
     let _g = SERIAL.lock().await;
-    golden(Arch::Llama, Dtype::BF16, "The capital of France is").await;
+    golden(Arch::Llama, Dtype::BF16, 1, "The capital of France is").await;
 }
 
 #[tokio::test]
 async fn qwen2_f32() {
     let _g = SERIAL.lock().await;
-    golden(Arch::Qwen2, Dtype::F32, "Once upon a time").await;
+    golden(Arch::Qwen2, Dtype::F32, 1, "Once upon a time").await;
 }
 
 #[tokio::test]
-async fn qwen3_bf16() {
+async fn qwen3_bf16_three_shards() {
     let _g = SERIAL.lock().await;
-    golden(Arch::Qwen3, Dtype::BF16, "1 2 3 4").await;
+    // Sharded with an index: the tensor order across files must match the reference's too.
+    golden(Arch::Qwen3, Dtype::BF16, 3, "1 2 3 4").await;
 }
 
 #[tokio::test]
 async fn gemma3_sentencepiece_f16() {
     let _g = SERIAL.lock().await;
-    golden(Arch::Gemma3, Dtype::F16, "the cat sat on the mat").await;
+    golden(Arch::Gemma3, Dtype::F16, 1, "the cat sat on the mat").await;
 }

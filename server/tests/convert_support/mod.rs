@@ -310,6 +310,12 @@ pub fn spm_tokenizer(dir: &Path) -> u64 {
 
 /// A complete tiny checkpoint of `arch` in `dir`.
 pub fn checkpoint(dir: &Path, arch: Arch, dtype: Dtype, seed: u64) {
+    checkpoint_shards(dir, arch, dtype, seed, 1)
+}
+
+/// Like `checkpoint`, split into `shards` files `model-0000i-of-0000n.safetensors` with a
+/// model.safetensors.index.json (as large Hugging Face checkpoints ship) when `shards` > 1.
+pub fn checkpoint_shards(dir: &Path, arch: Arch, dtype: Dtype, seed: u64, shards: usize) {
     let vocab = match arch {
         Arch::Gemma3 => spm_tokenizer(dir),
         _ => smollm_tokenizer(dir),
@@ -320,10 +326,20 @@ pub fn checkpoint(dir: &Path, arch: Arch, dtype: Dtype, seed: u64) {
         serde_json::to_string_pretty(&c).unwrap(),
     )
     .unwrap();
-    write_safetensors(
-        &dir.join("model.safetensors"),
-        &tensor_list(arch, &TINY, vocab),
-        dtype,
-        seed,
-    );
+    let tensors = tensor_list(arch, &TINY, vocab);
+    if shards <= 1 {
+        write_safetensors(&dir.join("model.safetensors"), &tensors, dtype, seed);
+        return;
+    }
+    let per = tensors.len().div_ceil(shards);
+    let mut map = serde_json::Map::new();
+    for (i, part) in tensors.chunks(per).enumerate() {
+        let file = format!("model-{:05}-of-{shards:05}.safetensors", i + 1);
+        write_safetensors(&dir.join(&file), part, dtype, seed + i as u64);
+        for (name, _, _) in part {
+            map.insert(name.clone(), json!(file));
+        }
+    }
+    let index = json!({"metadata": {"total_size": 0}, "weight_map": map});
+    std::fs::write(dir.join("model.safetensors.index.json"), index.to_string()).unwrap();
 }
