@@ -368,3 +368,37 @@ fn malformed_input_is_refused_before_writing() {
         assert!(err.to_string().contains(want), "{what}: {err}");
     }
 }
+
+#[test]
+fn gemma3_multimodal_wrapper_converts_its_text_model_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let config = json!({
+        "architectures": ["Gemma3ForConditionalGeneration"],
+        "text_config": {"hidden_size": 4, "intermediate_size": 8, "num_attention_heads": 1,
+            "num_key_value_heads": 1, "num_hidden_layers": 1, "head_dim": 4, "vocab_size": 4,
+            "sliding_window": 8},
+        "vision_config": {"hidden_size": 16}
+    });
+    std::fs::write(d.join("config.json"), config.to_string()).unwrap();
+    std::fs::write(d.join("tokenizer.json"), tokenizer().to_string()).unwrap();
+    write_st(
+        &d.join("model.safetensors"),
+        &[
+            ("language_model.model.norm.weight", vec![4]),
+            (
+                "model.language_model.layers.0.input_layernorm.weight",
+                vec![4],
+            ),
+            (
+                "multi_modal_projector.mm_input_projection_weight",
+                vec![4, 4],
+            ),
+            ("vision_tower.vision_model.post_layernorm.weight", vec![4]),
+        ],
+    );
+    let (g, _) = convert_dir(d).unwrap();
+    let names: Vec<&str> = g.tensors.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["output_norm.weight", "blk.0.attn_norm.weight"]);
+    assert_eq!(g.get("gemma3.embedding_length").unwrap().as_u64(), Some(4));
+}
