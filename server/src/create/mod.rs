@@ -15,6 +15,7 @@
 
 mod import;
 mod layers;
+mod safetensors;
 mod split;
 
 use std::collections::{BTreeMap, HashSet};
@@ -137,7 +138,7 @@ pub fn create_model(
     req: &CreateRequest,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<ModelName> {
-    let plan = plan(store, req)?;
+    let plan = plan(store, req, progress)?;
     for _ in 0..plan.parsed {
         progress(Progress::status("parsing GGUF"));
     }
@@ -146,7 +147,7 @@ pub fn create_model(
     Ok(name)
 }
 
-fn plan(store: &Store, req: &CreateRequest) -> Result<Plan> {
+fn plan(store: &Store, req: &CreateRequest, progress: &mut dyn FnMut(Progress)) -> Result<Plan> {
     let name = precheck(req)?;
     let licenses = licenses(req)?;
     if !req.template.is_empty() {
@@ -179,7 +180,12 @@ fn plan(store: &Store, req: &CreateRequest) -> Result<Plan> {
     if !req.from.is_empty() {
         base = from_model(store, &req.from, &mut config)?;
     } else if let Some(files) = &req.files {
-        let layers = import::import_files(blobs, files, None)?;
+        let layers = if safetensors::is_checkpoint(files) {
+            // Refusals happen before its first progress line ("converting model").
+            safetensors::import_checkpoint(blobs, files, name.model(), progress)?
+        } else {
+            import::import_files(blobs, files, None)?
+        };
         parsed += layers.len();
         base.extend(imported(layers));
     } else {
