@@ -63,7 +63,7 @@ pub async fn responses(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let limit = state.max_json_body;
-    let body = body.and_then(|b| Ok(common::content_decode(&headers, b, limit)));
+    let body = body.map(|b| common::content_decode(&headers, b, limit));
     let body = match body {
         Ok(Ok(b)) => Ok(b),
         Ok(Err(e)) => return openai_response(&e),
