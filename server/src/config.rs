@@ -292,6 +292,10 @@ pub struct Config {
     /// Directory holding runner binaries (used when HERD_RUNNER is unset).
     #[arg(long, env = "HERD_RUNNER_DIR", value_parser = parse_path)]
     pub runner_dir: Option<PathBuf>,
+    /// Largest blob `POST /api/blobs/:digest` accepts, in bytes (suffixes K/M/G/T, KiB/MiB/GiB/TiB;
+    /// 0 = no limit); bigger uploads get 413 and leave nothing behind.
+    #[arg(long, env = "HERD_MAX_BLOB_SIZE", value_parser = parse_byte_size, default_value = "512GiB")]
+    pub max_blob_size: u64,
 }
 
 impl Config {
@@ -304,10 +308,7 @@ impl Config {
         if let Some(dir) = &self.runner_dir {
             return dir.join(RUNNER_BIN);
         }
-        std::env::current_exe()
-            .ok()
-            .and_then(|exe| exe.parent().map(|d| d.join(RUNNER_BIN)))
-            .unwrap_or_else(|| PathBuf::from(RUNNER_BIN))
+        default_runner_path()
     }
 
     /// The effective configuration as `(ENV_NAME, value)` pairs for the startup log, with
@@ -343,9 +344,42 @@ impl Config {
                 self.mlx_draft_under_grammar.to_string(),
             ),
             ("HERD_RUNNER", self.runner_path().display().to_string()),
+            ("HERD_MAX_BLOB_SIZE", self.max_blob_size.to_string()),
         ];
         pairs.into_iter().map(|(k, v)| (k, redact(k, v))).collect()
     }
+}
+
+/// A byte count: digits with an optional decimal (`K`, `M`, `G`, `T`, optional `B`) or binary
+/// (`KiB` … `TiB`) suffix, case-insensitive.
+pub fn parse_byte_size(raw: &str) -> Result<u64, String> {
+    let s = clean(raw).to_ascii_lowercase();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let mult: u64 = match unit.trim() {
+        "" | "b" => 1,
+        "k" | "kb" => 1_000,
+        "m" | "mb" => 1_000_000,
+        "g" | "gb" => 1_000_000_000,
+        "t" | "tb" => 1_000_000_000_000,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        "tib" => 1 << 40,
+        _ => return Err(format!("invalid size {raw:?}")),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("invalid size {raw:?}"))
+}
+
+/// The runner binary next to the running executable (the default when nothing is configured).
+pub fn default_runner_path() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|d| d.join(RUNNER_BIN)))
+        .unwrap_or_else(|| PathBuf::from(RUNNER_BIN))
 }
 
 /// Values of variables whose names suggest credentials never reach the log.
@@ -451,6 +485,25 @@ mod tests {
         ];
         for (raw, want) in cases {
             assert_eq!(parse_log_level(raw), Ok(want), "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn byte_sizes() {
+        let table = [
+            ("0", Some(0)),
+            ("1024", Some(1024)),
+            ("10M", Some(10_000_000)),
+            ("10mb", Some(10_000_000)),
+            ("512GiB", Some(512 << 30)),
+            (" \"2TiB\" ", Some(2 << 40)),
+            ("1.5G", None),
+            ("-1", None),
+            ("lots", None),
+            ("99999999999TiB", None),
+        ];
+        for (raw, want) in table {
+            assert_eq!(parse_byte_size(raw).ok(), want, "{raw:?}");
         }
     }
 
