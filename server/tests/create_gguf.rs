@@ -283,7 +283,10 @@ fn quantize_requests() {
     // Accepted: the create runs the quantizer (create_quantize.rs runs the real one). The default
     // one, next to this test executable, does not exist: the create fails and writes nothing.
     let err = run(&f32, "Q4_K").unwrap_err();
-    assert!(err.to_string().contains("cannot start the quantizer"), "{err}");
+    assert!(
+        err.to_string().contains("cannot start the quantizer"),
+        "{err}"
+    );
     assert!(t.read("q").is_none());
     // Asking for the type the file already has is a no-op, as in Ollama.
     run(&f32, "f32").unwrap();

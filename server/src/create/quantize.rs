@@ -306,6 +306,83 @@ mod tests {
         );
     }
 
+    /// A fake quantizer: a shell script run as `quantize --input I --output O --type T …`.
+    fn fake(dir: &Path, body: &str) -> QuantizeOptions {
+        use std::os::unix::fs::PermissionsExt;
+        let p = dir.join("fake-runner");
+        std::fs::write(&p, format!("#!/bin/sh\nout=\"$5\"\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        QuantizeOptions {
+            runner: p,
+            threads: 1,
+        }
+    }
+
+    fn blobs_with_source() -> (tempfile::TempDir, BlobStore, Layer) {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("blobs");
+        std::fs::create_dir(&dir).unwrap();
+        let blobs = BlobStore::new(dir);
+        let d = blobs.write_bytes(b"GGUF source").unwrap();
+        (t, blobs, Layer::new(MEDIA_TYPE_MODEL, d, 1000))
+    }
+
+    fn blob_dir_names(blobs: &BlobStore) -> Vec<String> {
+        std::fs::read_dir(blobs.dir())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn failures_leave_only_the_source_blob() {
+        let (t, blobs, src) = blobs_with_source();
+        let cases = [
+            // An error line after partial output: the runner's message, both temp names gone.
+            (
+                "echo x > \"$out.partial\"; echo '{\"completed\":1,\"total\":2}'; echo '{\"error\":\"boom\"}'; exit 1",
+                "quantization failed: boom",
+            ),
+            // A crash: the stderr tail explains it.
+            ("echo x > \"$out\"; echo 'killed by something' >&2; exit 134", "killed by something"),
+            // Claims success but wrote garbage: verification refuses it, no blob appears.
+            (
+                "echo 'not a gguf' > \"$out\"; echo '{\"done\":true}'",
+                "GGUF",
+            ),
+        ];
+        for (script, want) in cases {
+            let opts = fake(t.path(), script);
+            let mut seen = Vec::new();
+            let err = quantize_layer(&blobs, &src, "F16", "Q8_0", &opts, &mut |p| seen.push(p))
+                .unwrap_err();
+            assert!(err.to_string().contains(want), "{script}: {err}");
+            assert_eq!(
+                blob_dir_names(&blobs),
+                vec![src.digest.blob_file_name()],
+                "{script}"
+            );
+        }
+    }
+
+    #[test]
+    fn progress_lines_scale_to_the_source_size() {
+        let (t, blobs, src) = blobs_with_source();
+        let opts = fake(
+            t.path(),
+            "for i in 1 2 3 4; do echo \"{\\\"completed\\\":$i,\\\"total\\\":4}\"; done; exit 1",
+        );
+        let mut seen = Vec::new();
+        assert!(
+            quantize_layer(&blobs, &src, "BF16", "Q4_K_M", &opts, &mut |p| seen.push(p)).is_err()
+        );
+        let done: Vec<u64> = seen.iter().map(|p| p.completed).collect();
+        assert_eq!(done, [0, 250, 500, 750, 1000]);
+        assert!(seen
+            .iter()
+            .all(|p| p.status == "quantizing BF16 model to Q4_K_M" && p.total == 1000));
+    }
+
     #[test]
     fn a_missing_runner_is_an_error_and_leaves_nothing() {
         let t = tempfile::tempdir().unwrap();
