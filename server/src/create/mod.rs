@@ -16,6 +16,7 @@
 mod import;
 mod layers;
 mod quantize;
+mod safetensors;
 mod split;
 
 use std::collections::{BTreeMap, HashSet};
@@ -118,7 +119,13 @@ pub fn precheck(req: &CreateRequest) -> Result<ModelName> {
     } else {
         &req.model
     };
-    ModelName::parse(name)
+    let name = ModelName::parse(name)?;
+    // An unknown type is refused before anything (e.g. a conversion) streams progress.
+    let q = quantize::requested(req);
+    if !q.is_empty() {
+        parse_quantize(q)?;
+    }
+    Ok(name)
 }
 
 /// Everything decided before any progress is reported.
@@ -149,7 +156,7 @@ pub fn create_model_with(
     quantizer: &QuantizeOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<ModelName> {
-    let mut plan = plan(store, req)?;
+    let mut plan = plan(store, req, progress)?;
     for _ in 0..plan.parsed {
         progress(Progress::status("parsing GGUF"));
     }
@@ -159,7 +166,7 @@ pub fn create_model_with(
     Ok(name)
 }
 
-fn plan(store: &Store, req: &CreateRequest) -> Result<Plan> {
+fn plan(store: &Store, req: &CreateRequest, progress: &mut dyn FnMut(Progress)) -> Result<Plan> {
     let name = precheck(req)?;
     let licenses = licenses(req)?;
     if !req.template.is_empty() {
@@ -192,7 +199,12 @@ fn plan(store: &Store, req: &CreateRequest) -> Result<Plan> {
     if !req.from.is_empty() {
         base = from_model(store, &req.from, &mut config)?;
     } else if let Some(files) = &req.files {
-        let layers = import::import_files(blobs, files, None)?;
+        let layers = if safetensors::is_checkpoint(files) {
+            // Refusals happen before its first progress line ("converting model").
+            safetensors::import_checkpoint(blobs, files, name.model(), progress)?
+        } else {
+            import::import_files(blobs, files, None)?
+        };
         parsed += layers.len();
         base.extend(imported(layers));
     } else {

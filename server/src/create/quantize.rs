@@ -55,7 +55,7 @@ impl Default for QuantizeOptions {
 }
 
 /// The requested type, `quantize` winning over its deprecated alias.
-fn requested(req: &CreateRequest) -> &str {
+pub(super) fn requested(req: &CreateRequest) -> &str {
     if req.quantize.is_empty() {
         &req.quantization
     } else {
