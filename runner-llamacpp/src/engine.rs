@@ -11,7 +11,7 @@
 
 use crate::ffi::{Batch, Context, DecodeError, Model, Token};
 use crate::plan;
-use crate::sampling::{Sampler, TokenMask};
+use crate::sampling::{Choice, Sampler, TokenMask};
 use crate::text::TextStream;
 use runner_protocol::{
     CompletionChunk, CompletionRequest, DoneReason, EmbedResponse, ErrorKind, RunnerError, Timings,
@@ -73,12 +73,16 @@ pub struct Engine {
     slots: Vec<Slot>,
     queue: VecDeque<Job>,
     n_ctx_seq: usize,
+    /// Threads that may sample slots in parallel (llama.cpp's generation thread count: those
+    /// cores are idle while the engine thread samples).
+    sample_threads: usize,
 }
 
 impl Engine {
     pub fn new(ctx: Context, parallel: usize, n_batch: usize) -> Engine {
         let n_ctx_seq = ctx.n_ctx_seq() as usize;
         let model = ctx.model().clone();
+        let sample_threads = ctx.n_threads();
         Engine {
             ctx,
             model,
@@ -92,6 +96,7 @@ impl Engine {
                 .collect(),
             queue: VecDeque::new(),
             n_ctx_seq,
+            sample_threads,
         }
     }
 
@@ -295,6 +300,7 @@ impl Engine {
             return true;
         }
 
+        let mut rows_at = Vec::with_capacity(self.slots.len());
         for (k, slot) in self.slots.iter_mut().enumerate() {
             let Some(a) = slot.active.as_mut() else {
                 continue;
@@ -304,24 +310,38 @@ impl Engine {
             } else if a.logits_at.is_some() {
                 a.timings.eval_duration_ns += took;
             }
-            let Some(idx) = a.logits_at else { continue };
-            let Some(logits) = self.ctx.logits(idx) else {
-                fail(slot, ErrorKind::Internal, "llama.cpp returned no logits");
-                continue;
-            };
-            let lp = a.req.logprobs || a.req.top_logprobs > 0;
-            let Some(choice) = a
-                .sampler
-                .sample(logits, lp, a.req.top_logprobs.min(20) as usize)
-            else {
-                fail(
+            rows_at.extend(a.logits_at);
+        }
+        let Some(rows) = self.ctx.logits_rows_mut(&rows_at) else {
+            for slot in &mut self.slots {
+                if slot.active.as_ref().is_some_and(|a| a.logits_at.is_some()) {
+                    fail(slot, ErrorKind::Internal, "llama.cpp returned no logits");
+                }
+            }
+            return true;
+        };
+        // Rows were collected in slot order, so the k-th sampling slot gets the k-th row.
+        let mut work: Vec<(&mut Active, &mut [f32])> = self
+            .slots
+            .iter_mut()
+            .filter_map(|s| s.active.as_mut().filter(|a| a.logits_at.is_some()))
+            .zip(rows)
+            .collect();
+        let choices = sample_all(&mut work, self.sample_threads);
+        drop(work);
+        let sampled = self
+            .slots
+            .iter_mut()
+            .filter(|s| s.active.as_ref().is_some_and(|a| a.logits_at.is_some()));
+        for (slot, choice) in sampled.zip(choices) {
+            match choice {
+                Some(c) => on_token(&self.model, slot, c),
+                None => fail(
                     slot,
                     ErrorKind::Internal,
                     "no token could be sampled (all masked)",
-                );
-                continue;
-            };
-            on_token(&self.model, slot, choice);
+                ),
+            }
         }
         true
     }
@@ -337,6 +357,38 @@ impl Engine {
         self.ctx.seq_rm(seq, -1, -1);
         r
     }
+}
+
+/// Below this many logits per step (sampling slots × vocabulary), the slots are sampled on the
+/// engine thread: spawning workers costs more than it saves.
+const PARALLEL_SAMPLING_MIN: usize = 1 << 20;
+
+/// Sample every `(slot, row)` pair; the result is in the same order. With `threads` > 1 and a
+/// large step, the pairs are split over scoped threads: each sampler owns its row and state, so
+/// the choices are the same as sequential sampling.
+fn sample_all(work: &mut [(&mut Active, &mut [f32])], threads: usize) -> Vec<Option<Choice>> {
+    let elems: usize = work.iter().map(|(_, r)| r.len()).sum();
+    let workers = threads.min(work.len());
+    if workers < 2 || elems < PARALLEL_SAMPLING_MIN {
+        return work.iter_mut().map(one).collect();
+    }
+    let per = work.len().div_ceil(workers);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = work
+            .chunks_mut(per)
+            .map(|chunk| s.spawn(move || chunk.iter_mut().map(one).collect::<Vec<_>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
+}
+
+fn one((a, row): &mut (&mut Active, &mut [f32])) -> Option<Choice> {
+    let lp = a.req.logprobs || a.req.top_logprobs > 0;
+    a.sampler
+        .sample(row, lp, a.req.top_logprobs.min(20) as usize)
 }
 
 /// Context shift: drop half of the tokens after `num_keep`. False when shifting is off or the
@@ -358,7 +410,7 @@ fn make_room(ctx: &mut Context, slot: &mut Slot) -> bool {
     true
 }
 
-fn on_token(model: &Model, slot: &mut Slot, choice: crate::sampling::Choice) {
+fn on_token(model: &Model, slot: &mut Slot, choice: Choice) {
     let Some(a) = slot.active.as_mut() else {
         return;
     };

@@ -12,8 +12,11 @@ mod engine;
 mod ffi;
 mod grammar;
 mod http;
+#[cfg(test)]
+mod numerics;
 mod plan;
 mod sampling;
+mod select;
 mod text;
 
 use clap::Parser;
@@ -61,6 +64,10 @@ struct Args {
     threads: u32,
     #[arg(long)]
     no_mmap: bool,
+    /// Keep weights in their file layout (llama-server's --no-repack): slower on CPU, but a
+    /// sequence's numerics then do not depend on what else shares its batch.
+    #[arg(long)]
+    no_repack: bool,
     #[arg(long)]
     embedding: bool,
     /// Unix socket to serve on (created 0600; a stale file is replaced).
@@ -277,6 +284,7 @@ fn load(args: &Args, state: &State) -> Result<(Loaded, ffi::Context), RunnerErro
         gpu_layers: args.gpu_layers,
         main_gpu: args.main_gpu,
         mmap: !args.no_mmap,
+        repack: !args.no_repack,
     };
     let delay = Duration::from_millis(args.load_delay_ms);
     let mut delayed = false;
