@@ -76,10 +76,15 @@ pub struct Engine {
     /// Threads that may sample slots in parallel (llama.cpp's generation thread count: those
     /// cores are idle while the engine thread samples).
     sample_threads: usize,
+    /// At most one request's prompt per step. Together with unrepacked weights this keeps every
+    /// sequence's numerics independent of the others on CPU (src/numerics.rs: a prompt chunk
+    /// beside other prompts is rounded differently by llamafile's sgemm tiles, one beside
+    /// decode tokens is not).
+    prompt_per_step: bool,
 }
 
 impl Engine {
-    pub fn new(ctx: Context, parallel: usize, n_batch: usize) -> Engine {
+    pub fn new(ctx: Context, parallel: usize, n_batch: usize, prompt_per_step: bool) -> Engine {
         let n_ctx_seq = ctx.n_ctx_seq() as usize;
         let model = ctx.model().clone();
         let sample_threads = ctx.n_threads();
@@ -97,6 +102,7 @@ impl Engine {
             queue: VecDeque::new(),
             n_ctx_seq,
             sample_threads,
+            prompt_per_step,
         }
     }
 
@@ -264,6 +270,9 @@ impl Engine {
             }
             a.pending.drain(..n);
             in_prefill[k] = true;
+            if self.prompt_per_step {
+                break;
+            }
         }
         if self.batch.is_empty() {
             return true;
@@ -359,29 +368,31 @@ impl Engine {
     }
 }
 
-/// Below this many logits per step (sampling slots × vocabulary), the slots are sampled on the
-/// engine thread: spawning workers costs more than it saves.
-const PARALLEL_SAMPLING_MIN: usize = 1 << 20;
+/// Logits one sampling worker should scan per step at least (about 4 rows of a 128k vocabulary):
+/// below that, spawning the worker costs more than it saves.
+const SAMPLING_PER_WORKER: usize = 1 << 19;
 
 /// Sample every `(slot, row)` pair; the result is in the same order. With `threads` > 1 and a
-/// large step, the pairs are split over scoped threads: each sampler owns its row and state, so
-/// the choices are the same as sequential sampling.
+/// large step, the pairs are split over scoped threads (the engine thread takes the first
+/// share): each sampler owns its row and state, so the choices equal sequential sampling's.
 fn sample_all(work: &mut [(&mut Active, &mut [f32])], threads: usize) -> Vec<Option<Choice>> {
     let elems: usize = work.iter().map(|(_, r)| r.len()).sum();
-    let workers = threads.min(work.len());
-    if workers < 2 || elems < PARALLEL_SAMPLING_MIN {
+    let workers = threads.min(work.len()).min(elems / SAMPLING_PER_WORKER);
+    if workers < 2 {
         return work.iter_mut().map(one).collect();
     }
     let per = work.len().div_ceil(workers);
     std::thread::scope(|s| {
-        let handles: Vec<_> = work
-            .chunks_mut(per)
+        let mut chunks = work.chunks_mut(per);
+        let first = chunks.next().unwrap_or_default();
+        let handles: Vec<_> = chunks
             .map(|chunk| s.spawn(move || chunk.iter_mut().map(one).collect::<Vec<_>>()))
             .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
+        let mut out: Vec<Option<Choice>> = first.iter_mut().map(one).collect();
+        for h in handles {
+            out.extend(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        }
+        out
     })
 }
 
@@ -479,5 +490,69 @@ fn fail(slot: &mut Slot, kind: ErrorKind, msg: &str) {
         let _ = a.out.send(CompletionChunk::Error {
             error: RunnerError::new(kind, msg),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sampling::NoMask;
+    use runner_protocol::Sampling;
+
+    fn active(seed: i64) -> Active {
+        let req = CompletionRequest {
+            sampling: Sampling {
+                temperature: 0.9,
+                seed,
+                repeat_penalty: 1.1,
+                ..Sampling::default()
+            },
+            logprobs: true,
+            top_logprobs: 3,
+            ..CompletionRequest::default()
+        };
+        Active {
+            out: tokio::sync::mpsc::unbounded_channel().0,
+            sampler: Sampler::new(&req.sampling, &[1, 2, 3], 64, Box::new(NoMask)),
+            req,
+            pending: Vec::new(),
+            next: None,
+            text: TextStream::new(&[]),
+            lp_held: Vec::new(),
+            limit: 100,
+            timings: Timings::default(),
+            logits_at: Some(0),
+        }
+    }
+
+    #[test]
+    fn parallel_sampling_chooses_what_sequential_sampling_chooses() {
+        let vocab = 150_000;
+        let slots = 8;
+        let rows: Vec<Vec<f32>> = (0..slots)
+            .map(|s| {
+                (0..vocab)
+                    .map(|i| ((i * 31 + s * 7) % 997) as f32 / 97.0)
+                    .collect()
+            })
+            .collect();
+        let run = |threads: usize| {
+            let mut act: Vec<Active> = (0..slots as i64).map(active).collect();
+            let mut all = Vec::new();
+            for _ in 0..4 {
+                let mut r = rows.clone();
+                let mut work: Vec<(&mut Active, &mut [f32])> = act
+                    .iter_mut()
+                    .zip(r.iter_mut().map(|r| r.as_mut_slice()))
+                    .collect();
+                all.push(sample_all(&mut work, threads));
+            }
+            all
+        };
+        // 8 rows of 150k: three workers at 4 threads.
+        assert!(slots * vocab / SAMPLING_PER_WORKER >= 2);
+        let (seq, par) = (run(1), run(4));
+        assert!(seq.iter().flatten().all(|c| c.is_some()));
+        assert_eq!(seq, par);
     }
 }

@@ -40,20 +40,19 @@ async fn greedy_is_byte_identical_cold_and_warm_with_prefix_reuse() {
     }
 }
 
-// Ignored: on CPU, llama.cpp's kernels round a row differently depending on how many rows share
-// the matmul, and that count depends on which requests share a step (arrival timing). Measured
-// (src/numerics.rs, ignored experiment; and this test, 16 tokens):
+// Why `--no-repack`: on CPU, llama.cpp's kernels round a row differently depending on how many
+// rows share the matmul, and that count depends on which requests share a step (arrival
+// timing). Measured (src/numerics.rs, an ignored experiment, and this test at 16 tokens):
 // - the repacked Q4_K kernels (AVX2 8x8 interleave) compute rows [0, N - N%4) of an N-row
 //   matmul with a 4-row gemm and the rest with a gemv: a decode row beside 3 others differs from
-//   the same row alone in all 262144 logits (max 0.28); with the default weights this test failed
+//   the same row alone in all 262144 logits (max 0.28); with default flags this test failed
 //   6 runs in 6 on the loaded 2-core box;
-// - with `--no-repack` every decode-row case matches bit for bit, but a prompt prefilled beside
-//   other prompts still differs (max 0.66): llamafile's sgemm (this model's Q5_0/Q8_0 tensors,
-//   used for N >= 2 rows) picks tile kernels by the row count; the test then failed 2 runs in 10.
-// Making every row independent of the batch needs llamafile sgemm compiled out as well as
-// repacking off (both prefill speed), or kernels that round per row the same at every N.
+// - unrepacked, every decode-row case matches bit for bit, but a prompt prefilled beside other
+//   prompts still differs (max 0.66: llamafile's sgemm, used for this model's Q5_0/Q8_0 tensors
+//   at N >= 2 rows, picks tile kernels by the row count); the test then failed 2 runs in 10;
+// - `--no-repack` therefore also prefills one prompt per step: 10 runs in 10 passed.
+// The default (repacked, prompts batched together) stays faster and is not batch-invariant.
 #[tokio::test]
-#[ignore = "CPU kernels round a row differently by batch size; see the comment"]
 async fn four_concurrent_streams_equal_their_solo_runs() {
     let _g = serial().await;
     let r = Runner::spawn(
