@@ -1,7 +1,9 @@
 //! The engine thread: owns the llama context and its slots, and runs continuous batching.
 //!
 //! Each step builds one batch holding one token for every generating slot plus as much pending
-//! prompt as fits in `n_batch`, decodes once, and samples every slot whose logits were requested.
+//! prompt as fits in `n_batch` (one request's prompt only, with `prompt_per_step`), decodes once,
+//! and samples every slot whose logits were requested, in place on llama.cpp's logits rows and,
+//! for large steps, on several threads.
 //! Invariants:
 //! - `slot.cache[i]` is the token at KV position `i` of sequence `slot.seq`, for every `i`; every
 //!   KV edit (reuse, shift, clear) edits `cache` the same way.

@@ -10,6 +10,9 @@ use std::sync::Arc;
 
 const SEQS: usize = 4;
 
+/// A batch entry: (token, position, sequence).
+type Entry = (Token, i32, i32);
+
 fn model_path() -> PathBuf {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/fetch-test-models");
     let out = std::process::Command::new("bash")
@@ -43,7 +46,7 @@ fn context(repack: bool) -> Context {
 }
 
 /// Decode `entries` (token, position, seq) in one batch; logits rows of every entry.
-fn decode(ctx: &mut Context, batch: &mut Batch, entries: &[(Token, i32, i32)]) -> Vec<Vec<f32>> {
+fn decode(ctx: &mut Context, batch: &mut Batch, entries: &[Entry]) -> Vec<Vec<f32>> {
     batch.clear();
     for &(t, pos, seq) in entries {
         batch.push(t, pos, seq, true).expect("batch room");
@@ -85,7 +88,7 @@ fn probe(repack: bool) -> Vec<(String, usize, f32)> {
         let e: Vec<_> = (0..p.len()).map(|i| (p[i], i as i32, s as i32)).collect();
         decode(&mut ctx, &mut batch, &e);
     }
-    let next: Vec<(Token, i32, i32)> = prompts
+    let next: Vec<Entry> = prompts
         .iter()
         .enumerate()
         .map(|(s, p)| (p[0], p.len() as i32, s as i32))
@@ -119,7 +122,7 @@ fn probe(repack: bool) -> Vec<(String, usize, f32)> {
     let prefill: Vec<_> = (0..p2.len()).map(|i| (p2[i], i as i32, 2)).collect();
     ctx.seq_rm(2, 0, -1);
     let solo = decode(&mut ctx, &mut batch, &prefill).pop().expect("row");
-    let mut cases: Vec<(String, Vec<(Token, i32, i32)>)> = Vec::new();
+    let mut cases: Vec<(String, Vec<Entry>)> = Vec::new();
     let mut with_decode = vec![next[0], next[1], next[3]];
     with_decode.extend(&prefill);
     cases.push(("prompt beside 3 decode tokens".into(), with_decode));

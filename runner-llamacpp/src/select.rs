@@ -6,8 +6,44 @@
 
 use crate::ffi::{Token, TokenData};
 
+/// Lanes of the max scans: wide enough for the compiler to keep them in vector registers.
+const LANES: usize = 16;
+
+/// Block `top_k` rejects with one max scan: long enough to amortize folding the lanes, short
+/// enough that few blocks (about 256 k / V of them) need the scalar look.
+const BLOCK: usize = 256;
+
+/// Largest value of `xs`, ignoring NaN; -inf when empty. Lane-wise, so it vectorizes.
+fn max_of(xs: &[f32]) -> f32 {
+    let mut lanes = [f32::NEG_INFINITY; LANES];
+    let chunks = xs.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for (m, &x) in lanes.iter_mut().zip(c) {
+            // `x > m` is false for NaN, so NaN never enters.
+            *m = if x > *m { x } else { *m };
+        }
+    }
+    lanes
+        .iter()
+        .chain(rest)
+        .fold(f32::NEG_INFINITY, |m, &x| if x > m { x } else { m })
+}
+
 /// Index of the largest finite logit; ties go to the lowest id.
 pub fn argmax(logits: &[f32]) -> Option<Token> {
+    let max = max_of(logits);
+    if max == f32::INFINITY {
+        // +inf is not a usable logit: the slow scan below skips it.
+        return argmax_finite(logits);
+    }
+    if max == f32::NEG_INFINITY {
+        return None;
+    }
+    logits.iter().position(|&l| l == max).map(|i| i as Token)
+}
+
+fn argmax_finite(logits: &[f32]) -> Option<Token> {
     let mut best = f32::NEG_INFINITY;
     let mut at = None;
     for (i, &l) in logits.iter().enumerate() {
@@ -39,16 +75,23 @@ pub fn top_k(logits: &[f32], k: usize, out: &mut Vec<TokenData>) {
     // The k-th best logit once k entries have been seen; entries not above it cannot enter
     // (an equal logit has a higher id than the one it ties, so it loses the tie).
     let mut floor = f32::NEG_INFINITY;
-    for (i, &l) in logits.iter().enumerate() {
-        if l > floor && l.is_finite() {
-            out.push(TokenData {
-                id: i as Token,
-                logit: l,
-                p: 0.0,
-            });
-            if out.len() == cap {
-                cut(out, k);
-                floor = out[k - 1].logit;
+    for (ci, block) in logits.chunks(BLOCK).enumerate() {
+        // Most blocks hold nothing above the floor once k entries are in: one vector max
+        // rejects the whole block.
+        if max_of(block) <= floor {
+            continue;
+        }
+        for (j, &l) in block.iter().enumerate() {
+            if l > floor && l.is_finite() {
+                out.push(TokenData {
+                    id: (ci * BLOCK + j) as Token,
+                    logit: l,
+                    p: 0.0,
+                });
+                if out.len() == cap {
+                    cut(out, k);
+                    floor = out[k - 1].logit;
+                }
             }
         }
     }
@@ -131,9 +174,28 @@ mod tests {
             (&[3.0, 5.0, 5.0], Some(1)),
             (&[f32::NEG_INFINITY, -7.0], Some(1)),
             (&[f32::NAN, -1.0, f32::INFINITY], Some(1)),
+            (&[f32::INFINITY, f32::NAN], None),
         ];
         for (l, want) in cases {
             assert_eq!(argmax(l), *want, "{l:?}");
+        }
+    }
+
+    #[test]
+    fn argmax_agrees_with_a_scalar_scan_on_long_rows() {
+        for seed in 0..8u64 {
+            let n = 1000 + seed as usize * 37;
+            let mut l = logits(n, seed, 0.5);
+            if seed % 2 == 0 {
+                l[17] = f32::NAN;
+                l[n / 2] = f32::INFINITY;
+            }
+            if seed % 3 == 0 {
+                l.iter_mut()
+                    .take(n - 3)
+                    .for_each(|x| *x = f32::NEG_INFINITY);
+            }
+            assert_eq!(argmax(&l), argmax_finite(&l), "seed {seed}");
         }
     }
 
@@ -147,6 +209,8 @@ mod tests {
                 for x in l.iter_mut().skip(n / 3).take(n / 4) {
                     *x = f32::NEG_INFINITY;
                 }
+                l[n / 2] = f32::NAN;
+                l[n - 1] = f32::INFINITY;
                 for k in [1, 2, 40, 100, n, n + 5] {
                     top_k(&l, k, &mut out);
                     let got: Vec<(Token, f32)> = out.iter().map(|c| (c.id, c.logit)).collect();
