@@ -1,7 +1,9 @@
 //! The engine thread: owns the llama context and its slots, and runs continuous batching.
 //!
 //! Each step builds one batch holding one token for every generating slot plus as much pending
-//! prompt as fits in `n_batch`, decodes once, and samples every slot whose logits were requested.
+//! prompt as fits in `n_batch` (one request's prompt only, with `prompt_per_step`), decodes once,
+//! and samples every slot whose logits were requested, in place on llama.cpp's logits rows and,
+//! for large steps, on several threads.
 //! Invariants:
 //! - `slot.cache[i]` is the token at KV position `i` of sequence `slot.seq`, for every `i`; every
 //!   KV edit (reuse, shift, clear) edits `cache` the same way.
@@ -11,7 +13,7 @@
 
 use crate::ffi::{Batch, Context, DecodeError, Model, Token};
 use crate::plan;
-use crate::sampling::{Sampler, TokenMask};
+use crate::sampling::{Choice, Sampler, TokenMask};
 use crate::text::TextStream;
 use runner_protocol::{
     CompletionChunk, CompletionRequest, DoneReason, EmbedResponse, ErrorKind, RunnerError, Timings,
@@ -73,12 +75,21 @@ pub struct Engine {
     slots: Vec<Slot>,
     queue: VecDeque<Job>,
     n_ctx_seq: usize,
+    /// Threads that may sample slots in parallel (llama.cpp's generation thread count: those
+    /// cores are idle while the engine thread samples).
+    sample_threads: usize,
+    /// At most one request's prompt per step. Together with unrepacked weights this keeps every
+    /// sequence's numerics independent of the others on CPU (src/numerics.rs: a prompt chunk
+    /// beside other prompts is rounded differently by llamafile's sgemm tiles, one beside
+    /// decode tokens is not).
+    prompt_per_step: bool,
 }
 
 impl Engine {
-    pub fn new(ctx: Context, parallel: usize, n_batch: usize) -> Engine {
+    pub fn new(ctx: Context, parallel: usize, n_batch: usize, prompt_per_step: bool) -> Engine {
         let n_ctx_seq = ctx.n_ctx_seq() as usize;
         let model = ctx.model().clone();
+        let sample_threads = ctx.n_threads();
         Engine {
             ctx,
             model,
@@ -92,6 +103,8 @@ impl Engine {
                 .collect(),
             queue: VecDeque::new(),
             n_ctx_seq,
+            sample_threads,
+            prompt_per_step,
         }
     }
 
@@ -259,6 +272,9 @@ impl Engine {
             }
             a.pending.drain(..n);
             in_prefill[k] = true;
+            if self.prompt_per_step {
+                break;
+            }
         }
         if self.batch.is_empty() {
             return true;
@@ -295,6 +311,7 @@ impl Engine {
             return true;
         }
 
+        let mut rows_at = Vec::with_capacity(self.slots.len());
         for (k, slot) in self.slots.iter_mut().enumerate() {
             let Some(a) = slot.active.as_mut() else {
                 continue;
@@ -304,24 +321,38 @@ impl Engine {
             } else if a.logits_at.is_some() {
                 a.timings.eval_duration_ns += took;
             }
-            let Some(idx) = a.logits_at else { continue };
-            let Some(logits) = self.ctx.logits(idx) else {
-                fail(slot, ErrorKind::Internal, "llama.cpp returned no logits");
-                continue;
-            };
-            let lp = a.req.logprobs || a.req.top_logprobs > 0;
-            let Some(choice) = a
-                .sampler
-                .sample(logits, lp, a.req.top_logprobs.min(20) as usize)
-            else {
-                fail(
+            rows_at.extend(a.logits_at);
+        }
+        let Some(rows) = self.ctx.logits_rows_mut(&rows_at) else {
+            for slot in &mut self.slots {
+                if slot.active.as_ref().is_some_and(|a| a.logits_at.is_some()) {
+                    fail(slot, ErrorKind::Internal, "llama.cpp returned no logits");
+                }
+            }
+            return true;
+        };
+        // Rows were collected in slot order, so the k-th sampling slot gets the k-th row.
+        let mut work: Vec<(&mut Active, &mut [f32])> = self
+            .slots
+            .iter_mut()
+            .filter_map(|s| s.active.as_mut().filter(|a| a.logits_at.is_some()))
+            .zip(rows)
+            .collect();
+        let choices = sample_all(&mut work, self.sample_threads);
+        drop(work);
+        let sampled = self
+            .slots
+            .iter_mut()
+            .filter(|s| s.active.as_ref().is_some_and(|a| a.logits_at.is_some()));
+        for (slot, choice) in sampled.zip(choices) {
+            match choice {
+                Some(c) => on_token(&self.model, slot, c),
+                None => fail(
                     slot,
                     ErrorKind::Internal,
                     "no token could be sampled (all masked)",
-                );
-                continue;
-            };
-            on_token(&self.model, slot, choice);
+                ),
+            }
         }
         true
     }
@@ -337,6 +368,40 @@ impl Engine {
         self.ctx.seq_rm(seq, -1, -1);
         r
     }
+}
+
+/// Logits one sampling worker should scan per step at least (about 4 rows of a 128k vocabulary):
+/// below that, spawning the worker costs more than it saves.
+const SAMPLING_PER_WORKER: usize = 1 << 19;
+
+/// Sample every `(slot, row)` pair; the result is in the same order. With `threads` > 1 and a
+/// large step, the pairs are split over scoped threads (the engine thread takes the first
+/// share): each sampler owns its row and state, so the choices equal sequential sampling's.
+fn sample_all(work: &mut [(&mut Active, &mut [f32])], threads: usize) -> Vec<Option<Choice>> {
+    let elems: usize = work.iter().map(|(_, r)| r.len()).sum();
+    let workers = threads.min(work.len()).min(elems / SAMPLING_PER_WORKER);
+    if workers < 2 {
+        return work.iter_mut().map(one).collect();
+    }
+    let per = work.len().div_ceil(workers);
+    std::thread::scope(|s| {
+        let mut chunks = work.chunks_mut(per);
+        let first = chunks.next().unwrap_or_default();
+        let handles: Vec<_> = chunks
+            .map(|chunk| s.spawn(move || chunk.iter_mut().map(one).collect::<Vec<_>>()))
+            .collect();
+        let mut out: Vec<Option<Choice>> = first.iter_mut().map(one).collect();
+        for h in handles {
+            out.extend(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        }
+        out
+    })
+}
+
+fn one((a, row): &mut (&mut Active, &mut [f32])) -> Option<Choice> {
+    let lp = a.req.logprobs || a.req.top_logprobs > 0;
+    a.sampler
+        .sample(row, lp, a.req.top_logprobs.min(20) as usize)
 }
 
 /// Context shift: drop half of the tokens after `num_keep`. False when shifting is off or the
@@ -358,7 +423,7 @@ fn make_room(ctx: &mut Context, slot: &mut Slot) -> bool {
     true
 }
 
-fn on_token(model: &Model, slot: &mut Slot, choice: crate::sampling::Choice) {
+fn on_token(model: &Model, slot: &mut Slot, choice: Choice) {
     let Some(a) = slot.active.as_mut() else {
         return;
     };
@@ -427,5 +492,69 @@ fn fail(slot: &mut Slot, kind: ErrorKind, msg: &str) {
         let _ = a.out.send(CompletionChunk::Error {
             error: RunnerError::new(kind, msg),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sampling::NoMask;
+    use runner_protocol::Sampling;
+
+    fn active(seed: i64) -> Active {
+        let req = CompletionRequest {
+            sampling: Sampling {
+                temperature: 0.9,
+                seed,
+                repeat_penalty: 1.1,
+                ..Sampling::default()
+            },
+            logprobs: true,
+            top_logprobs: 3,
+            ..CompletionRequest::default()
+        };
+        Active {
+            out: tokio::sync::mpsc::unbounded_channel().0,
+            sampler: Sampler::new(&req.sampling, &[1, 2, 3], 64, Box::new(NoMask)),
+            req,
+            pending: Vec::new(),
+            next: None,
+            text: TextStream::new(&[]),
+            lp_held: Vec::new(),
+            limit: 100,
+            timings: Timings::default(),
+            logits_at: Some(0),
+        }
+    }
+
+    #[test]
+    fn parallel_sampling_chooses_what_sequential_sampling_chooses() {
+        let vocab = 150_000;
+        let slots = 8;
+        let rows: Vec<Vec<f32>> = (0..slots)
+            .map(|s| {
+                (0..vocab)
+                    .map(|i| ((i * 31 + s * 7) % 997) as f32 / 97.0)
+                    .collect()
+            })
+            .collect();
+        let run = |threads: usize| {
+            let mut act: Vec<Active> = (0..slots as i64).map(active).collect();
+            let mut all = Vec::new();
+            for _ in 0..4 {
+                let mut r = rows.clone();
+                let mut work: Vec<(&mut Active, &mut [f32])> = act
+                    .iter_mut()
+                    .zip(r.iter_mut().map(|r| r.as_mut_slice()))
+                    .collect();
+                all.push(sample_all(&mut work, threads));
+            }
+            all
+        };
+        // 8 rows of 150k: three workers at 4 threads.
+        assert!(slots * vocab / SAMPLING_PER_WORKER >= 2);
+        let (seq, par) = (run(1), run(4));
+        assert!(seq.iter().flatten().all(|c| c.is_some()));
+        assert_eq!(seq, par);
     }
 }

@@ -91,6 +91,10 @@ pub struct ModelParams {
     pub gpu_layers: i32,
     pub main_gpu: Option<u32>,
     pub mmap: bool,
+    /// Repack weights into the CPU's interleaved layouts (llama.cpp's extra buffer types; on by
+    /// default there). Faster on CPU, but a repacked matmul row's rounding depends on how many
+    /// rows share the batch (see numerics.rs).
+    pub repack: bool,
 }
 
 pub struct Model {
@@ -128,6 +132,7 @@ impl Model {
             } else {
                 sys::LLAMA_LOAD_MODE_NONE
             };
+            mp.use_extra_bufts = p.repack;
             mp.progress_callback = Some(progress_cb);
             mp.progress_callback_user_data =
                 &mut cb as *mut &mut dyn FnMut(f32) -> bool as *mut c_void;
@@ -396,12 +401,6 @@ impl Context {
         }
     }
 
-    /// Logits of the batch entry `i` (which must have been added with `logits = true`).
-    pub fn logits(&self, i: i32) -> Option<&[f32]> {
-        let p = unsafe { sys::llama_get_logits_ith(self.ptr.as_ptr(), i) };
-        (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p, self.n_vocab) })
-    }
-
     /// Per-token embedding of batch entry `i` (pooling none).
     pub fn embedding(&self, i: i32) -> Option<&[f32]> {
         let p = unsafe { sys::llama_get_embeddings_ith(self.ptr.as_ptr(), i) };
@@ -666,5 +665,43 @@ pub fn model_quantize(
         Ok(())
     } else {
         Err(())
+    }
+}
+
+// ---- Engine hot path (perf stream): logits rows written in place, and thread counts. --------
+
+impl Context {
+    /// Mutable logits rows of the batch entries `idx` (each added with `logits = true`), in the
+    /// order given, valid until the next `decode`. The sampler masks and penalises in place, so
+    /// no step copies a vocabulary-sized row. None if an entry has no logits or two entries share
+    /// a row (distinct rows are what makes the `&mut` slices disjoint).
+    pub fn logits_rows_mut(&mut self, idx: &[i32]) -> Option<Vec<&mut [f32]>> {
+        let mut ptrs = Vec::with_capacity(idx.len());
+        for &i in idx {
+            let p = unsafe { sys::llama_get_logits_ith(self.ptr.as_ptr(), i) };
+            if p.is_null() {
+                return None;
+            }
+            ptrs.push(p);
+        }
+        let mut starts: Vec<usize> = ptrs.iter().map(|&p| p as usize).collect();
+        starts.sort_unstable();
+        let row = self.n_vocab * std::mem::size_of::<f32>();
+        if starts.windows(2).any(|w| w[1] - w[0] < row) {
+            return None;
+        }
+        // SAFETY: each pointer is a row of n_vocab floats in the context's logits buffer (llama.cpp
+        // contract for llama_get_logits_ith), rows do not overlap (checked above), and the
+        // returned slices borrow `self` mutably, so no decode can rewrite the buffer meanwhile.
+        Some(
+            ptrs.into_iter()
+                .map(|p| unsafe { std::slice::from_raw_parts_mut(p, self.n_vocab) })
+                .collect(),
+        )
+    }
+
+    /// Threads llama.cpp uses for single-token (generation) batches.
+    pub fn n_threads(&self) -> usize {
+        unsafe { sys::llama_n_threads(self.ptr.as_ptr()) }.max(1) as usize
     }
 }

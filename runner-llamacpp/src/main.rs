@@ -14,9 +14,12 @@ mod engine;
 mod ffi;
 mod grammar;
 mod http;
+#[cfg(test)]
+mod numerics;
 mod plan;
 mod quantize;
 mod sampling;
+mod select;
 mod text;
 
 use clap::Parser;
@@ -64,6 +67,11 @@ struct Args {
     threads: u32,
     #[arg(long)]
     no_mmap: bool,
+    /// Keep weights in their file layout (llama-server's --no-repack) and prefill one prompt per
+    /// step: slower on CPU, but then a request's tokens do not depend on what else shares its
+    /// batch.
+    #[arg(long)]
+    no_repack: bool,
     #[arg(long)]
     embedding: bool,
     /// Unix socket to serve on (created 0600; a stale file is replaced).
@@ -254,7 +262,13 @@ fn load_and_run(args: &Args, state: &State, jobs: std::sync::mpsc::Receiver<engi
         Ok(loaded) => {
             let _ = state.loaded.set(loaded.0);
             state.health.send_replace(Health::Ready);
-            engine::Engine::new(loaded.1, args.parallel as usize, args.batch as usize).run(jobs);
+            engine::Engine::new(
+                loaded.1,
+                args.parallel as usize,
+                args.batch as usize,
+                args.no_repack,
+            )
+            .run(jobs);
         }
         Err(e) => {
             fail(state, e.kind, e.message.clone());
@@ -284,6 +298,7 @@ fn load(args: &Args, state: &State) -> Result<(Loaded, ffi::Context), RunnerErro
         gpu_layers: args.gpu_layers,
         main_gpu: args.main_gpu,
         mmap: !args.no_mmap,
+        repack: !args.no_repack,
     };
     let delay = Duration::from_millis(args.load_delay_ms);
     let mut delayed = false;

@@ -1,14 +1,19 @@
 //! Token selection for one request: mask → penalties → (greedy | llama.cpp chain), plus
 //! log-probabilities.
 //!
-//! The runner builds the candidate array from the logits itself, so a [`TokenMask`] (the grammar
-//! engine, later) and the repetition penalties act on the raw logits before any llama.cpp
-//! sampler sees them. The chain only `apply`s; this module calls `accept` exactly once per chosen
-//! token (llama_sampler_sample would accept internally — never mixed with this path).
+//! The sampler works in place on the context's logits row, so a [`TokenMask`] (the grammar
+//! engine) and the repetition penalties act on the raw logits before any llama.cpp sampler sees
+//! them, and no step copies the vocabulary. Cost per token: greedy is one argmax pass; with
+//! `top_k > 0` one selection pass keeps the k best and the chain (typical, top_p, min_p, temp,
+//! dist — Ollama's order) runs on those k; penalties touch only the recent tokens' logits. Only
+//! `top_k <= 0` with a temperature hands the chain every finite token. The chain only `apply`s;
+//! this module calls `accept` exactly once per chosen token (llama_sampler_sample would accept
+//! internally — never mixed with this path).
 
 use crate::ffi::{SamplerChain, Token, TokenData};
+use crate::select;
 use runner_protocol::Sampling;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 /// A constraint on the next token, applied to the logits before sampling.
 pub trait TokenMask: Send {
@@ -38,11 +43,14 @@ pub struct Sampler {
     p: Sampling,
     /// None → greedy (temperature <= 0).
     chain: Option<SamplerChain>,
+    /// The chain's top_k, taken by selection before the chain runs; 0 → no top-k.
+    k: usize,
     mask: Box<dyn TokenMask>,
     /// Last `repeat_last_n` tokens (prompt tail, then generated), oldest first.
     history: VecDeque<Token>,
+    /// How often each token occurs in `history` (kept in step with it; no zero entries).
+    counts: HashMap<Token, u32>,
     window: usize,
-    scratch: Vec<f32>,
     cands: Vec<TokenData>,
 }
 
@@ -56,6 +64,8 @@ impl Sampler {
         let chain = (p.temperature > 0.0).then(|| {
             let mut c = SamplerChain::new();
             if p.top_k > 0 {
+                // Idempotent on the k candidates `sample` hands over; kept so the chain alone
+                // means what Ollama's does.
                 c.top_k(p.top_k);
             }
             if p.typical_p > 0.0 && p.typical_p < 1.0 {
@@ -73,16 +83,20 @@ impl Sampler {
             c.dist(seed);
             c
         });
-        let start = prompt.len().saturating_sub(window);
-        Sampler {
+        let mut s = Sampler {
             p: p.clone(),
             chain,
+            k: p.top_k.max(0) as usize,
             mask,
-            history: prompt[start..].iter().copied().collect(),
+            history: VecDeque::with_capacity(window.min(4096)),
+            counts: HashMap::new(),
             window,
-            scratch: Vec::new(),
             cands: Vec::new(),
+        };
+        for &t in &prompt[prompt.len().saturating_sub(window)..] {
+            s.remember(t);
         }
+        s
     }
 
     fn penalties_active(&self) -> bool {
@@ -92,34 +106,56 @@ impl Sampler {
                 || self.p.presence_penalty != 0.0)
     }
 
-    /// Choose the next token from `logits`. `top_logprobs` > 0 or `logprobs` fills `Choice`.
+    /// Push `t` into the penalty window, dropping the oldest token when it is full.
+    fn remember(&mut self, t: Token) {
+        if self.window == 0 {
+            return;
+        }
+        if self.history.len() == self.window {
+            if let Some(old) = self.history.pop_front() {
+                if let Some(c) = self.counts.get_mut(&old) {
+                    *c -= 1;
+                    if *c == 0 {
+                        self.counts.remove(&old);
+                    }
+                }
+            }
+        }
+        self.history.push_back(t);
+        *self.counts.entry(t).or_default() += 1;
+    }
+
+    /// Choose the next token from `logits` (this step's row; the mask and penalties are written
+    /// into it). `logprobs` or `top_logprobs` > 0 fills `Choice`.
     pub fn sample(
         &mut self,
-        logits: &[f32],
+        logits: &mut [f32],
         logprobs: bool,
         top_logprobs: usize,
     ) -> Option<Choice> {
-        self.scratch.clear();
-        self.scratch.extend_from_slice(logits);
-        self.mask.apply(&mut self.scratch);
+        self.mask.apply(logits);
         if self.penalties_active() {
-            apply_penalties(&mut self.scratch, &self.history, &self.p);
+            apply_penalties(logits, &self.counts, &self.p);
         }
         let token = match &mut self.chain {
-            None => argmax(&self.scratch)?,
+            None => select::argmax(logits)?,
             Some(chain) => {
-                self.cands.clear();
-                self.cands.extend(
-                    self.scratch
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, l)| l.is_finite())
-                        .map(|(i, &l)| TokenData {
-                            id: i as Token,
-                            logit: l,
-                            p: 0.0,
-                        }),
-                );
+                if self.k > 0 {
+                    select::top_k(logits, self.k, &mut self.cands);
+                } else {
+                    self.cands.clear();
+                    self.cands.extend(
+                        logits
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, l)| l.is_finite())
+                            .map(|(i, &l)| TokenData {
+                                id: i as Token,
+                                logit: l,
+                                p: 0.0,
+                            }),
+                    );
+                }
                 if self.cands.is_empty() {
                     return None;
                 }
@@ -129,14 +165,9 @@ impl Sampler {
             }
         };
         self.mask.commit(token);
-        if self.window > 0 {
-            if self.history.len() == self.window {
-                self.history.pop_front();
-            }
-            self.history.push_back(token);
-        }
+        self.remember(token);
         let (logprob, top) = if logprobs || top_logprobs > 0 {
-            log_probs(&self.scratch, token, top_logprobs)
+            select::log_probs(logits, token, top_logprobs, &mut self.cands)
         } else {
             (None, Vec::new())
         };
@@ -149,13 +180,10 @@ impl Sampler {
 }
 
 /// llama.cpp's penalty semantics: repeat penalty divides positive logits and multiplies negative
-/// ones; frequency subtracts count × f; presence subtracts p once per seen token.
-fn apply_penalties(logits: &mut [f32], history: &VecDeque<Token>, p: &Sampling) {
-    let mut counts: std::collections::HashMap<Token, u32> = std::collections::HashMap::new();
-    for &t in history {
-        *counts.entry(t).or_default() += 1;
-    }
-    for (t, c) in counts {
+/// ones; frequency subtracts count × f; presence subtracts p once per seen token. Only the
+/// logits of tokens in `counts` are touched.
+fn apply_penalties(logits: &mut [f32], counts: &HashMap<Token, u32>, p: &Sampling) {
+    for (&t, &c) in counts {
         let Some(l) = logits.get_mut(t as usize) else {
             continue;
         };
@@ -173,49 +201,99 @@ fn apply_penalties(logits: &mut [f32], history: &VecDeque<Token>, p: &Sampling) 
     }
 }
 
-/// Index of the largest finite logit; ties go to the lowest id (deterministic).
-fn argmax(logits: &[f32]) -> Option<Token> {
-    let mut best: Option<(usize, f32)> = None;
-    for (i, &l) in logits.iter().enumerate() {
-        if l.is_finite() && best.is_none_or(|(_, b)| l > b) {
-            best = Some((i, l));
+/// Timing of `Sampler::sample` at real vocabulary sizes. Run in release:
+/// `cargo test --release -p runner-llamacpp --bins sample_timing -- --ignored --nocapture`.
+#[cfg(test)]
+mod timing {
+    use super::*;
+    use std::time::Instant;
+
+    /// Gaussian-ish logits (sum of uniforms), fixed by `seed`.
+    fn logits(n: usize, seed: u64) -> Vec<f32> {
+        let mut x = seed.wrapping_add(0x9E3779B97F4A7C15);
+        let mut u = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 40) as f32 / (1u64 << 24) as f32
+        };
+        (0..n)
+            .map(|_| (u() + u() + u() + u() - 2.0) * 4.0)
+            .collect()
+    }
+
+    #[test]
+    #[ignore = "timing report, not a check; run in release"]
+    fn sample_timing() {
+        let base = Sampling::default();
+        let cases: Vec<(&str, Sampling)> = vec![
+            (
+                "greedy, no penalty",
+                Sampling {
+                    temperature: 0.0,
+                    repeat_penalty: 1.0,
+                    ..base.clone()
+                },
+            ),
+            (
+                "greedy, repeat 1.1/64",
+                Sampling {
+                    temperature: 0.0,
+                    repeat_penalty: 1.1,
+                    repeat_last_n: 64,
+                    ..base.clone()
+                },
+            ),
+            (
+                "t0.8 k40 p0.95 minp0.05",
+                Sampling {
+                    temperature: 0.8,
+                    top_k: 40,
+                    top_p: 0.95,
+                    min_p: 0.05,
+                    seed: 1,
+                    ..base.clone()
+                },
+            ),
+            (
+                "t0.8 k0 p0.9 (full vocab)",
+                Sampling {
+                    temperature: 0.8,
+                    top_k: 0,
+                    top_p: 0.9,
+                    seed: 1,
+                    ..base.clone()
+                },
+            ),
+        ];
+        let prompt: Vec<Token> = (0..64).map(|i| i * 997).collect();
+        for vocab in [128_256usize, 262_144] {
+            let rows: Vec<Vec<f32>> = (0..8).map(|s| logits(vocab, s)).collect();
+            let mut buf = rows[0].clone();
+            for (name, p) in &cases {
+                let mut s = Sampler::new(p, &prompt, 4096, Box::new(NoMask));
+                // Median and best of 300 (after 20 warm-up draws): on a shared machine the
+                // mean mostly measures preemption.
+                let mut ns: Vec<u128> = Vec::new();
+                for i in 0..320 {
+                    buf.copy_from_slice(&rows[i % rows.len()]);
+                    let t = Instant::now();
+                    let c = s.sample(&mut buf, false, 0);
+                    let dt = t.elapsed().as_nanos();
+                    assert!(c.is_some());
+                    if i >= 20 {
+                        ns.push(dt);
+                    }
+                }
+                ns.sort_unstable();
+                println!(
+                    "vocab {vocab:>7} {name:<28} median {:>8.1} us, best {:>8.1} us",
+                    ns[ns.len() / 2] as f64 / 1000.0,
+                    ns[0] as f64 / 1000.0
+                );
+            }
         }
     }
-    best.map(|(i, _)| i as Token)
-}
-
-/// Log-softmax of `token` and the `top` most likely tokens, over the masked, penalised logits.
-fn log_probs(logits: &[f32], token: Token, top: usize) -> (Option<f32>, Vec<(Token, f32)>) {
-    let max = logits
-        .iter()
-        .copied()
-        .filter(|l| l.is_finite())
-        .fold(f32::NEG_INFINITY, f32::max);
-    if !max.is_finite() {
-        return (None, Vec::new());
-    }
-    let sum: f64 = logits
-        .iter()
-        .filter(|l| l.is_finite())
-        .map(|&l| ((l - max) as f64).exp())
-        .sum();
-    let lse = max + sum.ln() as f32;
-    let lp = logits.get(token as usize).map(|&l| l - lse);
-    let mut idx: Vec<usize> = (0..logits.len())
-        .filter(|&i| logits[i].is_finite())
-        .collect();
-    let n = top.min(idx.len());
-    if n > 0 && n < idx.len() {
-        idx.select_nth_unstable_by(n - 1, |&a, &b| logits[b].total_cmp(&logits[a]));
-    }
-    idx.truncate(n);
-    idx.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]).then(a.cmp(&b)));
-    (
-        lp,
-        idx.into_iter()
-            .map(|i| (i as Token, logits[i] - lse))
-            .collect(),
-    )
 }
 
 #[cfg(test)]
@@ -253,9 +331,9 @@ mod tests {
     fn greedy_takes_argmax_and_the_mask_is_honoured() {
         let logits = [0.0, 5.0, 4.0, 1.0];
         let mut s = Sampler::new(&params(0.0, 0), &[], 16, Box::new(NoMask));
-        assert_eq!(s.sample(&logits, false, 0).unwrap().token, 1);
+        assert_eq!(s.sample(&mut logits.clone(), false, 0).unwrap().token, 1);
         let mut s = Sampler::new(&params(0.0, 0), &[], 16, forbid(vec![1]));
-        assert_eq!(s.sample(&logits, false, 0).unwrap().token, 2);
+        assert_eq!(s.sample(&mut logits.clone(), false, 0).unwrap().token, 2);
     }
 
     #[test]
@@ -264,7 +342,7 @@ mod tests {
         let logits = [10.0, 1.0, 1.0, 1.0];
         for seed in 0..200 {
             let mut s = Sampler::new(&params(1.5, seed), &[], 16, forbid(vec![0]));
-            let c = s.sample(&logits, false, 0).unwrap();
+            let c = s.sample(&mut logits.clone(), false, 0).unwrap();
             assert_ne!(c.token, 0, "seed {seed}");
         }
     }
@@ -275,7 +353,7 @@ mod tests {
         let draw = |seed| {
             let mut s = Sampler::new(&params(1.0, seed), &[], 16, Box::new(NoMask));
             (0..20)
-                .map(|_| s.sample(&logits, false, 0).unwrap().token)
+                .map(|_| s.sample(&mut logits.clone(), false, 0).unwrap().token)
                 .collect::<Vec<_>>()
         };
         assert_eq!(draw(42), draw(42));
@@ -290,7 +368,7 @@ mod tests {
             let mask = Box::new(Forbid(vec![1], seen.clone()));
             let mut s = Sampler::new(&params(temperature, 7), &[], 16, mask);
             let got: Vec<Token> = (0..3)
-                .map(|_| s.sample(&logits, false, 0).unwrap().token)
+                .map(|_| s.sample(&mut logits.clone(), false, 0).unwrap().token)
                 .collect();
             assert_eq!(*seen.lock().unwrap(), got, "temperature {temperature}");
         }
@@ -303,7 +381,7 @@ mod tests {
         p.repeat_penalty = 1.5;
         p.repeat_last_n = 4;
         let mut s = Sampler::new(&p, &[1], 16, Box::new(NoMask));
-        assert_eq!(s.sample(&logits, false, 0).unwrap().token, 2);
+        assert_eq!(s.sample(&mut logits.clone(), false, 0).unwrap().token, 2);
         // Frequency and presence penalties subtract.
         let mut logits = [0.0, 2.0, 1.0];
         let p = Sampling {
@@ -311,17 +389,77 @@ mod tests {
             presence_penalty: 0.25,
             ..params(0.0, 0)
         };
-        apply_penalties(&mut logits, &[1, 1].into_iter().collect(), &p);
+        apply_penalties(&mut logits, &[(1, 2)].into_iter().collect(), &p);
         assert_eq!(logits, [0.0, 2.0 - 1.0 - 0.25, 1.0]);
     }
 
     #[test]
-    fn logprobs_are_a_log_softmax_with_sorted_top() {
+    fn the_penalty_window_counts_what_it_holds() {
+        let p = Sampling {
+            repeat_last_n: 3,
+            repeat_penalty: 1.1,
+            ..params(0.0, 0)
+        };
+        let mut s = Sampler::new(&p, &[5, 5, 6, 7], 16, Box::new(NoMask));
+        let mut want: Vec<Token> = vec![5, 6, 7];
+        for next in [1usize, 1, 1, 5, 0, 2] {
+            let mut logits = vec![0.0f32; 8];
+            logits[next] = 9.0;
+            let t = s.sample(&mut logits, false, 0).unwrap().token;
+            assert_eq!(t, next as Token);
+            want.push(t);
+            want.remove(0);
+            let mut recount: HashMap<Token, u32> = HashMap::new();
+            for &w in &want {
+                *recount.entry(w).or_default() += 1;
+            }
+            assert_eq!(s.history.iter().copied().collect::<Vec<_>>(), want);
+            assert_eq!(s.counts, recount);
+        }
+    }
+
+    /// The fast path (top-k selection, then the chain on k entries) must draw exactly what the
+    /// same chain draws from the whole vocabulary, seed for seed.
+    #[test]
+    fn top_k_selection_draws_what_the_full_chain_draws() {
+        // Distinct logits (7919 permutes 0..3001, a prime): llama.cpp's top_k orders exact ties
+        // arbitrarily, so only tie-free rows have one right answer.
+        let n = 3000;
+        let logits: Vec<f32> = (0..n)
+            .map(|i| ((i * 7919 % 3001) as f32 / 300.0) - 5.0)
+            .collect();
+        for (top_k, top_p, min_p, typical_p) in [
+            (40, 0.9, 0.0, 1.0),
+            (5, 1.0, 0.05, 1.0),
+            (100, 0.95, 0.05, 0.8),
+        ] {
+            let p = Sampling {
+                top_k,
+                top_p,
+                min_p,
+                typical_p,
+                ..params(0.9, 11)
+            };
+            let mut fast = Sampler::new(&p, &[], 16, Box::new(NoMask));
+            let mut full = Sampler::new(&p, &[], 16, Box::new(NoMask));
+            // Force the reference through the full candidate array.
+            full.k = 0;
+            for step in 0..50 {
+                let a = fast.sample(&mut logits.clone(), false, 0).unwrap().token;
+                let b = full.sample(&mut logits.clone(), false, 0).unwrap().token;
+                assert_eq!(a, b, "top_k {top_k} step {step}");
+            }
+        }
+    }
+
+    #[test]
+    fn logprobs_come_from_the_masked_row() {
         let logits = [1.0f32, 3.0, 2.0];
-        let (lp, top) = log_probs(&logits, 1, 2);
-        let z: f32 = logits.iter().map(|l| l.exp()).sum();
-        assert!((lp.unwrap() - (3.0f32.exp() / z).ln()).abs() < 1e-5);
-        assert_eq!(top.iter().map(|t| t.0).collect::<Vec<_>>(), vec![1, 2]);
-        assert!(top[0].1 > top[1].1);
+        let mut s = Sampler::new(&params(0.0, 0), &[], 16, forbid(vec![1]));
+        let c = s.sample(&mut logits.clone(), true, 2).unwrap();
+        assert_eq!(c.token, 2);
+        let z: f32 = [1.0f32, 2.0].iter().map(|l| l.exp()).sum();
+        assert!((c.logprob.unwrap() - (2.0f32.exp() / z).ln()).abs() < 1e-5);
+        assert_eq!(c.top.iter().map(|t| t.0).collect::<Vec<_>>(), vec![2, 0]);
     }
 }

@@ -7,8 +7,10 @@ same model, same threads, same slots. Measures, from the client's wall clock:
 
 at 1 and 4 concurrent streams, prompt caching off on both sides. Each rate is given per wall
 second and per CPU second of the engine process (utime + stime from /proc): on a shared machine
-the CPU-second rate is the steadier comparison. Prints a table and the ratios runner /
-llama-server (> 1 means the runner is faster). One run each; one small warm-up request per engine.
+the CPU-second rate is the steadier comparison. Both engines stay loaded and every measurement
+runs the runner, then llama-server, back to back. Prints a table per round and the ratios
+runner / llama-server (> 1 means the runner is faster); with --rounds N also the median ratio.
+One small warm-up request per engine.
 """
 
 import argparse
@@ -155,6 +157,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--prompt-tokens", type=int, default=512)
     ap.add_argument("--decode-tokens", type=int, default=128)
+    ap.add_argument("--rounds", type=int, default=1)
     a = ap.parse_args()
     ctx = max(1024, a.prompt_tokens + a.decode_tokens + 64)
 
@@ -167,29 +170,40 @@ def main():
     prompts_short = [r.tokens(s) for s in shorts]
     r.stop()
 
-    rows = {}
-    for cls, exe in ((Runner, a.runner), (Server, a.server)):
-        eng = cls(exe, a.model, a.threads, 4, ctx)
-        try:
+    # Both engines stay loaded (an idle engine uses no CPU) and each measurement alternates
+    # runner, llama-server within a round, so load changes on a shared machine hit both alike.
+    engines = [Runner(a.runner, a.model, a.threads, 4, ctx), Server(a.server, a.model, a.threads, 4, ctx)]
+    ratios = {}
+    try:
+        for eng in engines:
             eng.complete(prompts_short[0], 4)  # warm-up
+        for rnd in range(1, a.rounds + 1):
+            rows = {}
             for streams in (1, 4):
-                p, _, t, c = concurrent(eng, prompts_long[:streams], 1)
-                rows[(cls.name, "prefill", streams)] = (p / t, p / c)
-                _, g, t2, c2 = concurrent(eng, prompts_short[:streams], a.decode_tokens)
-                rows[(cls.name, "decode", streams)] = (g / t2, g / c2)
-                print(f"{cls.name:13s} streams={streams}: prefill {p} tok in {t:.2f} s ({c:.2f} CPU s), "
-                      f"decode {g} tok in {t2:.2f} s ({c2:.2f} CPU s)", file=sys.stderr)
-        finally:
+                for eng in engines:
+                    p, _, t, c = concurrent(eng, prompts_long[:streams], 1)
+                    rows[(eng.name, "prefill", streams)] = (p / t, p / c)
+                for eng in engines:
+                    _, g, t2, c2 = concurrent(eng, prompts_short[:streams], a.decode_tokens)
+                    rows[(eng.name, "decode", streams)] = (g / t2, g / c2)
+            print(f"\nround {rnd}: gemma-3-270m Q4_K_M, CPU, threads={a.threads}, prompt {a.prompt_tokens} tok, "
+                  f"decode {a.decode_tokens} tok; tok/s per wall second | per CPU second")
+            print(f"{'metric':12s} {'runner':>17s} {'llama-server':>17s} {'ratio wall':>11s} {'ratio CPU':>10s}")
+            for kind in ("prefill", "decode"):
+                for streams in (1, 4):
+                    (xw, xc), (yw, yc) = rows[("runner", kind, streams)], rows[("llama-server", kind, streams)]
+                    ratios.setdefault((kind, streams), []).append(xc / yc)
+                    print(f"{kind + ' x' + str(streams):12s} {xw:8.1f} | {xc:6.1f} {yw:8.1f} | {yc:6.1f} "
+                          f"{xw / yw:11.2f} {xc / yc:10.2f}", flush=True)
+    finally:
+        for eng in engines:
             eng.stop()
+    if a.rounds > 1:
+        print(f"\nCPU-second ratio runner / llama-server over {a.rounds} rounds (median; all rounds)")
+        for (kind, streams), v in ratios.items():
+            med = sorted(v)[len(v) // 2] if len(v) % 2 else sum(sorted(v)[len(v) // 2 - 1:len(v) // 2 + 1]) / 2
+            print(f"{kind + ' x' + str(streams):12s} {med:6.2f}   " + " ".join(f"{x:.2f}" for x in v))
 
-    print(f"\ngemma-3-270m Q4_K_M, CPU, threads={a.threads}, prompt {a.prompt_tokens} tok, "
-          f"decode {a.decode_tokens} tok, one run; tok/s per wall second | per CPU second")
-    print(f"{'metric':12s} {'runner':>17s} {'llama-server':>17s} {'ratio wall':>11s} {'ratio CPU':>10s}")
-    for kind in ("prefill", "decode"):
-        for streams in (1, 4):
-            (xw, xc), (yw, yc) = rows[("runner", kind, streams)], rows[("llama-server", kind, streams)]
-            print(f"{kind + ' x' + str(streams):12s} {xw:8.1f} | {xc:6.1f} {yw:8.1f} | {yc:6.1f} "
-                  f"{xw / yw:11.2f} {xc / yc:10.2f}")
 
 if __name__ == "__main__":
     main()

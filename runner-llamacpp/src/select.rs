@@ -1,0 +1,238 @@
+//! Vocabulary-sized scans for the sampler, written so that no step builds or sorts an array of
+//! the whole vocabulary: argmax, the k largest logits, and log-softmax with its top entries.
+//!
+//! Every function here skips non-finite logits (a mask forbids a token with `-inf`), and every
+//! tie between equal logits goes to the lower token id, so results never depend on scan order.
+
+use crate::ffi::{Token, TokenData};
+
+/// Lanes of the max scans: wide enough for the compiler to keep them in vector registers.
+const LANES: usize = 16;
+
+/// Block `top_k` rejects with one max scan: long enough to amortize folding the lanes, short
+/// enough that few blocks (about 256 k / V of them) need the scalar look.
+const BLOCK: usize = 256;
+
+/// Largest value of `xs`, ignoring NaN; -inf when empty. Lane-wise, so it vectorizes.
+fn max_of(xs: &[f32]) -> f32 {
+    let mut lanes = [f32::NEG_INFINITY; LANES];
+    let chunks = xs.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for (m, &x) in lanes.iter_mut().zip(c) {
+            // `x > m` is false for NaN, so NaN never enters.
+            *m = if x > *m { x } else { *m };
+        }
+    }
+    lanes
+        .iter()
+        .chain(rest)
+        .fold(f32::NEG_INFINITY, |m, &x| if x > m { x } else { m })
+}
+
+/// Index of the largest finite logit; ties go to the lowest id.
+pub fn argmax(logits: &[f32]) -> Option<Token> {
+    let max = max_of(logits);
+    if max == f32::INFINITY {
+        // +inf is not a usable logit: the slow scan below skips it.
+        return argmax_finite(logits);
+    }
+    if max == f32::NEG_INFINITY {
+        return None;
+    }
+    logits.iter().position(|&l| l == max).map(|i| i as Token)
+}
+
+fn argmax_finite(logits: &[f32]) -> Option<Token> {
+    let mut best = f32::NEG_INFINITY;
+    let mut at = None;
+    for (i, &l) in logits.iter().enumerate() {
+        // `>` keeps the first of equal values; -inf and NaN never pass (NaN compares false).
+        if l > best && l.is_finite() {
+            best = l;
+            at = Some(i);
+        }
+    }
+    at.map(|i| i as Token)
+}
+
+/// Orders candidates best first: higher logit, then lower id.
+fn better(a: &TokenData, b: &TokenData) -> std::cmp::Ordering {
+    b.logit.total_cmp(&a.logit).then(a.id.cmp(&b.id))
+}
+
+/// The `k` largest finite logits, best first (ties: lower id first), into `out` (cleared).
+///
+/// One pass over the vocabulary with a buffer of at most 2k entries: an entry is kept only when
+/// it beats the current k-th best, and the buffer is cut back to k when it fills, so the cost is
+/// O(V) compares plus O(k log k) per cut.
+pub fn top_k(logits: &[f32], k: usize, out: &mut Vec<TokenData>) {
+    out.clear();
+    if k == 0 {
+        return;
+    }
+    let cap = 2 * k.max(16);
+    // The k-th best logit once k entries have been seen; entries not above it cannot enter
+    // (an equal logit has a higher id than the one it ties, so it loses the tie).
+    let mut floor = f32::NEG_INFINITY;
+    for (ci, block) in logits.chunks(BLOCK).enumerate() {
+        // Most blocks hold nothing above the floor once k entries are in: one vector max
+        // rejects the whole block.
+        if max_of(block) <= floor {
+            continue;
+        }
+        for (j, &l) in block.iter().enumerate() {
+            if l > floor && l.is_finite() {
+                out.push(TokenData {
+                    id: (ci * BLOCK + j) as Token,
+                    logit: l,
+                    p: 0.0,
+                });
+                if out.len() == cap {
+                    cut(out, k);
+                    floor = out[k - 1].logit;
+                }
+            }
+        }
+    }
+    cut(out, k);
+}
+
+/// Keep the best `k` of `v`, sorted best first.
+fn cut(v: &mut Vec<TokenData>, k: usize) {
+    if v.len() > k {
+        v.select_nth_unstable_by(k - 1, better);
+        v.truncate(k);
+    }
+    v.sort_unstable_by(better);
+}
+
+/// Log-softmax over the finite logits: the log-probability of `token` and the `n` most likely
+/// tokens with theirs, best first. `scratch` is reused between calls.
+pub fn log_probs(
+    logits: &[f32],
+    token: Token,
+    n: usize,
+    scratch: &mut Vec<TokenData>,
+) -> (Option<f32>, Vec<(Token, f32)>) {
+    let max = logits
+        .iter()
+        .copied()
+        .filter(|l| l.is_finite())
+        .fold(f32::NEG_INFINITY, f32::max);
+    if !max.is_finite() {
+        return (None, Vec::new());
+    }
+    let sum: f64 = logits
+        .iter()
+        .filter(|l| l.is_finite())
+        .map(|&l| ((l - max) as f64).exp())
+        .sum();
+    let lse = max + sum.ln() as f32;
+    let lp = logits.get(token as usize).map(|&l| l - lse);
+    top_k(logits, n, scratch);
+    (lp, scratch.iter().map(|c| (c.id, c.logit - lse)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reference: sort every finite entry (the array this module exists to avoid).
+    fn sorted_ref(logits: &[f32], k: usize) -> Vec<(Token, f32)> {
+        let mut v: Vec<(Token, f32)> = logits
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.is_finite())
+            .map(|(i, &l)| (i as Token, l))
+            .collect();
+        v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        v.truncate(k);
+        v
+    }
+
+    /// Deterministic pseudo-random logits with many exact ties (values on a coarse grid).
+    fn logits(n: usize, seed: u64, grid: f32) -> Vec<f32> {
+        let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+        (0..n)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let u = (x >> 40) as f32 / (1u64 << 24) as f32;
+                (u * 20.0 / grid).round() * grid - 10.0
+            })
+            .collect()
+    }
+
+    #[test]
+    fn argmax_skips_masked_and_prefers_the_lowest_id_on_ties() {
+        let cases: &[(&[f32], Option<Token>)] = &[
+            (&[], None),
+            (&[f32::NEG_INFINITY, f32::NEG_INFINITY], None),
+            (&[0.0, 5.0, 4.0], Some(1)),
+            (&[3.0, 5.0, 5.0], Some(1)),
+            (&[f32::NEG_INFINITY, -7.0], Some(1)),
+            (&[f32::NAN, -1.0, f32::INFINITY], Some(1)),
+            (&[f32::INFINITY, f32::NAN], None),
+        ];
+        for (l, want) in cases {
+            assert_eq!(argmax(l), *want, "{l:?}");
+        }
+    }
+
+    #[test]
+    fn argmax_agrees_with_a_scalar_scan_on_long_rows() {
+        for seed in 0..8u64 {
+            let n = 1000 + seed as usize * 37;
+            let mut l = logits(n, seed, 0.5);
+            if seed % 2 == 0 {
+                l[17] = f32::NAN;
+                l[n / 2] = f32::INFINITY;
+            }
+            if seed % 3 == 0 {
+                l.iter_mut()
+                    .take(n - 3)
+                    .for_each(|x| *x = f32::NEG_INFINITY);
+            }
+            assert_eq!(argmax(&l), argmax_finite(&l), "seed {seed}");
+        }
+    }
+
+    #[test]
+    fn top_k_matches_a_full_sort_including_ties_and_masks() {
+        let mut out = Vec::new();
+        for (n, grid) in [(10, 0.001), (1000, 1.0), (5000, 0.5), (70_000, 0.01)] {
+            for seed in 0..4 {
+                let mut l = logits(n, seed, grid);
+                // Mask a stretch, as a grammar would.
+                for x in l.iter_mut().skip(n / 3).take(n / 4) {
+                    *x = f32::NEG_INFINITY;
+                }
+                l[n / 2] = f32::NAN;
+                l[n - 1] = f32::INFINITY;
+                for k in [1, 2, 40, 100, n, n + 5] {
+                    top_k(&l, k, &mut out);
+                    let got: Vec<(Token, f32)> = out.iter().map(|c| (c.id, c.logit)).collect();
+                    assert_eq!(got, sorted_ref(&l, k), "n {n} seed {seed} k {k}");
+                }
+            }
+        }
+        top_k(&[1.0, 2.0], 0, &mut out);
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn log_probs_are_a_log_softmax_with_sorted_top() {
+        let l = [1.0f32, 3.0, f32::NEG_INFINITY, 2.0];
+        let (lp, top) = log_probs(&l, 1, 2, &mut Vec::new());
+        let z: f32 = [1.0f32, 3.0, 2.0].iter().map(|x| x.exp()).sum();
+        assert!((lp.unwrap() - (3.0f32.exp() / z).ln()).abs() < 1e-5);
+        assert_eq!(top.iter().map(|t| t.0).collect::<Vec<_>>(), vec![1, 3]);
+        assert!((top[1].1 - (2.0f32.exp() / z).ln()).abs() < 1e-5);
+        assert_eq!(
+            log_probs(&[f32::NEG_INFINITY], 0, 3, &mut Vec::new()),
+            (None, vec![])
+        );
+    }
+}
