@@ -91,30 +91,12 @@ const QWEN_BOUNDARY: u64 = 10;
 /// What the fake writes when the prompt already holds the thinking (two-pass pass two).
 const PASS_TWO: &[&str] = &["{\"answer\":", " 7}"];
 
-const HARMONY_STREAM: &[&str] = &[
-    "<|channel|>",
-    "analysis",
-    "<|message|>",
-    "Need",
-    " the weather",
-    " first.",
-    "<|end|>",
-    "<|start|>",
-    "assistant",
-    "<|channel|>",
-    "commentary to=functions.get_weather",
-    " <|constrain|>json",
-    "<|message|>",
-    "{\"city\":",
-    " \"Paris\"}",
-    "<|call|>",
-    "<|start|>assistant",
-    "<|channel|>final",
-    "<|message|>",
-    "{\"answer\":",
-    " \"sunny\"}",
-    "<|return|>",
-];
+/// Chunks separated by `~`: analysis, a tool call (commentary), then the final message.
+const HARMONY_STREAM: &str =
+    "<|channel|>~analysis~<|message|>~Need~ the weather~ first.~<|end|>~<|start|>~\
+    assistant~<|channel|>~commentary to=functions.get_weather~ <|constrain|>json~\
+    <|message|>~{\"city\":~ \"Paris\"}~<|call|>~<|start|>assistant~<|channel|>final~\
+    <|message|>~{\"answer\":~ \"sunny\"}~<|return|>";
 
 fn schema() -> Value {
     json!({"type": "object", "properties": {"answer": {}}, "required": ["answer"]})
@@ -365,7 +347,7 @@ async fn harmony_tool_call_before_the_final_message() {
             two_pass,
             "oss",
             HARMONY,
-            HARMONY_STREAM,
+            &HARMONY_STREAM.split('~').collect::<Vec<_>>(),
             Some((
                 "<|channel|>final<|message|>",
                 &["{\"answer\":", " \"rainy\"}"],
