@@ -134,7 +134,7 @@ async fn generate(engine: Engine, job: GenerateJob) -> Result<ChunkStream<Genera
     let req = &job.request;
     let model = engine.prepare(job.model.clone()).await?;
     let has_context = req.context.as_ref().is_some_and(|c| !c.is_empty());
-    let think = convert::think(job.think.clone());
+    let think = convert::think(job.think);
     let template: Arc<Template> = if req.template.is_empty() {
         model.template.clone()
     } else {
@@ -312,7 +312,7 @@ async fn chat(engine: Engine, job: ChatJob) -> Result<ChunkStream<ChatResponse>>
         .iter()
         .map(serde_json::to_value)
         .collect::<std::result::Result<_, _>>()?;
-    let think = convert::think(job.think.clone());
+    let think = convert::think(job.think);
     let render = {
         let (model, tools, think) = (model.clone(), tools.clone(), think.clone());
         move |messages: Vec<prompt::Message>| {

@@ -217,7 +217,7 @@ async fn drive(plan: Plan, tx: &Tx) -> Result<()> {
                 Event::Done {
                     parsed,
                     reason,
-                    metrics: summed.clone(),
+                    metrics: summed,
                     transcript,
                 }
             }
