@@ -179,11 +179,15 @@ pub async fn resolve_model(
         }
         let view = ModelView::load(&store, &entry)?;
         // A model layer that is not GGUF (the fake runner's scripts) has no metadata; the runner
-        // refuses what it cannot do.
+        // refuses what it cannot do; its TEMPLATE may still add tools or thinking.
         let gguf = view.gguf(false).ok().flatten();
         let mut capabilities = view.capabilities(gguf.as_ref());
-        if gguf.is_none() && capabilities.is_empty() {
-            capabilities.push("completion".to_owned());
+        if gguf.is_none()
+            && !capabilities
+                .iter()
+                .any(|c| c == "completion" || c == "embedding")
+        {
+            capabilities.insert(0, "completion".to_owned());
         }
         let model = Arc::new(ResolvedModel {
             name: entry.name,

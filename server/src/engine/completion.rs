@@ -2,7 +2,7 @@
 //! Ollama's metrics (integer nanoseconds; `total_duration` since the request arrived,
 //! `load_duration` = scheduling + load). A runner failure ends the stream with `Err`; nothing
 //! follows it. Dropping the stream drops the runner connection (and the lease it owns), which
-//! cancels the generation.
+//! cancels the generation. [`events`] runs steps through the response's output parser.
 
 use std::time::{Duration, Instant};
 
@@ -12,6 +12,7 @@ use runner_protocol::{CompletionChunk, DoneReason, TokenLogprob};
 use crate::api::convert::metrics;
 use crate::api::types::Metrics;
 use crate::error::{Error, Result};
+use crate::prompt::parsers::{Parsed, Parser};
 use crate::runner::CompletionStream;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -46,5 +47,51 @@ pub fn steps(
             // The client already turns error chunks into `Err`; this keeps the mapping total.
             CompletionChunk::Error { error } => Err(Error::Runner(error)),
         })
+    })
+}
+
+/// A completion after the output parser: what the client sees, before the wire shape.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// Never empty: chunks the parser has nothing for yet (a possible tag held back) and that
+    /// carry no logprobs are not events.
+    Text {
+        parsed: Parsed,
+        logprobs: Vec<TokenLogprob>,
+    },
+    Done {
+        /// What the parser held back until the end.
+        parsed: Parsed,
+        reason: DoneReason,
+        metrics: Metrics,
+        /// The prompt of the generation that finished, followed by its output (generate's
+        /// `context`).
+        transcript: String,
+    },
+}
+
+/// Runs `steps` through `parser`. `prompt` starts the transcript.
+pub fn events(
+    steps: impl Stream<Item = Result<Step>> + Send,
+    mut parser: Box<dyn Parser>,
+    prompt: String,
+) -> impl Stream<Item = Result<Event>> + Send {
+    let mut transcript = prompt;
+    steps.filter_map(move |item| {
+        let event = item.map(|step| match step {
+            Step::Text { content, logprobs } => {
+                transcript.push_str(&content);
+                let parsed = parser.add(&content, false);
+                (!parsed.is_empty() || !logprobs.is_empty())
+                    .then_some(Event::Text { parsed, logprobs })
+            }
+            Step::Done { reason, metrics } => Some(Event::Done {
+                parsed: parser.add("", true),
+                reason,
+                metrics,
+                transcript: std::mem::take(&mut transcript),
+            }),
+        });
+        std::future::ready(event.transpose())
     })
 }

@@ -11,24 +11,22 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures_util::future::BoxFuture;
-use futures_util::{FutureExt, Stream, StreamExt};
+use futures_util::FutureExt;
 use runner_protocol::{DetokenizeRequest, EmbedRequest, ErrorKind, Prompt, TokenizeRequest};
 
 use super::convert;
-use super::{model::parse_request_template, truncate, Engine, Model, Step};
+use super::respond::{self, Events};
+use super::{model::parse_request_template, truncate, two_pass, Engine, Model};
 use crate::api::convert as api_convert;
 use crate::api::inference::{
     ChatJob, EmbedJob, EmbedOutput, GenerateJob, Inference, ResolvedModel, Running,
 };
 use crate::api::options::Options;
 use crate::api::stream::ChunkStream;
-use crate::api::types::{created_at_now, ChatResponse, DebugInfo, GenerateResponse, Message};
+use crate::api::types::{ChatResponse, DebugInfo, GenerateResponse, Message};
 use crate::error::{Error, Result};
-use crate::prompt::{self, render_chat, render_generate, RenderRequest};
-use crate::runner::Runner;
-use crate::scheduler::KeepAlive;
-
-type Steps = std::pin::Pin<Box<dyn Stream<Item = Result<Step>> + Send>>;
+use crate::prompt::{self, render_chat, render_generate, RenderRequest, Template};
+use crate::scheduler::{KeepAlive, Lease};
 
 impl Inference for Engine {
     fn load(
@@ -102,25 +100,6 @@ fn single<T: Send + 'static>(item: T) -> ChunkStream<T> {
     Box::pin(futures_util::stream::once(async move { Ok(item) }))
 }
 
-fn generate_chunk(done_reason: Option<&str>) -> GenerateResponse {
-    GenerateResponse {
-        created_at: created_at_now(),
-        done: done_reason.is_some(),
-        done_reason: done_reason.map(str::to_owned),
-        ..Default::default()
-    }
-}
-
-fn chat_chunk(done_reason: Option<&str>) -> ChatResponse {
-    ChatResponse {
-        created_at: created_at_now(),
-        message: Message::assistant(""),
-        done: done_reason.is_some(),
-        done_reason: done_reason.map(str::to_owned),
-        ..Default::default()
-    }
-}
-
 /// The request controls generate and chat share.
 struct Controls<'a> {
     truncate: Option<bool>,
@@ -155,52 +134,46 @@ async fn generate(engine: Engine, job: GenerateJob) -> Result<ChunkStream<Genera
     let req = &job.request;
     let model = engine.prepare(job.model.clone()).await?;
     let has_context = req.context.as_ref().is_some_and(|c| !c.is_empty());
-    let mut parser = None;
-    let rendered = if req.raw {
-        req.prompt.clone()
+    let think = convert::think(job.think);
+    let template: Arc<Template> = if req.template.is_empty() {
+        model.template.clone()
     } else {
-        let own;
-        let template = if req.template.is_empty() {
-            &*model.template
-        } else {
-            own = parse_request_template(&req.template)?;
-            &own
-        };
-        let system = if req.system.is_empty() {
+        Arc::new(parse_request_template(&req.template)?)
+    };
+    let render_req = prompt::GenerateRequest {
+        prompt: req.prompt.clone(),
+        suffix: req.suffix.clone(),
+        system: if req.system.is_empty() {
             model.view.system.clone()
         } else {
             req.system.clone()
-        };
-        let messages = if has_context {
+        },
+        messages: if has_context {
             Vec::new()
         } else {
             convert::layer_messages(&model)
-        };
-        let think = convert::think(job.think);
-        let rendered = render_generate(
-            template,
-            &prompt::GenerateRequest {
-                prompt: req.prompt.clone(),
-                suffix: req.suffix.clone(),
-                system,
-                messages,
-                images: req.images.len(),
-                think: think.clone(),
-            },
-        )?;
+        },
+        images: req.images.len(),
+        think: think.clone(),
+        prefill: None,
+    };
+    let (rendered, parser) = if req.raw {
         // Raw prompts get no parser and name no closing strings: the format applies at once.
-        parser = Some(prompt::parsers::for_model(
-            template,
+        (req.prompt.clone(), prompt::parsers::passthrough())
+    } else {
+        let rendered = render_generate(&template, &render_req)?;
+        let parser = prompt::parsers::for_model(
+            &template,
             &prompt::parsers::Options {
                 think: think.as_ref(),
                 prompt: &rendered,
                 ..Default::default()
             },
-        ));
-        rendered
+        );
+        (rendered, parser)
     };
     if req.debug_render_only {
-        let mut r = generate_chunk(None);
+        let mut r = respond::generate_chunk(None);
         r.debug_info = Some(DebugInfo {
             rendered_template: rendered,
             image_count: req.images.len() as u64,
@@ -212,7 +185,7 @@ async fn generate(engine: Engine, job: GenerateJob) -> Result<ChunkStream<Genera
         .acquire(&model, &job.options, Some(job.keep_alive))
         .await?;
     let runner = lease.runner().clone();
-    let mut full_prompt = rendered;
+    let mut prefix = String::new();
     if has_context {
         let tokens = req
             .context
@@ -223,14 +196,15 @@ async fn generate(engine: Engine, job: GenerateJob) -> Result<ChunkStream<Genera
                     .map_err(|_| Error::BadRequest(format!("invalid context token {t}")))
             })
             .collect::<Result<Vec<i32>>>()?;
-        let prefix = runner
+        prefix = runner
             .detokenize(&DetokenizeRequest {
                 tokens,
                 render_special: true,
             })
-            .await?;
-        full_prompt.insert_str(0, &prefix.content);
+            .await?
+            .content;
     }
+    let full_prompt = format!("{prefix}{rendered}");
     let creq = completion(
         &model,
         &job.options,
@@ -241,111 +215,69 @@ async fn generate(engine: Engine, job: GenerateJob) -> Result<ChunkStream<Genera
             logprobs: req.logprobs,
             top_logprobs: req.top_logprobs,
             format: &job.format,
-            thinking_close: parser
-                .as_ref()
-                .map(|p| p.thinking_close())
-                .unwrap_or_default(),
+            thinking_close: parser.thinking_close(),
         },
     );
-    let stream = lease.into_completion(&creq).await?;
-    let steps: Steps = Box::pin(super::steps(stream, started, load));
-    let tail = Tail {
-        runner,
-        prompt: (!req.raw).then_some(full_prompt),
-    };
-    Ok(generate_chunks(steps, tail, parser))
+    let reprompt: two_pass::Reprompt = Box::new(move |thinking: &str| {
+        let prefill = two_pass::prefill(thinking);
+        let rendered = render_generate(
+            &template,
+            &prompt::GenerateRequest {
+                prefill: Some(prefill.clone()),
+                ..render_req
+            },
+        )?;
+        let prompt = two_pass::open_final(&template, format!("{prefix}{rendered}"));
+        let parser = prompt::parsers::for_model(
+            &template,
+            &prompt::parsers::Options {
+                think: think.as_ref(),
+                last: Some(&prefill),
+                prompt: &prompt,
+                ..Default::default()
+            },
+        );
+        Ok(two_pass::Second {
+            add_special: convert::add_special(&model, &prompt),
+            prompt,
+            parser,
+        })
+    });
+    let events = run(&engine, lease, creq, parser, reprompt, started, load).await?;
+    Ok(respond::generate_chunks(
+        events,
+        (!req.raw).then_some(runner),
+    ))
 }
 
-/// What the final generate chunk needs beyond the metrics.
-struct Tail {
-    runner: Runner,
-    /// The full prompt when `context` is to be returned (not with `raw`).
-    prompt: Option<String>,
-}
-
-struct GenState {
-    steps: Steps,
-    tail: Tail,
-    output: String,
-    finished: bool,
-    parser: Option<Box<dyn prompt::parsers::Parser>>,
-}
-
-fn generate_chunks(
-    steps: Steps,
-    tail: Tail,
-    parser: Option<Box<dyn prompt::parsers::Parser>>,
-) -> ChunkStream<GenerateResponse> {
-    let st = GenState {
-        steps,
-        tail,
-        output: String::new(),
-        finished: false,
-        parser,
-    };
-    Box::pin(futures_util::stream::unfold(st, |mut st| async move {
-        if st.finished {
-            return None;
-        }
-        // Chunks the parser has nothing for yet (a possible tag held back) are skipped.
-        let item = loop {
-            match st.steps.next().await? {
-                Err(e) => {
-                    st.finished = true;
-                    break Err(e);
-                }
-                Ok(Step::Text { content, logprobs }) => {
-                    st.output.push_str(&content);
-                    let mut r = generate_chunk(None);
-                    r.logprobs = api_convert::logprobs(&logprobs);
-                    match &mut st.parser {
-                        Some(p) => {
-                            let out = p.add(&content, false);
-                            if out.is_empty() && logprobs.is_empty() {
-                                continue;
-                            }
-                            r.response = out.content;
-                            r.thinking = out.thinking;
-                        }
-                        None => r.response = content,
-                    }
-                    break Ok(r);
-                }
-                Ok(Step::Done { reason, metrics }) => {
-                    st.finished = true;
-                    let mut r = generate_chunk(Some(api_convert::done_reason(reason)));
-                    if let Some(p) = &mut st.parser {
-                        let out = p.add("", true);
-                        r.response = out.content;
-                        r.thinking = out.thinking;
-                    }
-                    r.metrics = metrics;
-                    if let Some(p) = &st.tail.prompt {
-                        r.context =
-                            context_tokens(&st.tail.runner, format!("{p}{}", st.output)).await;
-                    }
-                    break Ok(r);
-                }
-            }
-        };
-        Some((item, st))
-    }))
-}
-
-/// `context` for the final chunk; a tokenizer failure only drops it (the text is delivered).
-async fn context_tokens(runner: &Runner, content: String) -> Vec<i64> {
-    let req = TokenizeRequest {
-        content,
-        add_special: false,
-        parse_special: true,
-    };
-    match runner.tokenize(&req).await {
-        Ok(t) => t.tokens.into_iter().map(i64::from).collect(),
-        Err(e) => {
-            tracing::warn!(error = %e, "could not tokenize the context");
-            Vec::new()
-        }
+/// One generation through the response's parser, or the two-pass rollback when it is switched
+/// on and a format meets a response that begins in thinking.
+async fn run(
+    engine: &Engine,
+    lease: Lease,
+    creq: runner_protocol::CompletionRequest,
+    parser: Box<dyn prompt::parsers::Parser>,
+    reprompt: two_pass::Reprompt,
+    started: Instant,
+    load: std::time::Duration,
+) -> Result<Events> {
+    if two_pass::applies(engine.settings().format_two_pass, creq.constraint.as_ref()) {
+        return Ok(Box::pin(two_pass::run(two_pass::Plan {
+            lease,
+            first: creq,
+            parser,
+            reprompt,
+            started,
+            load,
+        })));
     }
+    let prompt = match &creq.prompt {
+        Prompt::Text(t) => t.clone(),
+        Prompt::Tokens(_) => String::new(),
+    };
+    let stream = lease.into_completion(&creq).await?;
+    let steps = super::steps(stream, started, load);
+    Ok(Box::pin(super::events(steps, parser, prompt)))
 }
 
 /// The conversation as rendered: Modelfile SYSTEM (unless the request starts with a system
@@ -364,29 +296,38 @@ async fn chat(engine: Engine, job: ChatJob) -> Result<ChunkStream<ChatResponse>>
     let started = Instant::now();
     let req = &job.request;
     let model = engine.prepare(job.model.clone()).await?;
-    let msgs = layered(
+    let mut msgs = layered(
         &model.view.system,
         convert::layer_messages(&model),
         &req.messages,
     );
+    if prompt::parsers::thinking::strips_old_thinking(
+        &model.view.config.model_family,
+        job.model.name.model(),
+    ) {
+        prompt::parsers::thinking::filter_old_thinking(&mut msgs);
+    }
     let tools: Vec<serde_json::Value> = req
         .tools
         .iter()
         .map(serde_json::to_value)
         .collect::<std::result::Result<_, _>>()?;
     let think = convert::think(job.think);
-    let render = |messages: Vec<prompt::Message>| {
-        render_chat(
-            &model.template,
-            &RenderRequest {
-                messages,
-                tools: tools.clone(),
-                think: think.clone(),
-            },
-        )
+    let render = {
+        let (model, tools, think) = (model.clone(), tools.clone(), think.clone());
+        move |messages: Vec<prompt::Message>| {
+            render_chat(
+                &model.template,
+                &RenderRequest {
+                    messages,
+                    tools: tools.clone(),
+                    think: think.clone(),
+                },
+            )
+        }
     };
     if req.debug_render_only {
-        let mut r = chat_chunk(None);
+        let mut r = respond::chat_chunk(None);
         let images = msgs.iter().map(|m| m.images as u64).sum();
         r.debug_info = Some(DebugInfo {
             rendered_template: render(msgs)?,
@@ -421,7 +362,9 @@ async fn chat(engine: Engine, job: ChatJob) -> Result<ChunkStream<ChatResponse>>
     .await?;
     let prompt_text = render(kept.clone())?;
     let names = prompt::parsers::tool_names(&tools);
-    let mut parser = prompt::parsers::for_model(
+    // The parser splits content, thinking and tool calls; text it holds back (a possible tag)
+    // comes in a later chunk, so chunks with nothing to say are skipped as Ollama does.
+    let parser = prompt::parsers::for_model(
         &model.template,
         &prompt::parsers::Options {
             think: think.as_ref(),
@@ -443,47 +386,31 @@ async fn chat(engine: Engine, job: ChatJob) -> Result<ChunkStream<ChatResponse>>
             thinking_close: parser.thinking_close(),
         },
     );
-    let stream = lease.into_completion(&creq).await?;
-    let steps = super::steps(stream, started, load);
-    // The parser splits content, thinking and tool calls; text it holds back (a possible tag)
-    // comes in a later chunk, so chunks with nothing to say are skipped as Ollama does.
-    Ok(Box::pin(steps.filter_map(move |item| {
-        let out = item.map(|step| match step {
-            Step::Text { content, logprobs } => {
-                let mut r = chat_chunk(None);
-                let p = parser.add(&content, false);
-                let empty = p.is_empty() && logprobs.is_empty();
-                parsed_into(&mut r.message, p);
-                r.logprobs = api_convert::logprobs(&logprobs);
-                (!empty).then_some(r)
-            }
-            Step::Done { reason, metrics } => {
-                let mut r = chat_chunk(Some(api_convert::done_reason(reason)));
-                parsed_into(&mut r.message, parser.add("", true));
-                r.metrics = metrics;
-                Some(r)
-            }
-        });
-        futures_util::future::ready(out.transpose())
-    })))
-}
-
-/// A parser's output as the chat message's fields.
-fn parsed_into(m: &mut Message, p: prompt::parsers::Parsed) {
-    m.content = p.content;
-    m.thinking = p.thinking;
-    m.tool_calls = p
-        .tool_calls
-        .into_iter()
-        .map(|c| crate::api::types::ToolCall {
-            id: c.id,
-            function: crate::api::types::ToolCallFunction {
-                index: c.index,
-                name: c.name,
-                arguments: c.arguments,
-            },
+    let reprompt: two_pass::Reprompt = {
+        let model = model.clone();
+        Box::new(move |thinking: &str| {
+            let prefill = two_pass::prefill(thinking);
+            let mut messages = kept;
+            messages.push(prefill.clone());
+            let prompt = two_pass::open_final(&model.template, render(messages)?);
+            let parser = prompt::parsers::for_model(
+                &model.template,
+                &prompt::parsers::Options {
+                    think: think.as_ref(),
+                    tools: &names,
+                    last: Some(&prefill),
+                    prompt: &prompt,
+                },
+            );
+            Ok(two_pass::Second {
+                add_special: convert::add_special(&model, &prompt),
+                prompt,
+                parser,
+            })
         })
-        .collect();
+    };
+    let events = run(&engine, lease, creq, parser, reprompt, started, load).await?;
+    Ok(respond::chat_chunks(events))
 }
 
 async fn embed(engine: Engine, job: EmbedJob) -> Result<EmbedOutput> {

@@ -2,21 +2,24 @@
 //! It prepares a resolved model for inference (`model`: GGUF facts, compiled template), turns
 //! resolved options into load and completion parameters (`plan`), renders prompts and drives
 //! runners (`inference`, with chat truncation policy in `truncate`), and turns a runner's
-//! completion into timed steps (`completion`). Handlers own validation and wire shapes; this
-//! module owns what happens to a job between them and a runner.
+//! completion into timed steps and parsed events (`completion`), shaped into wire chunks by
+//! `respond`; `two_pass` is the `OLLAMA_FORMAT_TWO_PASS` rollback flow. Handlers own validation
+//! and wire shapes; this module owns what happens to a job between them and a runner.
 
 pub mod completion;
 pub mod convert;
 mod inference;
 pub mod model;
 pub mod plan;
+mod respond;
 pub mod truncate;
+pub mod two_pass;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-pub use completion::{steps, Step};
+pub use completion::{events, steps, Event, Step};
 pub use model::Model;
 pub use plan::Settings;
 
@@ -116,6 +119,7 @@ pub fn start(config: &crate::config::Config) -> std::io::Result<(Engine, tempfil
         context_length: config.context_length,
         flash_attention: config.flash_attention,
         kv_cache_type: config.kv_cache_type,
+        format_two_pass: config.format_two_pass,
         ..Settings::default()
     };
     Ok((Engine::new(Scheduler::new(sc), settings), dir))

@@ -18,6 +18,8 @@ pub struct Settings {
     pub default_num_ctx: u32,
     pub flash_attention: FlashAttention,
     pub kv_cache_type: KvCacheType,
+    /// `OLLAMA_FORMAT_TWO_PASS`: a format after thinking runs as two generations.
+    pub format_two_pass: bool,
 }
 
 impl Default for Settings {
@@ -27,6 +29,7 @@ impl Default for Settings {
             default_num_ctx: 4096,
             flash_attention: FlashAttention::Auto,
             kv_cache_type: KvCacheType::F16,
+            format_two_pass: false,
         }
     }
 }

@@ -90,6 +90,9 @@ pub struct GenerateRequest {
     pub messages: Vec<Message>,
     pub images: usize,
     pub think: Option<Think>,
+    /// An assistant message after the prompt that the response continues (the two-pass
+    /// format flow re-renders with the parsed thinking here).
+    pub prefill: Option<Message>,
 }
 
 fn exec_err(e: TemplateError) -> Error {
@@ -142,6 +145,7 @@ pub fn render_generate(t: &Template, req: &GenerateRequest) -> Result<String> {
         images: req.images,
         ..Message::new("user", &req.prompt)
     });
+    messages.extend(req.prefill.iter().cloned());
     render_chat(
         t,
         &RenderRequest {

@@ -9,6 +9,11 @@
 //! - `/tokenize` is one token per byte (id = byte + 3; BOS = 1, EOS = 2), `/detokenize` inverts it;
 //! - `/embed` returns deterministic vectors derived from each input's bytes;
 //! - EOF on a piped stdin means the server died: exit (the supervisor holds the pipe open).
+//!
+//! With `--request-log PATH`, every `/completion` appends two JSON lines to PATH:
+//! `{"seq": N, "event": "request", "request": <the CompletionRequest as received>}` when it
+//! arrives, then `{"seq": N, "event": "done"|"cancelled", "tokens": K}` when it ends (`cancelled`
+//! = the client went away after K tokens). `seq` counts requests from 0.
 
 mod script;
 
@@ -43,6 +48,8 @@ struct State {
     slots: Arc<Semaphore>,
     /// Tokens emitted over the process's life, for `--crash-after`.
     emitted: AtomicU32,
+    /// Completion requests received, for the request log's `seq`.
+    requests: AtomicU32,
     model_size: u64,
 }
 
@@ -83,6 +90,7 @@ async fn run(script: Script) -> std::io::Result<()> {
         health: Mutex::new(Health::Loading { progress: 0.0 }),
         slots: Arc::new(Semaphore::new(script.parallel as usize)),
         emitted: AtomicU32::new(0),
+        requests: AtomicU32::new(0),
         model_size,
         script,
     });
@@ -272,28 +280,38 @@ async fn completion(state: Arc<State>, req: CompletionRequest) -> Response<BoxBo
     let Ok(permit) = state.slots.clone().acquire_owned().await else {
         return error(ErrorKind::Internal, "slots closed");
     };
+    let seq = state.requests.fetch_add(1, Ordering::SeqCst);
+    log_event(
+        &state.script,
+        serde_json::json!({"seq": seq, "event": "request", "request": &req}),
+    );
     let (tx, rx) = mpsc::channel::<Bytes>(4);
     tokio::spawn(async move {
         let _permit = permit;
         let started = Instant::now();
         let prompt_eval_count = prompt_len(&req.prompt, req.add_special);
         let script = &state.script;
+        let text = match &req.prompt {
+            Prompt::Text(t) => t.clone(),
+            Prompt::Tokens(t) => detokenize(t, true),
+        };
         let source = if script.echo {
-            match &req.prompt {
-                Prompt::Text(t) => script::split_tokens(t),
-                Prompt::Tokens(t) => script::split_tokens(&detokenize(t, true)),
-            }
+            script::split_tokens(&text)
         } else {
-            script.tokens.clone()
+            script.reply_for(&text).to_vec()
         };
         let (tokens, done_reason) = plan_output(&source, &req.stop, req.num_predict);
         let mut eval_count = 0u32;
+        let cancelled = |n: u32| {
+            println!("fake-runner: client disconnected, slot freed");
+            log_event(
+                script,
+                serde_json::json!({"seq": seq, "event": "cancelled", "tokens": n}),
+            );
+        };
         for tok in tokens {
             tokio::select! {
-                _ = tx.closed() => {
-                    println!("fake-runner: client disconnected, slot freed");
-                    return;
-                }
+                _ = tx.closed() => return cancelled(eval_count),
                 _ = tokio::time::sleep(script.token_delay) => {}
             }
             let logprobs = if req.logprobs {
@@ -306,8 +324,7 @@ async fn completion(state: Arc<State>, req: CompletionRequest) -> Response<BoxBo
                 logprobs,
             };
             if tx.send(line(&chunk)).await.is_err() {
-                println!("fake-runner: client disconnected, slot freed");
-                return;
+                return cancelled(eval_count);
             }
             eval_count += 1;
             let total = state.emitted.fetch_add(1, Ordering::SeqCst) + 1;
@@ -329,11 +346,34 @@ async fn completion(state: Arc<State>, req: CompletionRequest) -> Response<BoxBo
             },
         };
         let _ = tx.send(line(&done)).await;
+        log_event(
+            script,
+            serde_json::json!({"seq": seq, "event": "done", "tokens": eval_count}),
+        );
     });
     Response::builder()
         .header(http::header::CONTENT_TYPE, runner_protocol::NDJSON)
         .body(ChannelBody(rx).boxed())
         .expect("valid response")
+}
+
+/// Appends one JSON line to the request log, if there is one. Each line is one `write` call on
+/// an append-mode file, so concurrent requests' lines never interleave.
+fn log_event(script: &Script, event: serde_json::Value) {
+    use std::io::Write;
+    let Some(path) = &script.request_log else {
+        return;
+    };
+    let mut line = event.to_string();
+    line.push('\n');
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(line.as_bytes()));
+    if let Err(e) = written {
+        eprintln!("fake-runner: request log {}: {e}", path.display());
+    }
 }
 
 /// What a completion emits: at most `num_predict` chunks (negative = all), cut before the first

@@ -7,6 +7,9 @@
 //! | flag                 | effect                                                                  |
 //! |----------------------|-------------------------------------------------------------------------|
 //! | `--tokens TEXT`      | completion output, split into word chunks (`"Hello, world"` → `Hello,` ` world`) |
+//! | `--tokens-json JSON` | completion output as exact chunks: a JSON array of strings              |
+//! | `--rule JSON`        | `{"when": S, "tokens": [..]}`: a prompt containing S gets these chunks instead (first matching rule wins; repeatable) |
+//! | `--request-log PATH` | append each completion request, and how it ended, to PATH as JSON lines (see `main.rs`) |
 //! | `--echo`             | completion output is the prompt itself (text, or token ids detokenized) |
 //! | `--token-delay-ms N` | pause before each token (default 0)                                     |
 //! | `--crash-after N`    | exit abruptly (status 101, no final chunk) after N tokens in total      |
@@ -46,6 +49,25 @@ pub struct Script {
     pub exit_at_load: Option<i32>,
     pub ignore_sigterm: bool,
     pub n_embd: u32,
+    pub rules: Vec<Rule>,
+    pub request_log: Option<PathBuf>,
+}
+
+/// Scripted output for prompts that contain `when`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rule {
+    pub when: String,
+    pub tokens: Vec<String>,
+}
+
+impl Script {
+    /// The chunks a completion of `prompt` emits (before `num_predict` and stop strings).
+    pub fn reply_for(&self, prompt: &str) -> &[String] {
+        self.rules
+            .iter()
+            .find(|r| prompt.contains(&r.when))
+            .map_or(&self.tokens, |r| &r.tokens)
+    }
 }
 
 impl Default for Script {
@@ -66,6 +88,8 @@ impl Default for Script {
             exit_at_load: None,
             ignore_sigterm: false,
             n_embd: 16,
+            rules: Vec::new(),
+            request_log: None,
         }
     }
 }
@@ -122,6 +146,9 @@ impl Script {
                 "--exit-at-load" => self.exit_at_load = Some(num(&flag, &value(&flag)?)?),
                 "--ignore-sigterm" => self.ignore_sigterm = true,
                 "--n-embd" => self.n_embd = num(&flag, &value(&flag)?)?,
+                "--tokens-json" => self.tokens = chunks(&flag, &value(&flag)?)?,
+                "--rule" => self.rules.push(rule(&value(&flag)?)?),
+                "--request-log" => self.request_log = Some(value(&flag)?.into()),
                 other if other.starts_with("--") => {
                     // A real-runner flag we do not model: skip it and its value, if any.
                     if it.peek().is_some_and(|v| !v.starts_with("--")) {
@@ -138,6 +165,22 @@ impl Script {
 fn num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
     v.parse()
         .map_err(|_| format!("{flag}: not a number: {v:?}"))
+}
+
+/// A JSON array of strings.
+fn chunks(flag: &str, v: &str) -> Result<Vec<String>, String> {
+    serde_json::from_str(v).map_err(|e| format!("{flag}: not a JSON array of strings: {e}"))
+}
+
+fn rule(v: &str) -> Result<Rule, String> {
+    let j: serde_json::Value =
+        serde_json::from_str(v).map_err(|e| format!("--rule: not JSON: {e}"))?;
+    let when = j["when"]
+        .as_str()
+        .ok_or("--rule: \"when\" must be a string")?
+        .to_owned();
+    let tokens = chunks("--rule", &j["tokens"].to_string())?;
+    Ok(Rule { when, tokens })
 }
 
 /// Splits text into word chunks, each carrying the whitespace that precedes it.
@@ -203,6 +246,29 @@ mod tests {
         assert_eq!(s.fail_load, Some(ErrorKind::OutOfMemory));
         assert!(Script::parse(args(&["--model", "m"])).is_err());
         assert!(Script::parse(args(&["--socket", "s", "--fail-load", "Nope"])).is_err());
+    }
+
+    #[test]
+    fn json_chunks_and_rules_pick_the_reply() {
+        let s = Script::parse(args(&[
+            "--socket",
+            "s",
+            "--tokens-json",
+            r#"["<think>", "a\nb", "</think>"]"#,
+            "--rule",
+            r#"{"when": "</think>", "tokens": ["{", "}"]}"#,
+            "--rule",
+            r#"{"when": "x", "tokens": ["never"]}"#,
+            "--request-log",
+            "/tmp/log",
+        ]))
+        .unwrap();
+        assert_eq!(s.reply_for("plain"), ["<think>", "a\nb", "</think>"]);
+        assert_eq!(s.reply_for("x <think>t</think>"), ["{", "}"]);
+        assert_eq!(s.reply_for("x"), ["never"]);
+        assert_eq!(s.request_log, Some(PathBuf::from("/tmp/log")));
+        assert!(Script::parse(args(&["--socket", "s", "--tokens-json", "[1]"])).is_err());
+        assert!(Script::parse(args(&["--socket", "s", "--rule", r#"{"tokens": []}"#])).is_err());
     }
 
     #[test]

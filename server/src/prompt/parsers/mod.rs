@@ -116,6 +116,14 @@ pub fn for_model(t: &Template, o: &Options) -> Box<dyn Parser> {
     Box::new(Chain { thinking, tools })
 }
 
+/// A parser that delivers the output unchanged as content (raw generate prompts).
+pub fn passthrough() -> Box<dyn Parser> {
+    Box::new(Chain {
+        thinking: None,
+        tools: None,
+    })
+}
+
 /// Thinking split first, then tool calls out of the content; either may be absent.
 struct Chain {
     thinking: Option<Box<dyn Parser>>,

@@ -3,8 +3,35 @@
 //! opening tag and around the thinking is trimmed, whitespace after the closing tag is dropped,
 //! and a prompt that already ends with the opening tag starts the response inside the thinking.
 //! A response that does not begin with the opening tag is all content.
+//!
+//! [`filter_old_thinking`] is Ollama's `filterThinkTags`: earlier assistant turns of qwen3 and
+//! deepseek-r1 conversations lose their `<think>…</think>` block before rendering.
 
 use super::{partial_tag_len, Parsed, Parser};
+use crate::prompt::Message;
+
+/// Whether Ollama strips thinking from earlier assistant turns for this model: the config's
+/// model family is `qwen3`, or the name's model part is `deepseek-r1` (exactly those two; Ollama
+/// keys it on the family and name, not on the thinking capability).
+pub fn strips_old_thinking(model_family: &str, model_name: &str) -> bool {
+    model_family == "qwen3" || model_name == "deepseek-r1"
+}
+
+/// Removes a leading `<think>…</think>` block (and the whitespace around it) from every
+/// assistant message before the last user message; later assistant messages (a prefill, or
+/// turns after the last user message such as tool-call rounds) keep theirs. A message whose
+/// block never closes keeps no content, as Ollama's parser reads it all as thinking.
+pub fn filter_old_thinking(msgs: &mut [Message]) {
+    let Some(last_user) = msgs.iter().rposition(|m| m.role == "user") else {
+        return;
+    };
+    for m in &mut msgs[..last_user] {
+        if m.role == "assistant" {
+            let mut p = TagThinking::new("<think>", "</think>", false);
+            m.content = p.add(&m.content, true).content;
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum State {
@@ -176,6 +203,56 @@ mod tests {
         let b = t.add("at", false);
         assert_eq!(b.thinking, " </that");
         assert_eq!(t.thinking_close(), vec!["</think>"]);
+    }
+
+    #[test]
+    fn old_assistant_turns_lose_their_thinking() {
+        let m = |role: &str, content: &str| Message::new(role, content);
+        let mut msgs = vec![
+            m("system", "<think>kept</think>sys"),
+            m("user", "q1"),
+            m("assistant", "<think>\nfirst thoughts\n</think>\n\nA1"),
+            m("assistant", "no tags here <think>x</think>"),
+            m("user", "q2"),
+            m("assistant", "<think>never closed"),
+            m("user", "q3"),
+            m("assistant", "<think>prefill thoughts</think>partial"),
+        ];
+        filter_old_thinking(&mut msgs);
+        let got: Vec<&str> = msgs.iter().map(|m| m.content.as_str()).collect();
+        assert_eq!(
+            got,
+            [
+                "<think>kept</think>sys",
+                "q1",
+                "A1",
+                "no tags here <think>x</think>",
+                "q2",
+                "",
+                "q3",
+                // After the last user message: untouched.
+                "<think>prefill thoughts</think>partial",
+            ]
+        );
+        // No user message: nothing is "earlier".
+        let mut only = vec![m("assistant", "<think>t</think>a")];
+        filter_old_thinking(&mut only);
+        assert_eq!(only[0].content, "<think>t</think>a");
+    }
+
+    #[test]
+    fn only_qwen3_family_and_deepseek_r1_strip() {
+        let cases = [
+            ("qwen3", "anything", true),
+            ("llama", "deepseek-r1", true),
+            ("qwen2", "qwen3", false),
+            ("qwen3moe", "x", false),
+            ("llama", "deepseek-r1-distill", false),
+            ("", "", false),
+        ];
+        for (family, name, want) in cases {
+            assert_eq!(strips_old_thinking(family, name), want, "{family} {name}");
+        }
     }
 
     #[test]
