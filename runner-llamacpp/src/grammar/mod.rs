@@ -10,6 +10,7 @@
 
 mod lark;
 mod vocab;
+mod worker;
 
 use crate::ffi::{Model, Token};
 use crate::sampling::TokenMask;
@@ -20,6 +21,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 use toktrie::TokEnv;
+use worker::MaskWorker;
 
 /// Compiled grammars kept; a full cache is emptied (schemas rarely vary per model in practice).
 const CACHE_CAP: usize = 64;
@@ -147,7 +149,8 @@ impl Grammars {
             }
         };
         Ok(GrammarMask {
-            matcher,
+            worker: MaskWorker::start(matcher),
+            outstanding: 1,
             eog: self.eog.clone(),
             times_ns: Vec::new(),
             engine_ns: Vec::new(),
@@ -165,13 +168,17 @@ fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or(s)
 }
 
-/// One request's grammar state.
+/// One request's grammar state. The matcher lives on a [`MaskWorker`] thread that computes the
+/// next mask while the engine decodes, so `apply` usually finds it ready.
 pub struct GrammarMask {
-    matcher: Matcher,
+    worker: MaskWorker,
+    /// Requests (the start and each `commit`) whose results `apply` has not taken yet.
+    outstanding: usize,
     eog: Vec<Token>,
-    /// Whole `apply` per token (llguidance + writing the mask into the logits).
+    /// Each `apply` on the decode thread: waiting for the mask + writing it into the logits (the
+    /// time constrained decoding adds to a step).
     times_ns: Vec<u64>,
-    /// llguidance's mask computation alone.
+    /// llguidance's own time per mask (consume + compute), on the worker, overlapped with decode.
     engine_ns: Vec<u64>,
     failed: bool,
 }
@@ -197,8 +204,22 @@ impl TokenMask for GrammarMask {
         if self.failed {
             return self.only_eog(logits);
         }
-        let mask = self.matcher.compute_mask_or_eos();
-        self.engine_ns.push(started.elapsed().as_nanos() as u64);
+        if self.outstanding == 0 {
+            // After an end-of-generation commit (never consumed): same state again.
+            self.worker.request(None);
+            self.outstanding = 1;
+        }
+        // The newest result is the current state's mask; an error in any of them ends the request.
+        let mut mask = Err(String::new());
+        while self.outstanding > 0 {
+            let c = self.worker.take();
+            self.outstanding = self.outstanding.saturating_sub(c.covers);
+            self.engine_ns.push(c.engine_ns);
+            mask = match (mask, c.mask) {
+                (Err(e), _) if !e.is_empty() => Err(e),
+                (_, m) => m,
+            };
+        }
         match mask {
             Ok(mask) => {
                 // Word at a time: JSON states allow few tokens, so most words are all-zero.
@@ -235,10 +256,9 @@ impl TokenMask for GrammarMask {
         if self.failed || self.eog.contains(&token) {
             return;
         }
-        if let Err(e) = self.matcher.consume_token(token as u32) {
-            eprintln!("runner-llamacpp: grammar rejected token {token}: {e}");
-            self.failed = true;
-        }
+        // A rejected token comes back as the next step's error (the request then ends).
+        self.worker.request(Some(token as u32));
+        self.outstanding += 1;
     }
 }
 

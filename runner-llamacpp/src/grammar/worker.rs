@@ -1,0 +1,103 @@
+//! One constrained request's grammar matcher on its own thread, so the mask for the next token is
+//! computed while the engine decodes the current one (the decode of a step takes milliseconds;
+//! llguidance needs tens to hundreds of µs on a 262k vocabulary). The engine thread then only
+//! waits for a mask that is usually ready and writes it into the logits.
+//!
+//! Protocol: the worker computes a mask at start, then after each batch of commands: `Some(token)`
+//! consumes a token, `None` asks for the current state again. Commands already queued when the
+//! worker wakes are applied together and answered by one result that says how many it covers
+//! (commits without an `apply` between them cost one mask, not one each); a consume error is that
+//! result's error.
+
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use llguidance::Matcher;
+use toktrie::SimpleVob;
+
+/// A mask for the matcher's current state, or why there is none; `engine_ns` is llguidance's
+/// own time for it (consume + compute), measured on the worker.
+pub(super) struct Computed {
+    pub mask: Result<SimpleVob, String>,
+    pub engine_ns: u64,
+    /// How many commands (or the start, counted as one) this result answers.
+    pub covers: usize,
+}
+
+pub(super) struct MaskWorker {
+    tx: Option<Sender<Option<u32>>>,
+    rx: Receiver<Computed>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl MaskWorker {
+    /// Starts the thread, which begins computing the first mask at once (overlapping prefill).
+    pub fn start(mut matcher: Matcher) -> MaskWorker {
+        let (tx, cmds) = channel::<Option<u32>>();
+        let (results, rx) = channel::<Computed>();
+        let handle = std::thread::Builder::new()
+            .name("grammar-mask".into())
+            .spawn(move || {
+                let mut batch = vec![None];
+                loop {
+                    let started = Instant::now();
+                    let mut consumed = Ok(());
+                    for t in batch.iter().flatten() {
+                        if consumed.is_ok() {
+                            consumed = matcher.consume_token(*t).map_err(|e| e.to_string());
+                        }
+                    }
+                    let mask = consumed
+                        .and_then(|()| matcher.compute_mask_or_eos().map_err(|e| e.to_string()));
+                    let engine_ns = started.elapsed().as_nanos() as u64;
+                    let covers = batch.len();
+                    if results
+                        .send(Computed {
+                            mask,
+                            engine_ns,
+                            covers,
+                        })
+                        .is_err()
+                    {
+                        return;
+                    }
+                    let Ok(first) = cmds.recv() else { return };
+                    batch = std::iter::once(first).chain(cmds.try_iter()).collect();
+                }
+            })
+            .ok();
+        MaskWorker {
+            tx: Some(tx),
+            rx,
+            handle,
+        }
+    }
+
+    /// Asks for the next mask: after consuming `token`, or in the same state when `None`.
+    pub fn request(&self, token: Option<u32>) {
+        if let Some(tx) = &self.tx {
+            // A send error means the worker has gone; `take` reports it.
+            let _ = tx.send(token);
+        }
+    }
+
+    /// Waits for the oldest outstanding result.
+    pub fn take(&self) -> Computed {
+        self.rx.recv().unwrap_or_else(|_| Computed {
+            mask: Err("the grammar worker stopped".into()),
+            engine_ns: 0,
+            covers: usize::MAX,
+        })
+    }
+}
+
+impl Drop for MaskWorker {
+    fn drop(&mut self) {
+        // Closing the command channel ends the worker after its current computation.
+        self.tx.take();
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
