@@ -3,68 +3,13 @@
 
 mod registry_support;
 
-use std::io::{BufRead as _, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use registry_support::*;
 use server::store::{ModelName, Store};
-
-const HERD: &str = env!("CARGO_BIN_EXE_herd");
-
-struct Serve {
-    child: Child,
-    addr: String,
-}
-
-impl Serve {
-    fn start(models: &Path, home: &Path) -> Serve {
-        let mut child = Command::new(HERD)
-            .arg("serve")
-            .env("OLLAMA_HOST", "127.0.0.1:0")
-            .env("OLLAMA_MODELS", models)
-            .env("HOME", home)
-            .env("OLLAMA_NOPRUNE", "1")
-            .env_remove("HERD_LOG_FORMAT")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(rest) = line.split("Listening on ").nth(1) {
-                    let _ = tx.send(rest.split_whitespace().next().unwrap_or("").to_owned());
-                }
-            }
-        });
-        let addr = rx.recv_timeout(Duration::from_secs(30)).unwrap();
-        Serve { child, addr }
-    }
-
-    fn herd(&self, args: &[&str]) -> (bool, String) {
-        let out = Command::new(HERD)
-            .args(args)
-            .env("OLLAMA_HOST", &self.addr)
-            .output()
-            .unwrap();
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 #[test]
 fn cli_push_rm_pull_round_trip() {

@@ -2,6 +2,7 @@
 //! loopback port with filesystem storage in a temp dir, and builds tiny models in a temp store.
 #![allow(dead_code)]
 
+use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -161,4 +162,58 @@ pub fn files(dir: &Path) -> Vec<String> {
     walk(dir, dir, &mut out);
     out.sort();
     out
+}
+
+pub const HERD: &str = env!("CARGO_BIN_EXE_herd");
+
+/// `herd serve` on a free loopback port with its own store and HOME; killed on drop.
+pub struct Serve {
+    pub child: Child,
+    pub addr: String,
+}
+
+impl Serve {
+    pub fn start(models: &Path, home: &Path) -> Serve {
+        let mut child = Command::new(HERD)
+            .arg("serve")
+            .env("OLLAMA_HOST", "127.0.0.1:0")
+            .env("OLLAMA_MODELS", models)
+            .env("HOME", home)
+            .env("OLLAMA_NOPRUNE", "1")
+            .env_remove("HERD_LOG_FORMAT")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(rest) = line.split("Listening on ").nth(1) {
+                    let _ = tx.send(rest.split_whitespace().next().unwrap_or("").to_owned());
+                }
+            }
+        });
+        let addr = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        Serve { child, addr }
+    }
+
+    pub fn herd(&self, args: &[&str]) -> (bool, String) {
+        let out = Command::new(HERD)
+            .args(args)
+            .env("OLLAMA_HOST", &self.addr)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
