@@ -17,7 +17,7 @@ use base64::Engine as _;
 use futures_util::StreamExt as _;
 use http::{HeaderMap, Method, StatusCode};
 use registry_support::*;
-use server::store::registry::{auth, progress};
+use server::store::registry::{auth, policy, progress};
 use server::store::{Digest, Layer, Manifest, ModelName, Store};
 
 type Override = Arc<dyn Fn(&Method, &str, &HeaderMap) -> Option<Response> + Send + Sync>;
@@ -573,5 +573,94 @@ async fn silent_registry_times_out() {
         .filter(|l| l.starts_with("GET") && l.contains(&m.layers[0].digest.to_string()))
         .count();
     assert!(gets >= 2, "the stalled part was restarted ({gets} GETs)");
+    env.assert_clean();
+}
+
+/// A part that stalls is restarted, and the pull then completes from the honest retry; the
+/// manifest request carries Ollama's Accept header.
+#[tokio::test]
+async fn stalled_part_is_restarted_and_the_pull_completes() {
+    let (manifest, blobs, m) = model();
+    let big = m.layers[0].digest.to_string();
+    let data = blobs[&big].clone();
+    let gets = Arc::new(Mutex::new(0));
+    let accept = Arc::new(Mutex::new(Vec::new()));
+    let (g, a) = (gets.clone(), accept.clone());
+    let hook: Override = Arc::new(move |method, path, headers| {
+        if path.contains("/manifests/") {
+            a.lock().unwrap().push(
+                headers
+                    .get("accept")
+                    .map(|v| v.to_str().unwrap().to_owned())
+                    .unwrap_or_default(),
+            );
+            return None;
+        }
+        if method != Method::GET || !path.ends_with(&big) {
+            return None;
+        }
+        let first = {
+            let mut n = g.lock().unwrap();
+            *n += 1;
+            *n == 1
+        };
+        if !first {
+            return Some(honest_blob(method, headers, &data));
+        }
+        // The first GET sends 10 bytes of its range, then nothing.
+        let range = headers["range"]
+            .to_str()
+            .unwrap()
+            .trim_start_matches("bytes=")
+            .to_owned();
+        let start: usize = range.split('-').next().unwrap().parse().unwrap();
+        let head = bytes::Bytes::from(data[start..start + 10].to_vec());
+        let first = futures_util::stream::iter([Ok::<_, std::io::Error>(head)]);
+        Some(
+            Response::builder()
+                .status(StatusCode::PARTIAL_CONTENT)
+                .header("content-range", format!("bytes {range}/{}", data.len()))
+                .body(Body::from_stream(
+                    first.chain(futures_util::stream::pending()),
+                ))
+                .unwrap(),
+        )
+    });
+    let env = env_with(manifest.clone(), blobs, hook).await;
+    let mut opts = test_options(None);
+    opts.stall_timeout = std::time::Duration::from_millis(300);
+    let r = registry(&env.store, opts);
+    r.pull(&env.name, true, progress::discard()).await.unwrap();
+    assert_eq!(env.store.read(&env.name).unwrap().unwrap().bytes, manifest);
+    let stored = std::fs::read(env.store.blobs().path(&m.layers[0].digest)).unwrap();
+    assert_eq!(Digest::of_bytes(&stored), m.layers[0].digest);
+    let n = *gets.lock().unwrap();
+    let o = test_options(None);
+    let size = 3u64 << 20;
+    let parts = policy::parts(size, policy::part_size(size, o.part_min, o.part_max)).len();
+    assert_eq!(n, parts + 1, "one restarted part, every other part once");
+    assert_eq!(
+        *accept.lock().unwrap(),
+        vec!["application/vnd.docker.distribution.manifest.v2+json".to_owned()]
+    );
+}
+
+/// A blob reply with a Content-Encoding (a gzip bomb) is refused, never decompressed.
+#[tokio::test]
+async fn compressed_blob_replies_are_refused() {
+    let (manifest, blobs, m) = model();
+    let big = m.layers[0].digest.to_string();
+    let hook: Override = Arc::new(move |method, path, _| {
+        (method == Method::GET && path.ends_with(&big)).then(|| {
+            Response::builder()
+                .status(StatusCode::PARTIAL_CONTENT)
+                .header("content-encoding", "gzip")
+                .body(Body::from(vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0]))
+                .unwrap()
+        })
+    });
+    let env = env_with(manifest, blobs, hook).await;
+    let err = env.pull().await.to_string();
+    assert!(err.contains("Content-Encoding \"gzip\""), "{err}");
     env.assert_clean();
 }

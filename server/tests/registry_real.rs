@@ -256,7 +256,7 @@ async fn concurrent_pulls_share_one_download_and_replaced_layers_are_pruned() {
 /// One run measures, on a 1 GiB random blob: `cp` of the blob file (and the `sync` after it: the
 /// disk ceilings), the store's import (hash + write + fsync) and plain hashing, and `herd pull`
 /// through `herd serve` into an empty store, wall clock from the API call to `success`; then the
-/// library pull with 1, 2 and 16 parts in flight.
+/// library pull with 1, 2, 4 and 16 parts in flight.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "benchmark; run explicitly"]
 async fn pull_throughput_1gib() {
@@ -324,7 +324,8 @@ async fn pull_throughput_1gib() {
 
     let models = t.path().join("models");
     let serve = Serve::start(&models, t.path());
-    let body = serde_json::json!({ "model": name.to_string(), "insecure": true, "stream": false });
+    let text = format!("http://127.0.0.1:{}/library/bench:latest", reg.port);
+    let body = serde_json::json!({ "model": text, "insecure": true, "stream": false });
     let start = Instant::now();
     let r = reqwest::Client::new()
         .post(format!("http://{}/api/pull", serve.addr))
@@ -365,7 +366,7 @@ async fn pull_throughput_1gib() {
         cp / pull,
         cp_sync / pull
     );
-    for lanes in [1, 2, 16] {
+    for lanes in [1, 2, 4, 16] {
         sync();
         let t = tempfile::tempdir().unwrap();
         let store = Store::open(t.path()).unwrap();
@@ -428,4 +429,92 @@ async fn real_gguf_round_trip() {
         std::fs::read(store.blobs().path(&md)).unwrap(),
         std::fs::read(&gguf).unwrap()
     );
+}
+
+/// Cross-repository mount: a layer that records the repository it came from (`from`, as Ollama
+/// sets it) is pushed as `POST …/blobs/uploads/?mount=<digest>&from=<ns/model>`; the real registry
+/// answers 201 and the bytes are not sent again. Without `from`, the same layer is uploaded.
+#[tokio::test]
+async fn push_mounts_a_shared_layer_from_another_repository() {
+    use server::store::manifest::MEDIA_TYPE_CONFIG;
+    use server::store::{Layer, Manifest, ModelName};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    let Some(reg) = RealRegistry::start() else {
+        return;
+    };
+    let up = Arc::new(AtomicU64::new(0));
+    let port = counting_proxy(reg.port, up.clone(), Arc::default()).await;
+    let via = |rest: &str| ModelName::parse(&format!("http://127.0.0.1:{port}/{rest}")).unwrap();
+    let t = tempfile::tempdir().unwrap();
+    let store = Store::open(t.path()).unwrap();
+    let base = via("library/base:latest");
+    let size = 4 << 20;
+    make_model(&store, &base, 21, size);
+    let r = registry(&store, test_options(None));
+    r.push(&base, true, progress::discard()).await.unwrap();
+    assert!(
+        up.load(Ordering::Relaxed) > size as u64,
+        "the base model was uploaded"
+    );
+
+    let shared = store.read(&base).unwrap().unwrap().manifest.layers[0].clone();
+    let derived = |name: &str, from: Option<String>, seed: u8| {
+        let cfg = format!(r#"{{"model_format":"gguf","model_family":"derived{seed}"}}"#);
+        let cd = store.blobs().write_bytes(cfg.as_bytes()).unwrap();
+        let mut layer = shared.clone();
+        layer.from = from;
+        let m = Manifest::new(
+            Layer::new(MEDIA_TYPE_CONFIG, cd, cfg.len() as u64),
+            vec![layer],
+        );
+        store.write_manifest(&via(name), &m).unwrap();
+        m.to_bytes()
+    };
+    let manifest = derived(
+        "library/derived:latest",
+        Some(format!("127.0.0.1:{port}/library/base:latest")),
+        1,
+    );
+    up.store(0, Ordering::Relaxed);
+    let (sink, log) = recorder();
+    r.push(&via("library/derived:latest"), true, sink)
+        .await
+        .unwrap();
+    let sent = up.load(Ordering::Relaxed);
+    assert!(
+        sent < 64 << 10,
+        "the {size}-byte layer was mounted, not uploaded ({sent} bytes sent)"
+    );
+    let line = format!("pushing {}", &shared.digest.hex()[..12]);
+    let last = log
+        .lock()
+        .unwrap()
+        .iter()
+        .rfind(|p| p.status == line)
+        .cloned()
+        .unwrap();
+    assert_eq!((last.total, last.completed), (shared.size, shared.size));
+
+    // The registry serves the mounted layer under the new repository: pull it into an empty store.
+    let t2 = tempfile::tempdir().unwrap();
+    let store2 = Store::open(t2.path()).unwrap();
+    let direct = reg.name("library/derived:latest");
+    registry(&store2, test_options(None))
+        .pull(&direct, true, progress::discard())
+        .await
+        .unwrap();
+    assert_eq!(store2.read(&direct).unwrap().unwrap().bytes, manifest);
+    assert_eq!(
+        std::fs::read(store2.blobs().path(&shared.digest)).unwrap(),
+        std::fs::read(store.blobs().path(&shared.digest)).unwrap()
+    );
+
+    // Control: the same layer without `from` goes up in full.
+    derived("library/other:latest", None, 2);
+    up.store(0, Ordering::Relaxed);
+    r.push(&via("library/other:latest"), true, progress::discard())
+        .await
+        .unwrap();
+    assert!(up.load(Ordering::Relaxed) > size as u64);
 }

@@ -217,3 +217,51 @@ impl Drop for Serve {
         let _ = self.child.wait();
     }
 }
+
+/// Forwards 127.0.0.1:<returned port> to 127.0.0.1:`upstream`, counting the bytes sent to the
+/// registry (`up`: requests, uploads) and back to the client (`down`).
+pub async fn counting_proxy(
+    upstream: u16,
+    up: Arc<std::sync::atomic::AtomicU64>,
+    down: Arc<std::sync::atomic::AtomicU64>,
+) -> u16 {
+    use std::sync::atomic::Ordering;
+    use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+    async fn pump(
+        mut r: impl AsyncRead + Unpin,
+        mut w: impl AsyncWrite + Unpin,
+        count: &std::sync::atomic::AtomicU64,
+    ) {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match r.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            if w.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+            count.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = l.accept().await {
+            let (up, down) = (up.clone(), down.clone());
+            tokio::spawn(async move {
+                let Ok(mut reg) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await
+                else {
+                    return;
+                };
+                let (cr, cw) = client.split();
+                let (rr, rw) = reg.split();
+                tokio::select! {
+                    _ = pump(cr, rw, &up) => {},
+                    _ = pump(rr, cw, &down) => {},
+                }
+            });
+        }
+    });
+    port
+}

@@ -86,7 +86,7 @@ impl Default for RegistryOptions {
             progress_interval: Duration::from_millis(60),
             request_timeout: Duration::from_secs(60),
             max_blobs_in_flight: 8,
-            lan_parts_in_flight: 2,
+            lan_parts_in_flight: 4,
         }
     }
 }
