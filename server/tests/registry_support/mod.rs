@@ -12,6 +12,8 @@ use server::store::manifest::{MEDIA_TYPE_CONFIG, MEDIA_TYPE_MODEL, MEDIA_TYPE_TE
 use server::store::registry::{Progress, ProgressFn, Registry, RegistryOptions};
 use server::store::{Layer, Manifest, ModelName, Store};
 
+pub mod fake;
+
 pub const REGISTRY_BIN: &str = "/usr/bin/docker-registry";
 
 /// A running `docker-registry`; killed on drop.
