@@ -4,6 +4,8 @@
 //! Start-up order: bind the socket (0600) and serve at once, so `/health` reports the load's
 //! progress; load the model and create the context on the engine thread; then `ready` (or
 //! `failed{kind,message}`, after which the process keeps answering `/health` until stopped).
+//! `runner-llamacpp quantize …` instead runs the one-shot quantizer (quantize.rs).
+//!
 //! SIGTERM/SIGINT: stop accepting, abort the in-flight decode, end streams with `Cancelled`,
 //! remove the socket, exit 0.
 
@@ -13,6 +15,7 @@ mod ffi;
 mod grammar;
 mod http;
 mod plan;
+mod quantize;
 mod sampling;
 mod text;
 
@@ -87,6 +90,10 @@ fn main() {
         default_hook(info);
         std::process::exit(101);
     }));
+    // `runner-llamacpp quantize …` is a separate one-shot tool (quantize.rs).
+    if std::env::args_os().nth(1).is_some_and(|a| a == "quantize") {
+        std::process::exit(quantize::main(std::env::args_os().skip(1)));
+    }
     let args = Args::parse();
     if args.parallel == 0 || args.ctx_size == 0 || args.batch == 0 {
         eprintln!("runner-llamacpp: --parallel, --ctx-size and --batch must be positive");

@@ -292,6 +292,10 @@ pub struct Config {
     /// Directory holding runner binaries (used when HERD_RUNNER is unset).
     #[arg(long, env = "HERD_RUNNER_DIR", value_parser = parse_path)]
     pub runner_dir: Option<PathBuf>,
+    /// Largest blob `POST /api/blobs/:digest` accepts, in bytes (suffixes K/M/G/T, KiB/MiB/GiB/TiB;
+    /// 0 = no limit); bigger uploads get 413 and leave nothing behind.
+    #[arg(long, env = "HERD_MAX_BLOB_SIZE", value_parser = parse::clap_byte_size, default_value = "512GiB")]
+    pub max_blob_size: u64,
 }
 
 impl Config {
@@ -304,10 +308,7 @@ impl Config {
         if let Some(dir) = &self.runner_dir {
             return dir.join(RUNNER_BIN);
         }
-        std::env::current_exe()
-            .ok()
-            .and_then(|exe| exe.parent().map(|d| d.join(RUNNER_BIN)))
-            .unwrap_or_else(|| PathBuf::from(RUNNER_BIN))
+        default_runner_path()
     }
 
     /// The effective configuration as `(ENV_NAME, value)` pairs for the startup log, with
@@ -343,9 +344,18 @@ impl Config {
                 self.mlx_draft_under_grammar.to_string(),
             ),
             ("HERD_RUNNER", self.runner_path().display().to_string()),
+            ("HERD_MAX_BLOB_SIZE", self.max_blob_size.to_string()),
         ];
         pairs.into_iter().map(|(k, v)| (k, redact(k, v))).collect()
     }
+}
+
+/// The runner binary next to the running executable (the default when nothing is configured).
+pub fn default_runner_path() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|d| d.join(RUNNER_BIN)))
+        .unwrap_or_else(|| PathBuf::from(RUNNER_BIN))
 }
 
 /// Values of variables whose names suggest credentials never reach the log.

@@ -30,6 +30,9 @@ pub enum Error {
     Forbidden(String),
     #[error("request entity too large")]
     PayloadTooLarge,
+    /// A blob upload over the configured cap (`HERD_MAX_BLOB_SIZE`).
+    #[error("blob is larger than this server accepts ({limit} bytes, HERD_MAX_BLOB_SIZE)")]
+    BlobTooLarge { limit: u64 },
     /// Admission queue full (note Ollama's two spaces).
     #[error("server busy, please try again.  maximum pending requests exceeded")]
     QueueFull,
@@ -63,7 +66,7 @@ impl Error {
             | Error::BadRequest(_) => StatusCode::BAD_REQUEST,
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::Forbidden(_) => StatusCode::FORBIDDEN,
-            Error::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::PayloadTooLarge | Error::BlobTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Error::QueueFull => StatusCode::SERVICE_UNAVAILABLE,
             Error::Cancelled => StatusCode::from_u16(499).unwrap(),
             Error::Runner(e) => match e.kind {

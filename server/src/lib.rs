@@ -5,6 +5,7 @@
 pub mod api;
 pub mod cli;
 pub mod config;
+pub mod convert;
 pub mod create;
 pub mod engine;
 pub mod error;

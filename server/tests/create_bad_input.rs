@@ -187,7 +187,8 @@ fn request_level_errors() {
                 ..req("m", "m.gguf", &d)
             },
             400,
-            "converting safetensors models is not supported yet; supply a GGUF file".into(),
+            // A safetensors upload is converted (crate::convert): without config.json it is refused.
+            "config.json is missing from the checkpoint".into(),
         ),
         (
             CreateRequest {

@@ -280,9 +280,13 @@ fn quantize_requests() {
         err.to_string(),
         "unsupported quantization type Q5_1 - supported types are F32, F16, Q4_K_S, Q4_K_M, Q8_0"
     );
+    // Accepted: the create runs the quantizer (create_quantize.rs runs the real one). The default
+    // one, next to this test executable, does not exist: the create fails and writes nothing.
     let err = run(&f32, "Q4_K").unwrap_err();
-    assert_eq!(err.status(), 400);
-    assert!(err.to_string().contains("F32 to Q4_K_M"), "{err}");
+    assert!(
+        err.to_string().contains("cannot start the quantizer"),
+        "{err}"
+    );
     assert!(t.read("q").is_none());
     // Asking for the type the file already has is a no-op, as in Ollama.
     run(&f32, "f32").unwrap();

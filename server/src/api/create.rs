@@ -1,8 +1,9 @@
 //! `POST /api/create` (Ollama's `CreateHandler`): decode the request, refuse bad names, paths and
 //! digests before anything streams, pull a `from` model that is not in the store (as Ollama's
 //! `parseFromModel` does; its progress lines come first), then run
-//! `crate::create::create_model` on a blocking thread and deliver the progress as NDJSON
-//! (default) or, with `"stream": false`, only the last progress object. Create's own refusals
+//! `crate::create::create_model_with` (quantizing with the configured runner) on a blocking
+//! thread and deliver the progress as NDJSON (default) or, with `"stream": false`, only the last
+//! progress object. Create's own refusals
 //! all happen before its first progress line, so without a pull they keep their real status code
 //! in both modes; a failed pull, like Ollama's, ends a stream with an `{"error":…}` line.
 
@@ -16,7 +17,7 @@ use futures_util::StreamExt;
 use super::error::OJson;
 use super::stream::{ndjson, ChunkStream};
 use super::AppState;
-use crate::create::{create_model, precheck, CreateRequest, Progress};
+use crate::create::{create_model_with, precheck, CreateRequest, Progress};
 use crate::error::{Error, Result};
 use crate::store::registry::{self, Registry, RegistryOptions};
 use crate::store::{ModelName, Store};
@@ -78,8 +79,9 @@ fn spawn(state: AppState, req: CreateRequest) -> ChunkStream<Progress> {
             return;
         }
         let progress_tx = tx.clone();
+        let quantizer = state.quantizer.clone();
         let result = tokio::task::spawn_blocking(move || {
-            create_model(&store, &req, &mut |p| {
+            create_model_with(&store, &req, &quantizer, &mut |p| {
                 let _ = progress_tx.send(Ok(p));
             })
         })

@@ -2,17 +2,19 @@
 //! `dimensions` and normalize again), and the legacy raw float64 vector. The processing is
 //! pure; the runner produces the raw vectors through the `Inference` seam.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::State;
 use axum::Json;
 use serde_json::Value;
 
-use super::inference::{engine, resolve_model, EmbedJob, NameErrors};
+use super::inference::{engine, resolve_model, EmbedJob, Inference, NameErrors, ResolvedModel};
 use super::options::Options;
 use super::request::parse_keep_alive;
 use super::types::{EmbedRequest, EmbedResponse, EmbeddingRequest, EmbeddingResponse};
 use super::{AppState, OJson};
+use crate::config::KeepAlive;
 use crate::error::{Error, Result};
 
 pub async fn embed(
@@ -20,16 +22,19 @@ pub async fn embed(
     OJson(req): OJson<EmbedRequest>,
 ) -> Result<Json<EmbedResponse>> {
     let start = Instant::now();
-    let keep_alive = parse_keep_alive(req.keep_alive.as_ref())?;
     let texts = inputs(req.input.as_ref())?;
-    let model = resolve_model(&state, &req.model, NameErrors::TryPulling).await?;
-    let options = Options::resolve(
-        state.defaults.context_length,
-        &model.view.options,
+    let Prepared {
+        model,
+        options,
+        keep_alive,
+        engine,
+    } = prepare(
+        &state,
+        &req.model,
+        req.keep_alive.as_ref(),
         req.options.as_ref(),
-    )?;
-    let keep_alive = keep_alive.unwrap_or(state.defaults.keep_alive);
-    let engine = engine(&state)?;
+    )
+    .await?;
     if texts.is_empty() {
         engine.load(model, options, keep_alive).await?;
         return Ok(Json(EmbedResponse {
@@ -65,15 +70,18 @@ pub async fn embeddings(
     State(state): State<AppState>,
     OJson(req): OJson<EmbeddingRequest>,
 ) -> Result<Json<EmbeddingResponse>> {
-    let keep_alive = parse_keep_alive(req.keep_alive.as_ref())?;
-    let model = resolve_model(&state, &req.model, NameErrors::TryPulling).await?;
-    let options = Options::resolve(
-        state.defaults.context_length,
-        &model.view.options,
+    let Prepared {
+        model,
+        options,
+        keep_alive,
+        engine,
+    } = prepare(
+        &state,
+        &req.model,
+        req.keep_alive.as_ref(),
         req.options.as_ref(),
-    )?;
-    let keep_alive = keep_alive.unwrap_or(state.defaults.keep_alive);
-    let engine = engine(&state)?;
+    )
+    .await?;
     if req.prompt.is_empty() {
         engine.load(model, options, keep_alive).await?;
         return Ok(Json(EmbeddingResponse::default()));
@@ -94,6 +102,33 @@ pub async fn embeddings(
     Ok(Json(EmbeddingResponse {
         embedding: legacy(raw),
     }))
+}
+
+/// What both endpoints resolve before embedding: the model, its options merged with the
+/// request's, the keep-alive (request, else the server default) and the engine.
+struct Prepared {
+    model: Arc<ResolvedModel>,
+    options: Options,
+    keep_alive: KeepAlive,
+    engine: Arc<dyn Inference>,
+}
+
+async fn prepare(
+    state: &AppState,
+    name: &str,
+    keep_alive: Option<&Value>,
+    options: Option<&serde_json::Map<String, Value>>,
+) -> Result<Prepared> {
+    // keep_alive is validated before the model is looked up, as Ollama orders its errors.
+    let keep_alive = parse_keep_alive(keep_alive)?;
+    let model = resolve_model(state, name, NameErrors::TryPulling).await?;
+    let options = Options::resolve(state.defaults.context_length, &model.view.options, options)?;
+    Ok(Prepared {
+        model,
+        options,
+        keep_alive: keep_alive.unwrap_or(state.defaults.keep_alive),
+        engine: engine(state)?,
+    })
 }
 
 /// `input`: a string (empty → no inputs), an array of strings, or absent. Anything else is 400

@@ -48,6 +48,10 @@ pub use serve::{serve, ServeOptions};
 /// is generous; blob uploads are streamed and not subject to it.
 pub const DEFAULT_MAX_JSON_BODY: usize = 256 << 20;
 
+/// `HERD_MAX_BLOB_SIZE`'s default (config.rs spells the same value): above any single GGUF
+/// file in practice, below "fill the disk".
+pub const DEFAULT_MAX_BLOB_SIZE: u64 = 512 << 30;
+
 /// Everything handlers share. Cheap to clone (the store is a handle; the rest is behind `Arc`).
 #[derive(Clone)]
 pub struct AppState {
@@ -68,6 +72,10 @@ pub struct AppState {
     /// Registry client for pull/push (shares in-flight downloads); `None`: one with default
     /// options (no signing key) is made per request.
     pub registry: Option<crate::store::registry::Registry>,
+    /// Largest blob `POST /api/blobs/:digest` accepts (`HERD_MAX_BLOB_SIZE`; 0 = no limit).
+    pub max_blob_size: u64,
+    /// How `/api/create` runs `quantize` (the runner binary the server is configured with).
+    pub quantizer: crate::create::QuantizeOptions,
 }
 
 impl AppState {
@@ -86,6 +94,8 @@ impl AppState {
             resolved: Arc::default(),
             defaults: InferenceDefaults::default(),
             registry: None,
+            max_blob_size: DEFAULT_MAX_BLOB_SIZE,
+            quantizer: crate::create::QuantizeOptions::default(),
         }
     }
 
@@ -123,6 +133,16 @@ impl AppState {
 
     pub fn with_max_json_body(mut self, bytes: usize) -> AppState {
         self.max_json_body = bytes;
+        self
+    }
+
+    pub fn with_max_blob_size(mut self, bytes: u64) -> AppState {
+        self.max_blob_size = bytes;
+        self
+    }
+
+    pub fn with_quantizer(mut self, q: crate::create::QuantizeOptions) -> AppState {
+        self.quantizer = q;
         self
     }
 }

@@ -10,8 +10,9 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json_};
 
-use super::show::{go_quote, Message, ModelDetails, ModelView};
+use super::show::{go_quote, ModelDetails, ModelView};
 use super::{AppState, OJson};
+use crate::create::Message;
 use crate::error::{Error, Result};
 use crate::store::{ManifestEntry, ModelName, Store};
 

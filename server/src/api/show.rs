@@ -5,11 +5,13 @@
 
 use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Map, Value as Json};
 
+use crate::create::{ConfigV2, Message};
 use crate::error::{Error, Result};
 use crate::gguf::{self, GgufFile, ReadOptions};
+pub use crate::modelfile::quote;
 use crate::store::{ManifestEntry, Store};
 
 const MT: &str = "application/vnd.ollama.image.";
@@ -17,29 +19,6 @@ const MT: &str = "application/vnd.ollama.image.";
 pub const DEFAULT_TEMPLATE: &str = "{{ .Prompt }}";
 /// Text layers (template, system, license, params, messages) are small; refuse absurd ones.
 const MAX_TEXT_LAYER: u64 = 16 << 20;
-
-/// The config blob's fields the API reads (Ollama's `ConfigV2`); unknown fields are ignored.
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct ModelConfig {
-    #[serde(default)]
-    pub model_format: String,
-    #[serde(default)]
-    pub model_family: String,
-    #[serde(default)]
-    pub model_families: Option<Vec<String>>,
-    #[serde(default)]
-    pub model_type: String,
-    #[serde(default)]
-    pub file_type: String,
-    #[serde(default)]
-    pub renderer: String,
-    #[serde(default)]
-    pub parser: String,
-    #[serde(default)]
-    pub requires: String,
-    #[serde(default)]
-    pub capabilities: Vec<String>,
-}
 
 /// Ollama's `details` object.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -52,16 +31,10 @@ pub struct ModelDetails {
     pub quantization_level: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Message {
-    pub role: String,
-    pub content: String,
-}
-
 /// A stored model's layers, read.
 #[derive(Debug, Clone, Default)]
 pub struct ModelView {
-    pub config: ModelConfig,
+    pub config: ConfigV2,
     pub model_path: Option<PathBuf>,
     pub parent_model: String,
     pub projector_paths: Vec<PathBuf>,
@@ -296,18 +269,6 @@ fn flatten(v: &Json) -> Vec<&Json> {
     }
 }
 
-/// The Modelfile parser's `quote`: wrap in `"` (or `"""` when the text has quotes) only when it
-/// spans lines or has edge spaces.
-pub fn quote(s: &str) -> String {
-    if s.contains('\n') || s.starts_with(' ') || s.ends_with(' ') {
-        if s.contains('"') {
-            return format!("\"\"\"{s}\"\"\"");
-        }
-        return format!("\"{s}\"");
-    }
-    s.to_owned()
-}
-
 /// Go's `%v` of a JSON-decoded value (numbers are float64 in Go).
 pub fn go_v(v: &Json) -> String {
     match v {
@@ -378,6 +339,7 @@ mod tests {
             messages: vec![Message {
                 role: "user".into(),
                 content: "hi".into(),
+                ..Message::default()
             }],
             ..ModelView::default()
         };

@@ -410,5 +410,69 @@ pub async fn run(
     if let Some(q) = quantize.filter(|q| !q.is_empty()) {
         req.quantize = q.to_owned();
     }
-    send_create(&http, base, &req, &mut |p| eprintln!("{}", p.status)).await
+    let mut last = String::new();
+    send_create(&http, base, &req, &mut |p| {
+        if let Some(line) = progress_line(&last, p) {
+            eprintln!("{line}");
+        }
+        last.clone_from(&p.status);
+    })
+    .await
+}
+
+/// What the CLI prints for a progress line after one with status `last`: each new status once,
+/// and a counted status (quantizing) again with `100%` when it completes.
+pub fn progress_line(last: &str, p: &Progress) -> Option<String> {
+    let counted = p.total > 0;
+    let pct = |c: u64| (c.min(p.total) as u128 * 100 / p.total.max(1) as u128) as u64;
+    if p.status != last {
+        Some(if counted {
+            format!("{} {}%", p.status, pct(p.completed))
+        } else {
+            p.status.clone()
+        })
+    } else if counted && p.completed >= p.total {
+        Some(format!("{} 100%", p.status))
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_lines_print_once_per_status() {
+        let p = |status: &str, completed: u64, total: u64| Progress {
+            status: status.into(),
+            digest: String::new(),
+            total,
+            completed,
+        };
+        let q = "quantizing F16 model to Q8_0";
+        let table = [
+            (
+                "",
+                p("parsing GGUF", 0, 0),
+                Some("parsing GGUF".to_string()),
+            ),
+            ("parsing GGUF", p(q, 0, 200), Some(format!("{q} 0%"))),
+            (q, p(q, 100, 200), None),
+            (q, p(q, 200, 200), Some(format!("{q} 100%"))),
+            (
+                q,
+                p("verifying conversion", 0, 0),
+                Some("verifying conversion".into()),
+            ),
+            ("success", p("success", 0, 0), None),
+        ];
+        for (last, progress, want) in table {
+            assert_eq!(
+                progress_line(last, &progress),
+                want,
+                "{last} -> {progress:?}"
+            );
+        }
+    }
 }

@@ -78,7 +78,12 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             context_length: config.context_length,
             keep_alive: config.keep_alive,
         })
-        .with_engine(engine.clone());
+        .with_engine(engine.clone())
+        .with_max_blob_size(config.max_blob_size)
+        .with_quantizer(crate::create::QuantizeOptions {
+            runner: config.runner_path(),
+            threads: 0,
+        });
     tracing::info!(target: "herd", "Listening on {local} (version {})", crate::VERSION);
     api::serve(
         listener,

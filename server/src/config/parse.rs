@@ -169,6 +169,30 @@ pub fn clap_uint<const D: u32>(raw: &str) -> Result<u32, String> {
     }
 }
 
+/// A byte count: digits with an optional decimal (`K`, `M`, `G`, `T`, optional `B`) or binary
+/// (`KiB` … `TiB`) suffix, case-insensitive.
+pub fn clap_byte_size(raw: &str) -> Result<u64, String> {
+    let s = clean(raw).to_ascii_lowercase();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let mult: u64 = match unit.trim() {
+        "" | "b" => 1,
+        "k" | "kb" => 1_000,
+        "m" | "mb" => 1_000_000,
+        "g" | "gb" => 1_000_000_000,
+        "t" | "tb" => 1_000_000_000_000,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        "tib" => 1 << 40,
+        _ => return Err(format!("invalid size {raw:?}")),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("invalid size {raw:?}"))
+}
+
 /// `OLLAMA_KEEP_ALIVE`: Go duration or integer seconds, negative = forever.
 pub fn clap_keep_alive(raw: &str) -> Result<KeepAlive, String> {
     if clean(raw).is_empty() {
@@ -207,6 +231,25 @@ pub fn clap_load_timeout(raw: &str) -> Result<LoadTimeout, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn byte_sizes() {
+        let table = [
+            ("0", Some(0)),
+            ("1024", Some(1024)),
+            ("10M", Some(10_000_000)),
+            ("10mb", Some(10_000_000)),
+            ("512GiB", Some(512 << 30)),
+            (" \"2TiB\" ", Some(2 << 40)),
+            ("1.5G", None),
+            ("-1", None),
+            ("lots", None),
+            ("99999999999TiB", None),
+        ];
+        for (raw, want) in table {
+            assert_eq!(clap_byte_size(raw).ok(), want, "{raw:?}");
+        }
+    }
 
     #[test]
     fn bools_follow_ollama() {

@@ -7,7 +7,7 @@
 //!   requests) is checked before the first progress message, so the API can still answer with a
 //!   real status code; on any error no manifest is written;
 //! - an imported GGUF layer *is* the uploaded blob (same digest), never a copy (except the one
-//!   merged file a split GGUF needs);
+//!   merged file a split GGUF needs, and a layer quantized at create time, see `quantize`);
 //! - the manifest is written last, after every blob it names exists (the store enforces it);
 //!   blobs only the replaced manifest of the same name used are then removed.
 //!
@@ -15,6 +15,8 @@
 
 mod import;
 mod layers;
+mod quantize;
+mod safetensors;
 mod split;
 
 use std::collections::{BTreeMap, HashSet};
@@ -24,6 +26,7 @@ use serde_json::{Map, Value as Json};
 
 pub use import::valid_rel_path;
 pub use layers::{ConfigV2, DraftConfig, Message};
+pub use quantize::QuantizeOptions;
 
 use crate::error::{Error, Result};
 use crate::gguf::{self, ReadOptions};
@@ -116,7 +119,13 @@ pub fn precheck(req: &CreateRequest) -> Result<ModelName> {
     } else {
         &req.model
     };
-    ModelName::parse(name)
+    let name = ModelName::parse(name)?;
+    // An unknown type is refused before anything (e.g. a conversion) streams progress.
+    let q = quantize::requested(req);
+    if !q.is_empty() {
+        parse_quantize(q)?;
+    }
+    Ok(name)
 }
 
 /// Everything decided before any progress is reported.
@@ -137,16 +146,27 @@ pub fn create_model(
     req: &CreateRequest,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<ModelName> {
-    let plan = plan(store, req)?;
+    create_model_with(store, req, &QuantizeOptions::default(), progress)
+}
+
+/// `create_model` with an explicit quantizer (the runner binary the server is configured with).
+pub fn create_model_with(
+    store: &Store,
+    req: &CreateRequest,
+    quantizer: &QuantizeOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<ModelName> {
+    let mut plan = plan(store, req, progress)?;
     for _ in 0..plan.parsed {
         progress(Progress::status("parsing GGUF"));
     }
+    quantize::apply(store.blobs(), req, &mut plan, quantizer, progress)?;
     let name = write(store, req, plan, progress)?;
     progress(Progress::status("success"));
     Ok(name)
 }
 
-fn plan(store: &Store, req: &CreateRequest) -> Result<Plan> {
+fn plan(store: &Store, req: &CreateRequest, progress: &mut dyn FnMut(Progress)) -> Result<Plan> {
     let name = precheck(req)?;
     let licenses = licenses(req)?;
     if !req.template.is_empty() {
@@ -179,7 +199,12 @@ fn plan(store: &Store, req: &CreateRequest) -> Result<Plan> {
     if !req.from.is_empty() {
         base = from_model(store, &req.from, &mut config)?;
     } else if let Some(files) = &req.files {
-        let layers = import::import_files(blobs, files, None)?;
+        let layers = if safetensors::is_checkpoint(files) {
+            // Refusals happen before its first progress line ("converting model").
+            safetensors::import_checkpoint(blobs, files, name.model(), progress)?
+        } else {
+            import::import_files(blobs, files, None)?
+        };
         parsed += layers.len();
         base.extend(imported(layers));
     } else {
@@ -277,7 +302,7 @@ fn from_model(
     Ok(out)
 }
 
-/// Config fields from the model layers, and the quantize decision (Ollama's `createModel` loop).
+/// Config fields from the model layers, and the quantize refusals (Ollama's `createModel` loop).
 fn apply_model_layers(
     req: &CreateRequest,
     base: &[(Built, Option<GgufLayer>)],
@@ -300,15 +325,10 @@ fn apply_model_layers(
             MEDIA_TYPE_MODEL => {
                 let ftype = g.gguf.quantization_level();
                 if !quantize.is_empty() {
-                    let want = parse_quantize(quantize)?;
+                    // Refused here, before any progress; accepted work runs in `quantize::apply`.
+                    parse_quantize(quantize)?;
                     if !matches!(ftype.as_str(), "F16" | "BF16" | "F32") {
                         return Err(Error::BadRequest(QUANTIZE_SOURCE_ERROR.into()));
-                    }
-                    if ftype != want {
-                        // Needs `llama_model_quantize` in a runner subcommand (native stream).
-                        return Err(Error::BadRequest(format!(
-                            "quantizing {ftype} to {want} is not supported by this server yet"
-                        )));
                     }
                 }
                 fill(&mut config.model_format, "gguf".into());

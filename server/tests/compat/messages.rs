@@ -165,3 +165,21 @@ async fn anthropic_messages() {
     assert_eq!(r.status, 200, "{}", r.text());
     env.done().await;
 }
+
+#[tokio::test]
+async fn responses_accept_zstd_bodies() {
+    use ruzstd::encoding::{compress_to_vec, CompressionLevel};
+    let env = Env::new();
+    let body = json!({"model": "echo", "input": "zipped"}).to_string();
+    let mut req = request(
+        axum::http::Method::POST,
+        "/v1/responses",
+        compress_to_vec(body.as_bytes(), CompressionLevel::Fastest),
+    );
+    req.headers_mut()
+        .insert("content-encoding", "zstd".parse().unwrap());
+    let r = send(&env.app, req).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["output"][0]["content"][0]["text"], "[user]zipped");
+    env.done().await;
+}

@@ -25,6 +25,40 @@ pub fn decode<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Resul
     Ok(crate::api::error::decode_json(&bytes)?)
 }
 
+/// The request body after its `Content-Encoding`: `zstd` is decoded with the output bounded by
+/// `limit` (a small body must not expand into unbounded memory); identity passes through; any
+/// other coding is a 400 rather than JSON garbage.
+pub fn content_decode(
+    headers: &axum::http::HeaderMap,
+    body: Bytes,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
+    use std::io::Read;
+    let coding = headers
+        .get(axum::http::header::CONTENT_ENCODING)
+        .map(|v| v.to_str().unwrap_or("?").trim().to_ascii_lowercase());
+    match coding.as_deref() {
+        None | Some("") | Some("identity") => Ok(body),
+        Some("zstd") => {
+            let bad = |e: &dyn std::fmt::Display| {
+                ApiError::bad_request(format!("invalid zstd request body: {e}"))
+            };
+            let dec = ruzstd::decoding::StreamingDecoder::new(&body[..]).map_err(|e| bad(&e))?;
+            let mut out = Vec::new();
+            dec.take(limit as u64 + 1)
+                .read_to_end(&mut out)
+                .map_err(|e| bad(&e))?;
+            if out.len() > limit {
+                return Err(crate::error::Error::PayloadTooLarge.into());
+            }
+            Ok(Bytes::from(out))
+        }
+        Some(other) => Err(ApiError::bad_request(format!(
+            "unsupported Content-Encoding '{other}'"
+        ))),
+    }
+}
+
 /// Seconds since the Unix epoch, OpenAI's `created`.
 pub fn unix_now() -> i64 {
     std::time::SystemTime::now()
@@ -158,16 +192,20 @@ pub fn think(effort: Option<&str>) -> Result<Option<Value>, ApiError> {
     }))
 }
 
+/// The `tools` array itself: absent or null is no tools; anything but an array is a 400.
+fn tool_items(v: Option<&Value>) -> Result<&[Value], ApiError> {
+    match v {
+        None | Some(Value::Null) => Ok(&[]),
+        Some(Value::Array(a)) => Ok(a),
+        Some(_) => Err(ApiError::bad_request("invalid 'tools': expected an array")),
+    }
+}
+
 /// Function tools in the Chat Completions shape (`{type, function:{name, description,
 /// parameters}}`), checked so that a malformed definition is a 400 rather than a silently
 /// empty tool.
 pub fn chat_tools(v: Option<&Value>) -> Result<Vec<Tool>, ApiError> {
-    let items = match v {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Array(a)) => a,
-        Some(_) => return Err(ApiError::bad_request("invalid 'tools': expected an array")),
-    };
-    items
+    tool_items(v)?
         .iter()
         .enumerate()
         .map(|(i, t)| {
@@ -180,12 +218,7 @@ pub fn chat_tools(v: Option<&Value>) -> Result<Vec<Tool>, ApiError> {
 
 /// Function tools in the Responses shape (`{type:"function", name, description, parameters}`).
 pub fn flat_tools(v: Option<&Value>) -> Result<Vec<Tool>, ApiError> {
-    let items = match v {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Array(a)) => a,
-        Some(_) => return Err(ApiError::bad_request("invalid 'tools': expected an array")),
-    };
-    items
+    tool_items(v)?
         .iter()
         .enumerate()
         .map(|(i, t)| {
@@ -308,6 +341,43 @@ pub fn finish_reason(done_reason: Option<&str>, called_tools: bool) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn zstd_headers() -> axum::http::HeaderMap {
+        let mut h = axum::http::HeaderMap::new();
+        h.insert("content-encoding", "zstd".parse().unwrap());
+        h
+    }
+
+    #[test]
+    fn zstd_bodies_decode_within_the_limit_only() {
+        use ruzstd::encoding::{compress_to_vec, CompressionLevel};
+        let json = br#"{"model":"m","input":"hi"}"#;
+        let packed = Bytes::from(compress_to_vec(&json[..], CompressionLevel::Fastest));
+        assert_ne!(&packed[..], &json[..]);
+        let out = content_decode(&zstd_headers(), packed, 1024).unwrap();
+        assert_eq!(&out[..], &json[..]);
+
+        // 8 MiB of zeros packs into a few hundred bytes: bounded by the limit, not the input.
+        let bomb = compress_to_vec(&vec![0u8; 8 << 20][..], CompressionLevel::Fastest);
+        assert!(bomb.len() < 4096);
+        let e = content_decode(&zstd_headers(), Bytes::from(bomb), 1 << 20).unwrap_err();
+        assert_eq!(e.status, axum::http::StatusCode::PAYLOAD_TOO_LARGE);
+
+        let e = content_decode(&zstd_headers(), Bytes::from_static(b"not zstd"), 1024).unwrap_err();
+        assert_eq!(e.status, axum::http::StatusCode::BAD_REQUEST);
+
+        let plain = Bytes::from_static(b"{}");
+        assert_eq!(
+            content_decode(&Default::default(), plain.clone(), 1).unwrap(),
+            plain
+        );
+        let mut gz = axum::http::HeaderMap::new();
+        gz.insert("content-encoding", "gzip".parse().unwrap());
+        assert_eq!(
+            content_decode(&gz, plain, 1024).unwrap_err().status,
+            axum::http::StatusCode::BAD_REQUEST
+        );
+    }
 
     #[test]
     fn openai_defaults_and_mapping() {

@@ -6,13 +6,15 @@
 //! named SSE events (`response.created`, `response.in_progress`, `response.output_item.added`,
 //! `response.reasoning_summary_*`, `response.content_part.*`, `response.output_text.*`,
 //! `response.function_call_arguments.*`, `response.output_item.done`, `response.completed` or
-//! `response.failed`), each with `type` and an increasing `sequence_number`.
+//! `response.failed`), each with `type` and an increasing `sequence_number`. Bodies may be
+//! `Content-Encoding: zstd` (as Ollama accepts), decoded up to the JSON body limit.
 
 use std::collections::HashMap;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
@@ -57,8 +59,16 @@ pub struct Echo {
 
 pub async fn responses(
     State(state): State<AppState>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let limit = state.max_json_body;
+    let body = body.map(|b| common::content_decode(&headers, b, limit));
+    let body = match body {
+        Ok(Ok(b)) => Ok(b),
+        Ok(Err(e)) => return openai_response(&e),
+        Err(r) => Err(r),
+    };
     match run(state, body).await {
         Ok(r) => r,
         Err(e) => openai_response(&e),
