@@ -3,68 +3,13 @@
 
 mod registry_support;
 
-use std::io::{BufRead as _, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use registry_support::*;
 use server::store::{ModelName, Store};
-
-const HERD: &str = env!("CARGO_BIN_EXE_herd");
-
-struct Serve {
-    child: Child,
-    addr: String,
-}
-
-impl Serve {
-    fn start(models: &Path, home: &Path) -> Serve {
-        let mut child = Command::new(HERD)
-            .arg("serve")
-            .env("OLLAMA_HOST", "127.0.0.1:0")
-            .env("OLLAMA_MODELS", models)
-            .env("HOME", home)
-            .env("OLLAMA_NOPRUNE", "1")
-            .env_remove("HERD_LOG_FORMAT")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(rest) = line.split("Listening on ").nth(1) {
-                    let _ = tx.send(rest.split_whitespace().next().unwrap_or("").to_owned());
-                }
-            }
-        });
-        let addr = rx.recv_timeout(Duration::from_secs(30)).unwrap();
-        Serve { child, addr }
-    }
-
-    fn herd(&self, args: &[&str]) -> (bool, String) {
-        let out = Command::new(HERD)
-            .args(args)
-            .env("OLLAMA_HOST", &self.addr)
-            .output()
-            .unwrap();
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 #[test]
 fn cli_push_rm_pull_round_trip() {
@@ -117,40 +62,14 @@ fn cli_push_rm_pull_round_trip() {
     );
 }
 
-/// Forwards 127.0.0.1:<returned port> to `upstream`, counting bytes sent back to the client.
-async fn counting_proxy(upstream: u16, count: Arc<AtomicU64>) -> u16 {
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = l.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        while let Ok((mut down, _)) = l.accept().await {
-            let count = count.clone();
-            tokio::spawn(async move {
-                let Ok(mut up) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await
-                else {
-                    return;
-                };
-                let (mut dr, mut dw) = down.split();
-                let (mut ur, mut uw) = up.split();
-                let to_up = tokio::io::copy(&mut dr, &mut uw);
-                let to_down = async {
-                    let mut buf = vec![0u8; 64 * 1024];
-                    loop {
-                        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-                        let n = match ur.read(&mut buf).await {
-                            Ok(0) | Err(_) => break,
-                            Ok(n) => n,
-                        };
-                        if dw.write_all(&buf[..n]).await.is_err() {
-                            break;
-                        }
-                        count.fetch_add(n as u64, Ordering::Relaxed);
-                    }
-                };
-                tokio::select! { _ = to_up => {}, _ = to_down => {} }
-            });
+/// Every visible blob's bytes hash to its name.
+fn assert_blobs_verify(blobs: &Path) {
+    for f in files(blobs) {
+        if let Some(d) = server::store::Digest::from_blob_file_name(&f) {
+            let data = std::fs::read(blobs.join(&f)).unwrap();
+            assert_eq!(server::store::Digest::of_bytes(&data), d, "{f}");
         }
-    });
-    port
+    }
 }
 
 fn persisted(blobs: &Path) -> u64 {
@@ -185,31 +104,38 @@ async fn sigkill_mid_pull_then_restart_resumes() {
     let total = src_store.read(&direct).unwrap().unwrap().size;
 
     let count = Arc::new(AtomicU64::new(0));
-    let port = counting_proxy(reg.port, count.clone()).await;
+    let port = counting_proxy(reg.port, Arc::default(), count.clone()).await;
     let text = format!("http://127.0.0.1:{port}/library/big:latest");
     let name = ModelName::parse(&text).unwrap();
     let t = tempfile::tempdir().unwrap();
     let models = t.path().join("models");
     let store = Store::open(&models).unwrap();
 
-    let mut serve = Serve::start(&models, t.path());
-    let url = format!("http://{}/api/pull", serve.addr);
-    let body = serde_json::json!({ "model": text, "insecure": true });
-    let pull = tokio::spawn(reqwest::Client::new().post(url).json(&body).send());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while count.load(Ordering::Relaxed) < total / 2 {
-        assert!(Instant::now() < deadline, "pull made no progress");
-        tokio::time::sleep(Duration::from_millis(1)).await;
+    // Two SIGKILLs at random points of the download, each followed by a restart.
+    let mut sent_before = 0;
+    let mut kept = 0;
+    for (lo, hi) in [(0.1, 0.45), (0.5, 0.9)] {
+        let at = (total as f64 * (lo + rand::random::<f64>() * (hi - lo))) as u64;
+        let mut serve = Serve::start(&models, t.path());
+        let url = format!("http://{}/api/pull", serve.addr);
+        let body = serde_json::json!({ "model": text, "insecure": true });
+        let pull = tokio::spawn(reqwest::Client::new().post(url).json(&body).send());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while sent_before + count.load(Ordering::Relaxed) < at.max(kept + 1) {
+            assert!(Instant::now() < deadline, "pull made no progress");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        serve.child.kill().unwrap(); // SIGKILL
+        serve.child.wait().unwrap();
+        let _ = pull.await;
+        sent_before += count.swap(0, Ordering::Relaxed);
+        kept = persisted(store.blobs().dir());
+        assert!(
+            store.read(&name).unwrap().is_none(),
+            "no manifest before all blobs"
+        );
+        assert_blobs_verify(store.blobs().dir());
     }
-    serve.child.kill().unwrap(); // SIGKILL
-    serve.child.wait().unwrap();
-    let _ = pull.await;
-    let sent_before = count.load(Ordering::Relaxed);
-    let kept = persisted(store.blobs().dir());
-    assert!(
-        store.read(&name).unwrap().is_none(),
-        "no manifest before all blobs"
-    );
 
     let serve = Serve::start(&models, t.path());
     count.store(0, Ordering::Relaxed);
@@ -226,8 +152,9 @@ async fn sigkill_mid_pull_then_restart_resumes() {
     assert_eq!(store.read(&name).unwrap().unwrap().bytes, manifest);
     let reused = total.saturating_sub(after);
     println!(
-        "sigkill: proxy sent {sent_before} B before the kill, {kept} B were on disk, {reused} B reused, {after} B fetched after restart (of {total})"
+        "sigkill: proxy sent {sent_before} B before the kills, {kept} B were on disk, {reused} B reused, {after} B fetched after restart (of {total})"
     );
+    assert_blobs_verify(store.blobs().dir());
     assert!(kept > 0);
     assert!(
         reused as f64 >= 0.9 * kept as f64,
@@ -294,4 +221,171 @@ async fn api_pull_error_shapes() {
         r.text().await.unwrap(),
         "{\"error\":\"model '127.0.0.1:1/library/absent:latest' not found\"}"
     );
+}
+
+/// Issue 7: push the real gemma3-270m from one store to the loopback registry with `herd push`,
+/// `herd pull` it into an EMPTY store served by a fresh `herd serve`, and generate with the real
+/// runner: the manifest is byte-identical and the greedy answer is the one the original gave.
+/// Skipped when the test model or runner-llamacpp is not built/fetched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pulled_gemma3_answers_like_the_original() {
+    use server::store::manifest::{MEDIA_TYPE_CONFIG, MEDIA_TYPE_MODEL};
+    use server::store::{Layer, Manifest};
+    let Some(reg) = RealRegistry::start() else {
+        return;
+    };
+    let home = std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default());
+    let gguf = home.join(".cache/herd/models/gemma-3-270m-q4_k_m.gguf");
+    let runner = Path::new(HERD).parent().unwrap().join("runner-llamacpp");
+    if !gguf.exists() || !runner.exists() {
+        eprintln!("SKIP: needs {} and {}", gguf.display(), runner.display());
+        return;
+    }
+    let a = tempfile::tempdir().unwrap();
+    let store_a = Store::open(a.path().join("models")).unwrap();
+    let (md, n) = store_a
+        .blobs()
+        .write_stream(tokio::fs::File::open(&gguf).await.unwrap())
+        .await
+        .unwrap();
+    let meta = server::gguf::read_path(&gguf, Default::default()).unwrap();
+    let family = meta.architecture().unwrap_or_default().to_owned();
+    assert_eq!(family, "gemma3");
+    let config = format!(
+        r#"{{"model_format":"gguf","model_family":"{family}","model_families":["{family}"],"architecture":"amd64","os":"linux","rootfs":{{"type":"layers","diff_ids":["{md}"]}}}}"#
+    );
+    let cd = store_a.blobs().write_bytes(config.as_bytes()).unwrap();
+    let name = reg.name("library/gemma3:270m");
+    let text = format!("http://127.0.0.1:{}/library/gemma3:270m", reg.port);
+    let m = Manifest::new(
+        Layer::new(MEDIA_TYPE_CONFIG, cd, config.len() as u64),
+        vec![Layer::new(MEDIA_TYPE_MODEL, md.clone(), n)],
+    );
+    store_a.write_manifest(&name, &m).unwrap();
+    let original = store_a.read(&name).unwrap().unwrap().bytes;
+
+    let body = serde_json::json!({
+        "model": text, "prompt": "The capital of France is", "raw": true, "stream": false,
+        "options": {"temperature": 0, "top_k": 1, "seed": 7, "num_predict": 12, "num_thread": 1},
+        "keep_alive": 0,
+    });
+    let generate = |addr: String, body: serde_json::Value| async move {
+        let r = reqwest::Client::new()
+            .post(format!("http://{addr}/api/generate"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let v: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(v["eval_count"], 12, "{v}");
+        v["response"].as_str().unwrap().to_owned()
+    };
+    let serve_a = Serve::start(&a.path().join("models"), a.path());
+    let before = generate(serve_a.addr.clone(), body.clone()).await;
+    assert!(!before.trim().is_empty());
+    let (ok, err) = serve_a.herd(&["push", &text, "--insecure"]);
+    assert!(ok && err.contains("success"), "{err}");
+    drop(serve_a);
+
+    let b = tempfile::tempdir().unwrap();
+    let models_b = b.path().join("models");
+    let serve_b = Serve::start(&models_b, b.path());
+    let store_b = Store::open(&models_b).unwrap();
+    assert!(store_b.list().unwrap().is_empty(), "an empty store");
+    let (ok, err) = serve_b.herd(&["pull", &text, "--insecure"]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains(&format!("pulling {}", &md.hex()[..12])),
+        "{err}"
+    );
+    assert_eq!(store_b.read(&name).unwrap().unwrap().bytes, original);
+    let after = generate(serve_b.addr.clone(), body).await;
+    assert_eq!(
+        after, before,
+        "the pulled model answers as the original did"
+    );
+}
+
+/// Disk full under `herd serve`: the store on a 1 MB tmpfs (needs root; skipped otherwise), a
+/// pull of a 3 MB model ends in a clean error line, leaves no visible partial blob and no
+/// manifest, and the server keeps answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disk_full_pull_under_serve_is_clean_and_the_server_stays_up() {
+    if nix::unistd::geteuid().as_raw() != 0 {
+        eprintln!("SKIP: needs root to mount a tmpfs");
+        return;
+    }
+    let Some(reg) = RealRegistry::start() else {
+        return;
+    };
+    let src = tempfile::tempdir().unwrap();
+    let src_store = Store::open(src.path()).unwrap();
+    let name = reg.name("library/fat:latest");
+    make_model(&src_store, &name, 17, 3 << 20);
+    registry(&src_store, test_options(None))
+        .push(&name, true, server::store::registry::progress::discard())
+        .await
+        .unwrap();
+    let model = src_store.read(&name).unwrap().unwrap().manifest.layers[0]
+        .digest
+        .clone();
+
+    let t = tempfile::tempdir().unwrap();
+    let mnt = t.path().join("small");
+    std::fs::create_dir(&mnt).unwrap();
+    let ok = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("SKIP: cannot mount a tmpfs here");
+        return;
+    }
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _u = Unmount(mnt.clone());
+    let models = mnt.join("models");
+    let serve = Serve::start(&models, t.path());
+    let text = format!("http://127.0.0.1:{}/library/fat:latest", reg.port);
+    let http = reqwest::Client::new();
+    let r = http
+        .post(format!("http://{}/api/pull", serve.addr))
+        .json(&serde_json::json!({ "model": text, "insecure": true }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let body = r.text().await.unwrap();
+    let last: serde_json::Value = serde_json::from_str(body.lines().last().unwrap()).unwrap();
+    assert!(
+        last["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("No space left on device")),
+        "{body}"
+    );
+    let store = Store::open(&models).unwrap();
+    assert!(store.list().unwrap().is_empty(), "no manifest");
+    assert!(!store.blobs().exists(&model), "no visible partial blob");
+    assert_blobs_verify(store.blobs().dir());
+    let v = http
+        .get(format!("http://{}/api/version", serve.addr))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(v.status(), 200, "the server stays up");
+    let tags: serde_json::Value = http
+        .get(format!("http://{}/api/tags", serve.addr))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(tags["models"], serde_json::json!([]));
 }

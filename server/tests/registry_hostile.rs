@@ -1,4 +1,4 @@
-//! A hostile registry (an axum server written here) against the pull client: traversal digests,
+//! A hostile registry (`registry_support::fake`) against the pull client: traversal digests,
 //! size lies, wrong bytes, redirects and auth realms aimed at other hosts, endless and compressed
 //! bodies, huge manifests, a full disk. Each must end in a clear error with no file created
 //! outside the store, no visible partial blob, no manifest, and no request to a disallowed host.
@@ -11,171 +11,14 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
-use axum::extract::{Request, State};
 use axum::response::Response;
 use base64::Engine as _;
 use futures_util::StreamExt as _;
-use http::{HeaderMap, Method, StatusCode};
+use http::{Method, StatusCode};
+use registry_support::fake::*;
 use registry_support::*;
-use server::store::registry::{auth, progress};
-use server::store::{Digest, Layer, Manifest, ModelName, Store};
-
-type Override = Arc<dyn Fn(&Method, &str, &HeaderMap) -> Option<Response> + Send + Sync>;
-
-#[derive(Clone)]
-struct Fake {
-    manifest: Arc<Mutex<Vec<u8>>>,
-    blobs: Arc<HashMap<String, Vec<u8>>>,
-    log: Arc<Mutex<Vec<String>>>,
-    hook: Override,
-}
-
-/// A server on `ip`:random port. Returns its port and request log.
-async fn serve(ip: &str, fake: Fake) -> u16 {
-    let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let app = axum::Router::new().fallback(handle).with_state(fake);
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    port
-}
-
-async fn handle(State(f): State<Fake>, req: Request) -> Response {
-    let (method, path, headers) = (
-        req.method().clone(),
-        req.uri().to_string(),
-        req.headers().clone(),
-    );
-    f.log.lock().unwrap().push(format!("{method} {path}"));
-    if let Some(r) = (f.hook)(&method, &path, &headers) {
-        return r;
-    }
-    if path.contains("/manifests/") {
-        return Response::new(Body::from(f.manifest.lock().unwrap().clone()));
-    }
-    let digest = path.rsplit('/').next().unwrap_or("").to_owned();
-    let Some(data) = f.blobs.get(&digest) else {
-        return status(StatusCode::NOT_FOUND);
-    };
-    honest_blob(&method, &headers, data)
-}
-
-fn status(s: StatusCode) -> Response {
-    Response::builder().status(s).body(Body::empty()).unwrap()
-}
-
-fn honest_blob(method: &Method, headers: &HeaderMap, data: &[u8]) -> Response {
-    if method == Method::HEAD {
-        return Response::builder()
-            .header("content-length", data.len())
-            .body(Body::empty())
-            .unwrap();
-    }
-    let range = headers
-        .get("range")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let Some((a, b)) = range
-        .strip_prefix("bytes=")
-        .and_then(|r| r.split_once('-'))
-        .and_then(|(a, b)| Some((a.parse::<usize>().ok()?, b.parse::<usize>().ok()?)))
-    else {
-        return Response::new(Body::from(data.to_vec()));
-    };
-    Response::builder()
-        .status(StatusCode::PARTIAL_CONTENT)
-        .header("content-range", format!("bytes {a}-{b}/{}", data.len()))
-        .body(Body::from(data[a..=b].to_vec()))
-        .unwrap()
-}
-
-/// A model with a 3 MB blob whose manifest and blobs the fake serves honestly.
-fn model() -> (Vec<u8>, HashMap<String, Vec<u8>>, Manifest) {
-    let data = bytes(3, 3 << 20);
-    let cfg = br#"{"model_format":"gguf"}"#.to_vec();
-    let (dd, cd) = (Digest::of_bytes(&data), Digest::of_bytes(&cfg));
-    let m = Manifest::new(
-        Layer::new(
-            server::store::manifest::MEDIA_TYPE_CONFIG,
-            cd.clone(),
-            cfg.len() as u64,
-        ),
-        vec![Layer::new(
-            server::store::manifest::MEDIA_TYPE_MODEL,
-            dd.clone(),
-            data.len() as u64,
-        )],
-    );
-    let blobs = HashMap::from([(dd.to_string(), data), (cd.to_string(), cfg)]);
-    (m.to_bytes(), blobs, m)
-}
-
-struct Env {
-    _t: tempfile::TempDir,
-    parent: std::path::PathBuf,
-    store: Store,
-    log: Arc<Mutex<Vec<String>>>,
-    name: ModelName,
-    before: Vec<String>,
-}
-
-async fn env_with(manifest: Vec<u8>, blobs: HashMap<String, Vec<u8>>, hook: Override) -> Env {
-    let t = tempfile::tempdir().unwrap();
-    let parent = t.path().to_owned();
-    let store = Store::open(parent.join("models")).unwrap();
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let fake = Fake {
-        manifest: Arc::new(Mutex::new(manifest)),
-        blobs: Arc::new(blobs),
-        log: log.clone(),
-        hook,
-    };
-    let port = serve("127.0.0.1", fake).await;
-    let name = ModelName::parse(&format!("http://127.0.0.1:{port}/library/evil:latest")).unwrap();
-    let before = files(&parent);
-    Env {
-        _t: t,
-        parent,
-        store,
-        log,
-        name,
-        before,
-    }
-}
-
-fn no_hook() -> Override {
-    Arc::new(|_, _, _| None)
-}
-
-impl Env {
-    async fn pull(&self) -> server::error::Error {
-        let r = registry(&self.store, test_options(None));
-        r.pull(&self.name, true, progress::discard())
-            .await
-            .unwrap_err()
-    }
-
-    /// Nothing new but invisible partials and blobs whose bytes hash to their name (an honest
-    /// layer served beside a hostile one) exists, and no manifest.
-    fn assert_clean(&self) {
-        let after: Vec<String> = files(&self.parent)
-            .into_iter()
-            .filter(|f| !self.before.contains(f))
-            .collect();
-        for f in &after {
-            let name = f
-                .strip_prefix("models/blobs/")
-                .unwrap_or_else(|| panic!("unexpected file {f}"));
-            if name.contains("-partial") {
-                continue;
-            }
-            let d =
-                Digest::from_blob_file_name(name).unwrap_or_else(|| panic!("unexpected file {f}"));
-            let data = std::fs::read(self.parent.join(f)).unwrap();
-            assert_eq!(Digest::of_bytes(&data), d, "unverified blob {f}");
-        }
-        assert!(self.store.list().unwrap().is_empty());
-    }
-}
+use server::store::registry::{auth, policy, progress};
+use server::store::{Digest, Store};
 
 #[tokio::test]
 async fn traversal_and_malformed_digests_are_refused_before_any_blob_request() {
@@ -573,5 +416,94 @@ async fn silent_registry_times_out() {
         .filter(|l| l.starts_with("GET") && l.contains(&m.layers[0].digest.to_string()))
         .count();
     assert!(gets >= 2, "the stalled part was restarted ({gets} GETs)");
+    env.assert_clean();
+}
+
+/// A part that stalls is restarted, and the pull then completes from the honest retry; the
+/// manifest request carries Ollama's Accept header.
+#[tokio::test]
+async fn stalled_part_is_restarted_and_the_pull_completes() {
+    let (manifest, blobs, m) = model();
+    let big = m.layers[0].digest.to_string();
+    let data = blobs[&big].clone();
+    let gets = Arc::new(Mutex::new(0));
+    let accept = Arc::new(Mutex::new(Vec::new()));
+    let (g, a) = (gets.clone(), accept.clone());
+    let hook: Override = Arc::new(move |method, path, headers| {
+        if path.contains("/manifests/") {
+            a.lock().unwrap().push(
+                headers
+                    .get("accept")
+                    .map(|v| v.to_str().unwrap().to_owned())
+                    .unwrap_or_default(),
+            );
+            return None;
+        }
+        if method != Method::GET || !path.ends_with(&big) {
+            return None;
+        }
+        let first = {
+            let mut n = g.lock().unwrap();
+            *n += 1;
+            *n == 1
+        };
+        if !first {
+            return Some(honest_blob(method, headers, &data));
+        }
+        // The first GET sends 10 bytes of its range, then nothing.
+        let range = headers["range"]
+            .to_str()
+            .unwrap()
+            .trim_start_matches("bytes=")
+            .to_owned();
+        let start: usize = range.split('-').next().unwrap().parse().unwrap();
+        let head = bytes::Bytes::from(data[start..start + 10].to_vec());
+        let first = futures_util::stream::iter([Ok::<_, std::io::Error>(head)]);
+        Some(
+            Response::builder()
+                .status(StatusCode::PARTIAL_CONTENT)
+                .header("content-range", format!("bytes {range}/{}", data.len()))
+                .body(Body::from_stream(
+                    first.chain(futures_util::stream::pending()),
+                ))
+                .unwrap(),
+        )
+    });
+    let env = env_with(manifest.clone(), blobs, hook).await;
+    let mut opts = test_options(None);
+    opts.stall_timeout = std::time::Duration::from_millis(300);
+    let r = registry(&env.store, opts);
+    r.pull(&env.name, true, progress::discard()).await.unwrap();
+    assert_eq!(env.store.read(&env.name).unwrap().unwrap().bytes, manifest);
+    let stored = std::fs::read(env.store.blobs().path(&m.layers[0].digest)).unwrap();
+    assert_eq!(Digest::of_bytes(&stored), m.layers[0].digest);
+    let n = *gets.lock().unwrap();
+    let o = test_options(None);
+    let size = 3u64 << 20;
+    let parts = policy::parts(size, policy::part_size(size, o.part_min, o.part_max)).len();
+    assert_eq!(n, parts + 1, "one restarted part, every other part once");
+    assert_eq!(
+        *accept.lock().unwrap(),
+        vec!["application/vnd.docker.distribution.manifest.v2+json".to_owned()]
+    );
+}
+
+/// A blob reply with a Content-Encoding (a gzip bomb) is refused, never decompressed.
+#[tokio::test]
+async fn compressed_blob_replies_are_refused() {
+    let (manifest, blobs, m) = model();
+    let big = m.layers[0].digest.to_string();
+    let hook: Override = Arc::new(move |method, path, _| {
+        (method == Method::GET && path.ends_with(&big)).then(|| {
+            Response::builder()
+                .status(StatusCode::PARTIAL_CONTENT)
+                .header("content-encoding", "gzip")
+                .body(Body::from(vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0]))
+                .unwrap()
+        })
+    });
+    let env = env_with(manifest, blobs, hook).await;
+    let err = env.pull().await.to_string();
+    assert!(err.contains("Content-Encoding \"gzip\""), "{err}");
     env.assert_clean();
 }

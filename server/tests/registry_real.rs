@@ -251,17 +251,29 @@ async fn concurrent_pulls_share_one_download_and_replaced_layers_are_pruned() {
         .any(|p| p.status == "removing unused layers"));
 }
 
-/// `cargo test -p server --test registry_real -- --ignored --nocapture pull_throughput`:
-/// pulls a 1 GiB blob from the loopback registry with production options and prints MB/s
-/// beside `cp` of the same file (the disk ceiling).
-#[tokio::test(flavor = "multi_thread")]
-#[ignore]
+/// The `scripts/bench registry` section (run it in release):
+/// `cargo test --release -p server --test registry_real -- --ignored --nocapture pull_throughput`.
+/// One run measures, on a 1 GiB random blob: `cp` of the blob file (and the `sync` after it: the
+/// disk ceilings), the store's import (hash + write + fsync) and plain hashing, and `herd pull`
+/// through `herd serve` into an empty store, wall clock from the API call to `success`; then the
+/// library pull with 1, 2, 4 and 16 parts in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark; run explicitly"]
 async fn pull_throughput_1gib() {
     use server::store::manifest::{MEDIA_TYPE_CONFIG, MEDIA_TYPE_MODEL};
     use server::store::registry::RegistryOptions;
     use server::store::{Layer, Manifest};
+    use std::time::Instant;
     let Some(reg) = RealRegistry::start() else {
         return;
+    };
+    let sync = || {
+        let t = Instant::now();
+        assert!(std::process::Command::new("sync")
+            .status()
+            .unwrap()
+            .success());
+        t.elapsed().as_secs_f64()
     };
     let src = tempfile::tempdir().unwrap();
     let src_store = Store::open(src.path()).unwrap();
@@ -275,8 +287,15 @@ async fn pull_throughput_1gib() {
             f.write_all(&block[8..]).unwrap();
         }
     }
+    sync();
+    let start = Instant::now();
+    let (hd, n) = server::cli::create::hash_file(&raw).unwrap();
+    let hash = start.elapsed().as_secs_f64();
+    let start = Instant::now();
     let file = tokio::fs::File::open(&raw).await.unwrap();
-    let (md, n) = src_store.blobs().write_stream(file).await.unwrap();
+    let (md, n2) = src_store.blobs().write_stream(file).await.unwrap();
+    let import = start.elapsed().as_secs_f64();
+    assert_eq!((hd.clone(), n), (md.clone(), n2));
     let cd = src_store.blobs().write_bytes(b"{}").unwrap();
     let name = reg.name("library/bench:latest");
     let m = Manifest::new(
@@ -284,19 +303,14 @@ async fn pull_throughput_1gib() {
         vec![Layer::new(MEDIA_TYPE_MODEL, md.clone(), n)],
     );
     src_store.write_manifest(&name, &m).unwrap();
-    registry(&src_store, test_options(None))
+    registry(&src_store, RegistryOptions::default())
         .push(&name, true, progress::discard())
         .await
         .unwrap();
+    sync();
 
     let t = tempfile::tempdir().unwrap();
-    let store = Store::open(t.path()).unwrap();
-    let r = registry(&store, RegistryOptions::default());
-    let start = std::time::Instant::now();
-    r.pull(&name, true, progress::discard()).await.unwrap();
-    let pull = start.elapsed().as_secs_f64();
-
-    let start = std::time::Instant::now();
+    let start = Instant::now();
     let ok = std::process::Command::new("cp")
         .arg(src_store.blobs().path(&md))
         .arg(t.path().join("copy"))
@@ -305,12 +319,72 @@ async fn pull_throughput_1gib() {
         .success();
     assert!(ok);
     let cp = start.elapsed().as_secs_f64();
-    let mb = n as f64 / 1e6;
-    println!(
-        "pull 1 GiB from loopback registry: {:.0} MB/s ({pull:.2} s); cp: {:.0} MB/s ({cp:.2} s)",
-        mb / pull,
-        mb / cp
+    let cp_sync = cp + sync();
+    std::fs::remove_file(t.path().join("copy")).unwrap();
+
+    let models = t.path().join("models");
+    let serve = Serve::start(&models, t.path());
+    let text = format!("http://127.0.0.1:{}/library/bench:latest", reg.port);
+    let body = serde_json::json!({ "model": text, "insecure": true, "stream": false });
+    let start = Instant::now();
+    let r = reqwest::Client::new()
+        .post(format!("http://{}/api/pull", serve.addr))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    let text = r.text().await.unwrap();
+    let pull = start.elapsed().as_secs_f64();
+    assert_eq!(
+        (status.as_u16(), text.as_str()),
+        (200, "{\"status\":\"success\"}")
     );
+    drop(serve);
+    let store = Store::open(&models).unwrap();
+    assert_eq!(store.read(&name).unwrap().unwrap().bytes, m.to_bytes());
+    assert_eq!(store.blobs().size(&md).unwrap(), Some(n));
+
+    let mb = n as f64 / 1e6;
+    println!("registry: 1 GiB blob, loopback docker-registry");
+    println!("cp         {:>6.0} MB/s  ({cp:.2} s)", mb / cp);
+    println!("cp+sync    {:>6.0} MB/s  ({cp_sync:.2} s)", mb / cp_sync);
+    println!(
+        "herd pull  {:>6.0} MB/s  ({pull:.2} s, API call to success, fsynced)",
+        mb / pull
+    );
+    println!(
+        "hashing    {:>6.2} GB/s  ({hash:.2} s, cli::create::hash_file)",
+        mb / 1e3 / hash
+    );
+    println!(
+        "import     {:>6.2} GB/s  ({import:.2} s, BlobStore::write_stream: hash+write+fsync)",
+        mb / 1e3 / import
+    );
+    println!(
+        "ratio pull/cp {:.2}  pull/cp+sync {:.2}",
+        cp / pull,
+        cp_sync / pull
+    );
+    for lanes in [1, 2, 4, 16] {
+        sync();
+        let t = tempfile::tempdir().unwrap();
+        let store = Store::open(t.path()).unwrap();
+        let r = registry(
+            &store,
+            RegistryOptions {
+                lan_parts_in_flight: lanes,
+                ..RegistryOptions::default()
+            },
+        );
+        let start = Instant::now();
+        r.pull(&name, true, progress::discard()).await.unwrap();
+        let s = start.elapsed().as_secs_f64();
+        println!(
+            "library pull, {lanes:>2} parts in flight: {:>6.0} MB/s ({s:.2} s)",
+            mb / s
+        );
+    }
 }
 
 /// A real model file (SmolLM2-135M, from `scripts/fetch-test-models`) survives push and pull
@@ -355,4 +429,92 @@ async fn real_gguf_round_trip() {
         std::fs::read(store.blobs().path(&md)).unwrap(),
         std::fs::read(&gguf).unwrap()
     );
+}
+
+/// Cross-repository mount: a layer that records the repository it came from (`from`, as Ollama
+/// sets it) is pushed as `POST …/blobs/uploads/?mount=<digest>&from=<ns/model>`; the real registry
+/// answers 201 and the bytes are not sent again. Without `from`, the same layer is uploaded.
+#[tokio::test]
+async fn push_mounts_a_shared_layer_from_another_repository() {
+    use server::store::manifest::MEDIA_TYPE_CONFIG;
+    use server::store::{Layer, Manifest, ModelName};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    let Some(reg) = RealRegistry::start() else {
+        return;
+    };
+    let up = Arc::new(AtomicU64::new(0));
+    let port = counting_proxy(reg.port, up.clone(), Arc::default()).await;
+    let via = |rest: &str| ModelName::parse(&format!("http://127.0.0.1:{port}/{rest}")).unwrap();
+    let t = tempfile::tempdir().unwrap();
+    let store = Store::open(t.path()).unwrap();
+    let base = via("library/base:latest");
+    let size = 4 << 20;
+    make_model(&store, &base, 21, size);
+    let r = registry(&store, test_options(None));
+    r.push(&base, true, progress::discard()).await.unwrap();
+    assert!(
+        up.load(Ordering::Relaxed) > size as u64,
+        "the base model was uploaded"
+    );
+
+    let shared = store.read(&base).unwrap().unwrap().manifest.layers[0].clone();
+    let derived = |name: &str, from: Option<String>, seed: u8| {
+        let cfg = format!(r#"{{"model_format":"gguf","model_family":"derived{seed}"}}"#);
+        let cd = store.blobs().write_bytes(cfg.as_bytes()).unwrap();
+        let mut layer = shared.clone();
+        layer.from = from;
+        let m = Manifest::new(
+            Layer::new(MEDIA_TYPE_CONFIG, cd, cfg.len() as u64),
+            vec![layer],
+        );
+        store.write_manifest(&via(name), &m).unwrap();
+        m.to_bytes()
+    };
+    let manifest = derived(
+        "library/derived:latest",
+        Some(format!("127.0.0.1:{port}/library/base:latest")),
+        1,
+    );
+    up.store(0, Ordering::Relaxed);
+    let (sink, log) = recorder();
+    r.push(&via("library/derived:latest"), true, sink)
+        .await
+        .unwrap();
+    let sent = up.load(Ordering::Relaxed);
+    assert!(
+        sent < 64 << 10,
+        "the {size}-byte layer was mounted, not uploaded ({sent} bytes sent)"
+    );
+    let line = format!("pushing {}", &shared.digest.hex()[..12]);
+    let last = log
+        .lock()
+        .unwrap()
+        .iter()
+        .rfind(|p| p.status == line)
+        .cloned()
+        .unwrap();
+    assert_eq!((last.total, last.completed), (shared.size, shared.size));
+
+    // The registry serves the mounted layer under the new repository: pull it into an empty store.
+    let t2 = tempfile::tempdir().unwrap();
+    let store2 = Store::open(t2.path()).unwrap();
+    let direct = reg.name("library/derived:latest");
+    registry(&store2, test_options(None))
+        .pull(&direct, true, progress::discard())
+        .await
+        .unwrap();
+    assert_eq!(store2.read(&direct).unwrap().unwrap().bytes, manifest);
+    assert_eq!(
+        std::fs::read(store2.blobs().path(&shared.digest)).unwrap(),
+        std::fs::read(store.blobs().path(&shared.digest)).unwrap()
+    );
+
+    // Control: the same layer without `from` goes up in full.
+    derived("library/other:latest", None, 2);
+    up.store(0, Ordering::Relaxed);
+    r.push(&via("library/other:latest"), true, progress::discard())
+        .await
+        .unwrap();
+    assert!(up.load(Ordering::Relaxed) > size as u64);
 }

@@ -1,7 +1,10 @@
-//! `herd pull` / `herd push`: stream `/api/pull` or `/api/push` and draw Ollama-style progress —
-//! one line per layer (`pulling 3f8eb4da87fa:  42% ▕████      ▏ 420 MB/1.0 GB  95 MB/s  6s`) plus
-//! the plain statuses. On a terminal the block is redrawn in place; otherwise each status is
-//! printed once when it first appears (and each layer once it completes).
+//! `herd pull` / `herd push`: stream `/api/pull` or `/api/push` and draw Ollama's progress layout
+//! (its `progress/bar.go`, 80 columns) — one line per layer,
+//! `pulling 3f8eb4da87fa:  35% ▕█████         ▏ 420 MB/1.2 GB   95 MB/s      8s`, finished layers
+//! as `pulling 3f8eb4da87fa: 100% ▕██████████████▏ 1.2 GB`, plus the plain statuses. The rate is
+//! over the last ~10 s (one sample a second), the ETA is what is left at that rate. On a terminal
+//! the block is redrawn in place; otherwise each status is printed once when it first appears
+//! (and each layer once it completes).
 
 use std::collections::HashMap;
 use std::io::{IsTerminal as _, Write as _};
@@ -11,7 +14,7 @@ use anyhow::{anyhow, Context};
 use futures_util::StreamExt as _;
 
 use super::client::Client;
-use super::format::{human_bytes, human_duration};
+use super::format::human_bytes;
 use crate::config::TransferArgs;
 use crate::store::registry::Progress;
 
@@ -90,7 +93,77 @@ struct View {
 struct Row {
     p: Progress,
     started: Instant,
+    /// When the layer reached its total (rate and ETA are then dropped).
+    stopped: Option<Instant>,
+    initial: u64,
+    /// (time, completed) samples, at most one a second, the last `RATE_SAMPLES`.
+    samples: std::collections::VecDeque<(Instant, u64)>,
     printed_done: bool,
+}
+
+/// Ollama's default terminal width; its bar leaves the last column free (lines are 79 wide).
+const LINE_WIDTH: usize = 80;
+const RATE_SAMPLES: usize = 10;
+
+impl Row {
+    fn new(p: Progress, now: Instant) -> Row {
+        let mut r = Row {
+            initial: p.completed,
+            p: Progress::default(),
+            started: now,
+            stopped: None,
+            samples: Default::default(),
+            printed_done: false,
+        };
+        r.set(p, now);
+        r
+    }
+
+    fn set(&mut self, p: Progress, now: Instant) {
+        let done = p.completed.min(p.total);
+        if p.total > 0 && done >= p.total && self.stopped.is_none() {
+            self.stopped = Some(now);
+        }
+        let due = self
+            .samples
+            .back()
+            .is_none_or(|(t, _)| now.duration_since(*t) > Duration::from_secs(1));
+        if due {
+            self.samples.push_back((now, done));
+            if self.samples.len() > RATE_SAMPLES {
+                self.samples.pop_front();
+            }
+        }
+        self.p = p;
+    }
+
+    /// Bytes per second over the sampled window (Ollama rounds the window to whole seconds).
+    fn rate(&self) -> f64 {
+        let (bytes, secs) = match (self.stopped, self.samples.front(), self.samples.back()) {
+            (Some(stop), _, _) => (
+                self.p
+                    .completed
+                    .min(self.p.total)
+                    .saturating_sub(self.initial),
+                stop.duration_since(self.started),
+            ),
+            (None, Some(first), Some(last)) if self.samples.len() > 1 => (
+                last.1.saturating_sub(first.1),
+                last.0.duration_since(first.0),
+            ),
+            (None, Some(only), _) => (
+                only.1.saturating_sub(self.initial),
+                only.0.duration_since(self.started),
+            ),
+            _ => return 0.0,
+        };
+        let secs = secs.as_secs_f64().round();
+        if secs == 0.0 {
+            0.0
+        } else {
+            bytes as f64 / secs
+        }
+    }
 }
 
 impl View {
@@ -110,12 +183,15 @@ impl View {
         if new {
             self.order.push(key.clone());
         }
-        let row = self.rows.entry(key.clone()).or_insert_with(|| Row {
-            p: p.clone(),
-            started: Instant::now(),
-            printed_done: false,
-        });
-        row.p = p;
+        let now = Instant::now();
+        let row = match self.rows.entry(key) {
+            std::collections::hash_map::Entry::Occupied(e) => {
+                let row = e.into_mut();
+                row.set(p, now);
+                row
+            }
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(Row::new(p, now)),
+        };
         if self.tty {
             if new || self.last_draw.elapsed() >= Duration::from_millis(100) {
                 self.draw();
@@ -125,7 +201,7 @@ impl View {
         let done = row.p.total == 0 || row.p.completed >= row.p.total;
         if (row.p.total == 0 && new) || (row.p.total > 0 && done && !row.printed_done) {
             row.printed_done = true;
-            eprintln!("{}", render(row));
+            eprintln!("{}", render(row).trim_end());
         }
     }
 
@@ -159,31 +235,40 @@ fn render(row: &Row) -> String {
         return p.status.clone();
     }
     let done = p.completed.min(p.total);
-    let pct = done * 100 / p.total;
-    const WIDTH: u64 = 25;
-    let filled = (done * WIDTH / p.total) as usize;
-    let bar = format!(
-        "{}{}",
-        "█".repeat(filled),
-        " ".repeat(WIDTH as usize - filled)
-    );
-    let secs = row.started.elapsed().as_secs_f64().max(0.001);
-    let rate = (done as f64 / secs) as u64;
-    let mut s = format!(
-        "{}: {pct:>3}% ▕{bar}▏ {}/{}",
-        p.status,
-        human_bytes(done),
-        human_bytes(p.total)
-    );
-    if done < p.total && rate > 0 {
-        let eta = Duration::from_secs((p.total - done) / rate);
-        s.push_str(&format!(
-            "  {}/s  {}",
-            human_bytes(rate),
-            human_duration(eta)
-        ));
+    let frac = done as f64 / p.total as f64;
+    let pre = format!("{}: {:>3.0}%", p.status.trim(), frac * 100.0);
+    let pad = |s: String| format!("{s:>6}");
+    let rate = row.rate();
+    let mut suf = if row.stopped.is_none() {
+        format!("{}/{}", pad(human_bytes(done)), pad(human_bytes(p.total)))
+    } else {
+        format!("{}{}", pad(human_bytes(p.total)), " ".repeat(7))
+    };
+    if row.stopped.is_none() && rate > 0.0 {
+        let eta = Duration::from_secs(((p.total - done) as f64 / rate) as u64);
+        suf.push_str(&format!("  {}/s", pad(human_bytes(rate as u64))));
+        suf.push_str(&format!("  {}", pad(eta_text(eta))));
+    } else {
+        suf.push_str(&" ".repeat(18));
     }
-    s
+    let width = LINE_WIDTH.saturating_sub(pre.chars().count() + suf.chars().count() + 5);
+    let filled = ((width as f64 * frac) as usize).min(width);
+    format!(
+        "{pre} ▕{}{}▏ {suf}",
+        "█".repeat(filled),
+        " ".repeat(width - filled)
+    )
+}
+
+/// Go's `Duration.Round(time.Second).String()`, capped as Ollama's bar does (`1h5m`, `99h+`).
+fn eta_text(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        _ if s >= 100 * 3600 => "99h+".into(),
+        _ if s >= 3600 => format!("{}h{}m", s / 3600, s / 60 % 60),
+        _ if s >= 60 => format!("{}m{}s", s / 60, s % 60),
+        _ => format!("{s}s"),
+    }
 }
 
 #[cfg(test)]
@@ -191,24 +276,50 @@ mod tests {
     use super::*;
 
     #[test]
-    fn renders_bar_and_plain_status() {
-        let row = |status: &str, total, completed| Row {
-            p: Progress {
-                status: status.into(),
-                total,
-                completed,
-                ..Progress::default()
-            },
-            started: Instant::now(),
-            printed_done: false,
+    fn renders_ollamas_layout() {
+        let t0 = Instant::now();
+        let p = |total, completed| Progress {
+            status: "pulling 0123456789ab".into(),
+            total,
+            completed,
+            ..Progress::default()
         };
-        assert_eq!(render(&row("success", 0, 0)), "success");
-        let s = render(&row("pulling 0123456789ab", 1000, 1000));
-        assert!(
-            s.starts_with("pulling 0123456789ab: 100% ▕█████████████████████████▏ "),
-            "{s}"
+        let mut row = Row::new(p(0, 0), t0);
+        row.p.status = "success".into();
+        assert_eq!(render(&row), "success");
+
+        // In flight: 400 MB of 1.0 GB after 4 s (samples at 0, 2 and 4 s) = 100 MB/s, 6 s left.
+        let mut row = Row::new(p(1_000_000_000, 0), t0);
+        row.set(p(1_000_000_000, 200_000_000), t0 + Duration::from_secs(2));
+        row.set(p(1_000_000_000, 400_000_000), t0 + Duration::from_secs(4));
+        let s = render(&row);
+        assert_eq!(s.chars().count(), LINE_WIDTH - 1, "{s:?}");
+        assert!(s.starts_with("pulling 0123456789ab:  40% ▕"), "{s:?}");
+        assert!(s.ends_with("▏ 400 MB/  1 GB  100 MB/s      6s"), "{s:?}");
+        let bar: String = s.chars().skip_while(|&c| c != '▕').collect();
+        let full = bar.chars().filter(|&c| c == '█').count();
+        let width = LINE_WIDTH - "pulling 0123456789ab:  40%".len() - 31 - 5;
+        assert_eq!(full, width * 4 / 10);
+
+        // Finished: the size alone, no rate or ETA, a full bar.
+        row.set(
+            p(1_000_000_000, 1_000_000_000),
+            t0 + Duration::from_secs(10),
         );
-        let s = render(&row("pulling 0123456789ab", 1000, 500));
-        assert!(s.contains(" 50% ▕████████████             ▏"), "{s}");
+        let s = render(&row);
+        assert_eq!(s.chars().count(), LINE_WIDTH - 1, "{s:?}");
+        assert!(s.starts_with("pulling 0123456789ab: 100% ▕████"), "{s:?}");
+        assert!(s.contains("█▏   1 GB "), "{s:?}");
+        assert!(!s.contains("/s"), "{s:?}");
+    }
+
+    #[test]
+    fn eta_like_go_durations() {
+        let d = Duration::from_secs;
+        assert_eq!(eta_text(d(0)), "0s");
+        assert_eq!(eta_text(d(59)), "59s");
+        assert_eq!(eta_text(d(65)), "1m5s");
+        assert_eq!(eta_text(d(3600 + 300 + 7)), "1h5m");
+        assert_eq!(eta_text(d(100 * 3600)), "99h+");
     }
 }

@@ -199,6 +199,28 @@ impl BlobStore {
         Ok(total)
     }
 
+    /// As `commit_partial`, for a download that hashed `partial_path(expected)` while writing
+    /// it: `got` must be the sha256 of exactly the bytes in that file (the registry client's
+    /// trailing hasher only hashes bytes after they were written, in file order). Saves the second
+    /// full read of the blob.
+    pub async fn commit_partial_hashed(&self, expected: &Digest, got: &Digest) -> Result<()> {
+        let partial = self.partial_path(expected);
+        if got != expected {
+            drop(TempGuard::new(partial));
+            return Err(Error::DigestMismatch {
+                expected: expected.to_string(),
+                got: got.to_string(),
+            });
+        }
+        tokio::task::spawn_blocking({
+            let partial = partial.clone();
+            move || std::fs::File::open(partial)?.sync_all()
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("blob fsync task: {e}")))??;
+        self.commit(TempGuard::new(partial), expected).await
+    }
+
     async fn stream_to_temp<R: AsyncRead + Unpin>(
         &self,
         mut reader: R,
@@ -427,6 +449,24 @@ mod tests {
         assert!(matches!(err, Error::DigestMismatch { .. }));
         assert!(entries(b.dir()).is_empty());
         assert!(matches!(b.commit_partial(&d).await, Err(Error::Io(_))));
+    }
+
+    #[tokio::test]
+    async fn commit_partial_hashed_trusts_only_a_matching_digest() {
+        let (_t, b) = store();
+        let d = Digest::of_bytes(b"downloaded");
+        std::fs::write(b.partial_path(&d), b"downloaded").unwrap();
+        let other = Digest::of_bytes(b"other");
+        let err = b.commit_partial_hashed(&d, &other).await.unwrap_err();
+        assert!(matches!(err, Error::DigestMismatch { .. }));
+        assert!(
+            entries(b.dir()).is_empty(),
+            "a mismatched partial is deleted"
+        );
+        std::fs::write(b.partial_path(&d), b"downloaded").unwrap();
+        b.commit_partial_hashed(&d, &d).await.unwrap();
+        assert_eq!(entries(b.dir()), vec![d.blob_file_name()]);
+        assert_eq!(std::fs::read(b.path(&d)).unwrap(), b"downloaded");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! loopback port with filesystem storage in a temp dir, and builds tiny models in a temp store.
 #![allow(dead_code)]
 
+use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -10,6 +11,8 @@ use std::time::{Duration, Instant};
 use server::store::manifest::{MEDIA_TYPE_CONFIG, MEDIA_TYPE_MODEL, MEDIA_TYPE_TEMPLATE};
 use server::store::registry::{Progress, ProgressFn, Registry, RegistryOptions};
 use server::store::{Layer, Manifest, ModelName, Store};
+
+pub mod fake;
 
 pub const REGISTRY_BIN: &str = "/usr/bin/docker-registry";
 
@@ -161,4 +164,106 @@ pub fn files(dir: &Path) -> Vec<String> {
     walk(dir, dir, &mut out);
     out.sort();
     out
+}
+
+pub const HERD: &str = env!("CARGO_BIN_EXE_herd");
+
+/// `herd serve` on a free loopback port with its own store and HOME; killed on drop.
+pub struct Serve {
+    pub child: Child,
+    pub addr: String,
+}
+
+impl Serve {
+    pub fn start(models: &Path, home: &Path) -> Serve {
+        let mut child = Command::new(HERD)
+            .arg("serve")
+            .env("OLLAMA_HOST", "127.0.0.1:0")
+            .env("OLLAMA_MODELS", models)
+            .env("HOME", home)
+            .env("OLLAMA_NOPRUNE", "1")
+            .env_remove("HERD_LOG_FORMAT")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(rest) = line.split("Listening on ").nth(1) {
+                    let _ = tx.send(rest.split_whitespace().next().unwrap_or("").to_owned());
+                }
+            }
+        });
+        let addr = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        Serve { child, addr }
+    }
+
+    pub fn herd(&self, args: &[&str]) -> (bool, String) {
+        let out = Command::new(HERD)
+            .args(args)
+            .env("OLLAMA_HOST", &self.addr)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Forwards 127.0.0.1:<returned port> to 127.0.0.1:`upstream`, counting the bytes sent to the
+/// registry (`up`: requests, uploads) and back to the client (`down`).
+pub async fn counting_proxy(
+    upstream: u16,
+    up: Arc<std::sync::atomic::AtomicU64>,
+    down: Arc<std::sync::atomic::AtomicU64>,
+) -> u16 {
+    use std::sync::atomic::Ordering;
+    use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+    async fn pump(
+        mut r: impl AsyncRead + Unpin,
+        mut w: impl AsyncWrite + Unpin,
+        count: &std::sync::atomic::AtomicU64,
+    ) {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match r.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            if w.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+            count.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = l.accept().await {
+            let (up, down) = (up.clone(), down.clone());
+            tokio::spawn(async move {
+                let Ok(mut reg) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await
+                else {
+                    return;
+                };
+                let (cr, cw) = client.split();
+                let (rr, rw) = reg.split();
+                tokio::select! {
+                    _ = pump(cr, rw, &up) => {},
+                    _ = pump(rr, cw, &down) => {},
+                }
+            });
+        }
+    });
+    port
 }

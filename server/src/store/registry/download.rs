@@ -2,7 +2,14 @@
 //! progress in `-partial-<n>` (Ollama's JSON: `{"N","Offset","Size","Completed"}`), so a killed
 //! process resumes where it stopped. Up to 16 parts in flight; a silent part is restarted; transport
 //! errors retry with doubling backoff; protocol violations (wrong range, too many bytes) fail at
-//! once. The finished file becomes the blob only through `BlobStore::commit_partial` (sha256).
+//! once. The sha256 is computed while the parts land (`hashing::Trailing`, no second pass over
+//! the blob) and the finished file becomes the blob only through
+//! `BlobStore::commit_partial_hashed`; writeback is started every second so the final fsync is
+//! short.
+//!
+//! Parts in flight: Ollama's 16 for a public registry or CDN (per-connection throughput over the
+//! internet is the limit); `lan_parts_in_flight` for a registry on a private or loopback address,
+//! where one stream already saturates the link and in-order bytes can be hashed from memory.
 //!
 //! Invariants: a part's `Completed` is written only after the bytes it counts were written to the
 //! data file, so it never overstates what is on disk; nothing is read from the network past the
@@ -21,13 +28,16 @@ use tokio::sync::watch;
 use url::Url;
 
 use super::client::{self, Session};
-use super::policy;
+use super::hashing::Trailing;
+use super::policy::{self, Origin};
 use crate::error::{Error, Result};
 use crate::store::{BlobStore, Digest, Layer};
 
 /// Bytes buffered per part between writes (and state updates): at most this much per part is
 /// lost to a SIGKILL (a dropped future flushes synchronously, losing nothing).
-const WRITE_CHUNK: usize = 256 << 10;
+const WRITE_CHUNK: usize = 1 << 20;
+/// How often written data is pushed towards the disk while downloading.
+const WRITEBACK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 /// State files are overwritten in place, padded to this size, so an update is one small pwrite
 /// and a torn file cannot shrink.
 const STATE_LEN: usize = 128;
@@ -147,23 +157,42 @@ async fn download(session: &Session, layer: &Layer, completed: &AtomicU64) -> Re
             .map_err(|e| Error::Internal(format!("partial state task: {e}")))??
     };
     completed.store(parts.iter().map(|p| p.completed).sum(), Ordering::Relaxed);
+    let n_parts = parts.len();
+    let file = Arc::new(open_nofollow(&blobs.partial_path(d), false)?);
+    let trail = Arc::new(Trailing::new(
+        parts.iter().map(|p| (p.offset, p.size, p.completed)),
+    ));
+    let in_flight = if src.external || session.origin() == Origin::Public {
+        policy::MAX_PARTS_IN_FLIGHT
+    } else {
+        session.reg.options().lan_parts_in_flight.max(1)
+    };
     let src = Arc::new(src);
-    futures_util::stream::iter(parts.into_iter().filter(|p| p.completed < p.size))
-        .map(|p| run_part(session, &blobs, d, &src, p, completed))
-        .buffer_unordered(policy::MAX_PARTS_IN_FLIGHT)
-        .try_collect::<Vec<()>>()
-        .await?;
-    let n_parts = policy::parts(
-        src.total,
-        policy::part_size(
-            src.total,
-            session.reg.options().part_min,
-            session.reg.options().part_max,
-        ),
-    )
-    .len();
-    match blobs.commit_partial(d).await {
-        Ok(_) => {
+    let fetch = futures_util::stream::iter(parts.into_iter().filter(|p| p.completed < p.size))
+        .map(|p| run_part(session, &blobs, d, &src, p, completed, &file, &trail))
+        .buffer_unordered(in_flight)
+        .try_collect::<Vec<()>>();
+    let writeback = async {
+        loop {
+            tokio::time::sleep(WRITEBACK_EVERY).await;
+            let f = file.clone();
+            let _ = tokio::task::spawn_blocking(move || f.sync_data()).await;
+        }
+    };
+    tokio::select! {
+        r = fetch => { r?; }
+        () = writeback => {}
+    }
+    let got = {
+        let (file, trail) = (file.clone(), trail.clone());
+        tokio::task::spawn_blocking(move || trail.finish(&file))
+            .await
+            .map_err(|e| Error::Internal(format!("hash task: {e}")))??
+            .ok_or_else(|| Error::Internal(format!("download of {d} ended incomplete")))?
+    };
+    drop(file);
+    match blobs.commit_partial_hashed(d, &got).await {
+        Ok(()) => {
             remove_states(&blobs, d, n_parts);
             Ok(())
         }
@@ -244,7 +273,9 @@ async fn probe(session: &Session, url: Url) -> Result<(client::Fetched, u64)> {
 }
 
 fn open_nofollow(path: &Path, create: bool) -> std::io::Result<std::fs::File> {
+    // Readable too: the trailing hasher reads parts back from the data file.
     std::fs::OpenOptions::new()
+        .read(true)
         .write(true)
         .create(create)
         .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
@@ -252,9 +283,13 @@ fn open_nofollow(path: &Path, create: bool) -> std::io::Result<std::fs::File> {
 }
 
 fn write_state(path: &Path, st: &PartState) -> std::io::Result<()> {
+    write_state_to(&open_nofollow(path, true)?, st)
+}
+
+fn write_state_to(file: &std::fs::File, st: &PartState) -> std::io::Result<()> {
     let mut bytes = serde_json::to_vec(st).map_err(std::io::Error::other)?;
     bytes.resize(STATE_LEN.max(bytes.len()), b' ');
-    open_nofollow(path, true)?.write_all_at(&bytes, 0)
+    file.write_all_at(&bytes, 0)
 }
 
 fn read_state(path: &Path) -> Option<PartState> {
@@ -342,6 +377,7 @@ enum PartError {
     Fatal(Error),
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn run_part(
     session: &Session,
     blobs: &BlobStore,
@@ -349,10 +385,13 @@ async fn run_part(
     src: &Source,
     st: PartState,
     completed: &AtomicU64,
+    file: &Arc<std::fs::File>,
+    trail: &Arc<Trailing>,
 ) -> Result<()> {
     let mut w = PartWriter {
-        file: Arc::new(open_nofollow(&blobs.partial_path(d), false)?),
-        state_path: blobs.partial_part_path(d, st.n),
+        file: file.clone(),
+        state: Arc::new(open_nofollow(&blobs.partial_part_path(d, st.n), false)?),
+        trail: trail.clone(),
         st,
         buf: Vec::new(),
         completed,
@@ -377,10 +416,13 @@ async fn run_part(
     }
 }
 
-/// Buffers one part's bytes and persists them (data first, then the state record).
+/// Buffers one part's bytes and persists them (data first, then the state record), feeding
+/// the hasher.
 struct PartWriter<'a> {
     file: Arc<std::fs::File>,
-    state_path: PathBuf,
+    /// This part's `-partial-<n>` record, kept open (one pwrite per update).
+    state: Arc<std::fs::File>,
+    trail: Arc<Trailing>,
     st: PartState,
     buf: Vec<u8>,
     completed: &'a AtomicU64,
@@ -388,12 +430,12 @@ struct PartWriter<'a> {
 
 fn persist(
     file: &std::fs::File,
-    path: &Path,
+    state: &std::fs::File,
     next: &PartState,
     data: &[u8],
 ) -> std::io::Result<()> {
     file.write_all_at(data, next.offset + next.completed - data.len() as u64)?;
-    write_state(path, next)
+    write_state_to(state, next)
 }
 
 impl PartWriter<'_> {
@@ -404,9 +446,10 @@ impl PartWriter<'_> {
         let data = std::mem::take(&mut self.buf);
         let mut next = self.st;
         next.completed += data.len() as u64;
-        let (file, path) = (self.file.clone(), self.state_path.clone());
+        let (file, state, trail) = (self.file.clone(), self.state.clone(), self.trail.clone());
         let mut data = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<u8>> {
-            persist(&file, &path, &next, &data)?;
+            persist(&file, &state, &next, &data)?;
+            trail.written(&file, next.n, next.completed, &data)?;
             Ok(data)
         })
         .await
@@ -429,7 +472,7 @@ impl Drop for PartWriter<'_> {
         }
         let mut next = self.st;
         next.completed += self.buf.len() as u64;
-        if persist(&self.file, &self.state_path, &next, &self.buf).is_ok() {
+        if persist(&self.file, &self.state, &next, &self.buf).is_ok() {
             self.st = next;
         }
     }

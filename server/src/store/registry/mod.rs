@@ -14,6 +14,7 @@
 pub mod auth;
 mod client;
 mod download;
+mod hashing;
 pub mod policy;
 pub mod progress;
 mod pull;
@@ -58,6 +59,10 @@ pub struct RegistryOptions {
     /// Blobs downloaded at once (each with up to 16 parts); bounds connections for manifests
     /// with many layers.
     pub max_blobs_in_flight: usize,
+    /// Parts of one blob fetched at once from a registry on a private or loopback address
+    /// (public registries and CDNs get Ollama's 16). Fewer streams keep the bytes arriving in
+    /// order, so they are hashed from memory instead of read back.
+    pub lan_parts_in_flight: usize,
 }
 
 impl Default for RegistryOptions {
@@ -81,6 +86,7 @@ impl Default for RegistryOptions {
             progress_interval: Duration::from_millis(60),
             request_timeout: Duration::from_secs(60),
             max_blobs_in_flight: 8,
+            lan_parts_in_flight: 4,
         }
     }
 }
