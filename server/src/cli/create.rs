@@ -7,11 +7,9 @@
 //! adds the directory's `*.json`, which its own GGUF import then refuses.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context};
-use sha2::{Digest as _, Sha256};
 
 use crate::create::{CreateRequest, Message, Progress};
 use crate::modelfile::{self, Command, Modelfile};
@@ -187,19 +185,7 @@ pub fn file_keys(paths: &[PathBuf]) -> Vec<String> {
 
 /// sha256 of a file, streamed in 1 MiB reads.
 pub fn hash_file(path: &Path) -> std::io::Result<(Digest, u64)> {
-    let mut f = std::fs::File::open(path)?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut n = 0u64;
-    loop {
-        let k = f.read(&mut buf)?;
-        if k == 0 {
-            break;
-        }
-        h.update(&buf[..k]);
-        n += k as u64;
-    }
-    Ok((Digest::from_sha256(h.finalize().into()), n))
+    Digest::of_file(path)
 }
 
 fn hash_all(

@@ -22,8 +22,6 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 
-use sha2::{Digest as _, Sha256};
-
 use super::import::GgufLayer;
 use super::layers::Built;
 use super::{parse_quantize, CreateRequest, Plan, Progress};
@@ -263,20 +261,9 @@ fn stderr_tail(stderr: Option<std::process::ChildStderr>) -> String {
 
 /// sha256 and size of a file, then fsync it (it is about to become a blob).
 fn hash_and_sync(path: &Path) -> Result<(Digest, u64)> {
-    let mut f = std::fs::File::open(path)?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut n = 0u64;
-    loop {
-        let k = f.read(&mut buf)?;
-        if k == 0 {
-            break;
-        }
-        h.update(&buf[..k]);
-        n += k as u64;
-    }
-    f.sync_all()?;
-    Ok((Digest::from_sha256(h.finalize().into()), n))
+    let got = Digest::of_file(path)?;
+    std::fs::File::open(path)?.sync_all()?;
+    Ok(got)
 }
 
 #[cfg(test)]

@@ -8,16 +8,12 @@
 //! the blobs dir while hashing, fsynced and renamed to its digest — a failure leaves nothing.
 
 use std::collections::BTreeMap;
-use std::io::Write;
-
-use sha2::{Digest as _, Sha256};
 
 use super::import::GgufLayer;
 use super::Progress;
 use crate::convert::{self, Source};
 use crate::error::{Error, Result};
 use crate::gguf::{self, ReadOptions};
-use crate::store::blobs::{sync_dir, TempGuard};
 use crate::store::manifest::MEDIA_TYPE_MODEL;
 use crate::store::{BlobStore, Digest, Layer};
 
@@ -58,48 +54,7 @@ pub(crate) fn import_checkpoint(
     }])
 }
 
-struct Hashing<W> {
-    inner: W,
-    hash: Sha256,
-    n: u64,
-}
-
-impl<W: Write> Write for Hashing<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.hash.update(&buf[..n]);
-        self.n += n as u64;
-        Ok(n)
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-}
-
 /// Writes the converted GGUF as a blob: temp file → hash → fsync → rename.
 fn write_blob(blobs: &BlobStore, plan: &convert::Plan) -> Result<(Digest, u64)> {
-    let temp = TempGuard::new(TempGuard::new_path(blobs.dir()));
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(temp.path())?;
-    let mut w = Hashing {
-        inner: std::io::BufWriter::with_capacity(1 << 20, file),
-        hash: Sha256::new(),
-        n: 0,
-    };
-    convert::write(plan, &mut w)?;
-    let digest = Digest::from_sha256(w.hash.finalize().into());
-    let size = w.n;
-    let file = w.inner.into_inner().map_err(|e| e.into_error())?;
-    file.sync_all()?;
-    drop(file);
-    if blobs.exists(&digest) {
-        blobs.touch(&digest)?;
-    } else {
-        std::fs::rename(temp.path(), blobs.path(&digest))?;
-        temp.keep();
-        sync_dir(blobs.dir())?;
-    }
-    Ok((digest, size))
+    blobs.write_with(|w| convert::write(plan, w).map(|_| ()))
 }

@@ -8,14 +8,11 @@
 //! unreferenced blobs until prune removes them.
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write};
-
-use sha2::{Digest as _, Sha256};
+use std::io::{Read, Seek, SeekFrom};
 
 use super::import::GgufLayer;
 use crate::error::{Error, Result};
 use crate::gguf::{self, GgufBuilder, GgufFile, ReadOptions, TensorInfo, Value};
-use crate::store::blobs::{sync_dir, TempGuard};
 use crate::store::{BlobStore, Digest, Layer};
 
 const SPLIT_KEYS: [&str; 3] = ["split.no", "split.count", "split.tensors.count"];
@@ -121,23 +118,6 @@ fn merge_group(blobs: &BlobStore, count: u16, members: Vec<GgufLayer>) -> Result
     })
 }
 
-/// A writer that hashes what passes through it.
-struct Hashing<W> {
-    inner: W,
-    hash: Sha256,
-}
-
-impl<W: Write> Write for Hashing<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.hash.update(&buf[..n]);
-        Ok(n)
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-}
-
 fn put_str(buf: &mut Vec<u8>, s: &str) {
     buf.extend_from_slice(&(s.len() as u64).to_le_bytes());
     buf.extend_from_slice(s.as_bytes());
@@ -188,46 +168,29 @@ fn write_merged(blobs: &BlobStore, shards: &[GgufLayer]) -> Result<Digest> {
         head.resize((head.len() as u64).next_multiple_of(alignment) as usize, 0);
     }
 
-    let temp = TempGuard::new(TempGuard::new_path(blobs.dir()));
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(temp.path())?;
-    let mut w = Hashing {
-        inner: std::io::BufWriter::with_capacity(1 << 20, file),
-        hash: Sha256::new(),
-    };
-    w.write_all(&head)?;
-    let mut buf = vec![0u8; 1 << 20];
-    let mut written = 0u64;
-    let mut open: Option<(Digest, File)> = None;
-    for ((shard, t), off) in tensors.iter().zip(offsets) {
-        w.write_all(&vec![0; (off - written) as usize])?;
-        if open.as_ref().is_none_or(|(d, _)| *d != shard.layer.digest) {
-            let f = File::open(blobs.path(&shard.layer.digest))?;
-            open = Some((shard.layer.digest.clone(), f));
+    let (digest, _) = blobs.write_with(|w| {
+        w.write_all(&head)?;
+        let mut buf = vec![0u8; 1 << 20];
+        let mut written = 0u64;
+        let mut open: Option<(Digest, File)> = None;
+        for ((shard, t), off) in tensors.iter().zip(offsets) {
+            w.write_all(&vec![0; (off - written) as usize])?;
+            if open.as_ref().is_none_or(|(d, _)| *d != shard.layer.digest) {
+                let f = File::open(blobs.path(&shard.layer.digest))?;
+                open = Some((shard.layer.digest.clone(), f));
+            }
+            let (_, f) = open.as_mut().expect("opened above");
+            f.seek(SeekFrom::Start(shard.gguf.data_offset + t.offset))?;
+            let mut left = t.n_bytes;
+            while left > 0 {
+                let n = left.min(buf.len() as u64) as usize;
+                f.read_exact(&mut buf[..n])?;
+                w.write_all(&buf[..n])?;
+                left -= n as u64;
+            }
+            written = off + t.n_bytes;
         }
-        let (_, f) = open.as_mut().expect("opened above");
-        f.seek(SeekFrom::Start(shard.gguf.data_offset + t.offset))?;
-        let mut left = t.n_bytes;
-        while left > 0 {
-            let n = left.min(buf.len() as u64) as usize;
-            f.read_exact(&mut buf[..n])?;
-            w.write_all(&buf[..n])?;
-            left -= n as u64;
-        }
-        written = off + t.n_bytes;
-    }
-    let digest = Digest::from_sha256(w.hash.finalize().into());
-    let file = w.inner.into_inner().map_err(|e| e.into_error())?;
-    file.sync_all()?;
-    drop(file);
-    if blobs.exists(&digest) {
-        blobs.touch(&digest)?;
-    } else {
-        std::fs::rename(temp.path(), blobs.path(&digest))?;
-        temp.keep();
-        sync_dir(blobs.dir())?;
-    }
+        Ok(())
+    })?;
     Ok(digest)
 }

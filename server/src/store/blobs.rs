@@ -56,6 +56,25 @@ impl Drop for TempGuard {
 }
 
 /// Fsyncs a directory so a completed rename survives a crash.
+/// A writer that hashes and counts what passes through it.
+struct HashingWriter<W> {
+    inner: W,
+    hash: Sha256,
+    n: u64,
+}
+
+impl<W: std::io::Write> std::io::Write for HashingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hash.update(&buf[..n]);
+        self.n += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     std::fs::File::open(dir)?.sync_all()?;
     Ok(())
@@ -164,6 +183,39 @@ impl BlobStore {
         temp.keep();
         sync_dir(&self.dir)?;
         Ok(digest)
+    }
+
+    /// Stores content produced on the fly (a converted or merged GGUF): `fill` writes into a
+    /// temp file in the blobs dir through a 1 MiB buffer that hashes as it goes; then fsync and
+    /// rename. Synchronous. Nothing becomes visible when `fill` fails; an identical existing blob
+    /// is kept (mtime refreshed). Returns the digest and size.
+    pub fn write_with(
+        &self,
+        fill: impl FnOnce(&mut dyn std::io::Write) -> Result<()>,
+    ) -> Result<(Digest, u64)> {
+        let temp = TempGuard::new(TempGuard::new_path(&self.dir));
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(temp.path())?;
+        let mut w = HashingWriter {
+            inner: std::io::BufWriter::with_capacity(1 << 20, file),
+            hash: Sha256::new(),
+            n: 0,
+        };
+        fill(&mut w)?;
+        let digest = Digest::from_sha256(w.hash.finalize().into());
+        let file = w.inner.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+        drop(file);
+        if self.exists(&digest) {
+            self.touch(&digest)?;
+        } else {
+            std::fs::rename(temp.path(), self.path(&digest))?;
+            temp.keep();
+            sync_dir(&self.dir)?;
+        }
+        Ok((digest, w.n))
     }
 
     /// Finishes a resumable download: hashes `partial_path(expected)`, and if it matches,

@@ -66,6 +66,25 @@ impl Digest {
         Self::from_sha256(Sha256::digest(bytes).into())
     }
 
+    /// Digest and size of a file's contents, streamed in 1 MiB reads (the one file hasher: the
+    /// CLI before uploading, create after quantizing).
+    pub fn of_file(path: &std::path::Path) -> std::io::Result<(Digest, u64)> {
+        use std::io::Read;
+        let mut f = std::fs::File::open(path)?;
+        let mut h = Sha256::new();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut n = 0u64;
+        loop {
+            let k = f.read(&mut buf)?;
+            if k == 0 {
+                break;
+            }
+            h.update(&buf[..k]);
+            n += k as u64;
+        }
+        Ok((Self::from_sha256(h.finalize().into()), n))
+    }
+
     /// From a finished sha256 state.
     pub fn from_sha256(sum: [u8; 32]) -> Digest {
         Digest {
