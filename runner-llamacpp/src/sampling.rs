@@ -19,8 +19,31 @@ use std::collections::{HashMap, VecDeque};
 pub trait TokenMask: Send {
     /// Forbid tokens by setting their logit to `f32::NEG_INFINITY`.
     fn apply(&mut self, logits: &mut [f32]);
+    /// Either forbid tokens as `apply` does and return None, or leave `logits` alone and return
+    /// the allowed ids (ascending) when they are few: then nothing vocabulary-sized is written
+    /// and the sampler reads only those entries.
+    fn apply_sparse(&mut self, logits: &mut [f32]) -> Option<Vec<Token>> {
+        self.apply(logits);
+        None
+    }
     /// The token that was chosen (advance the constraint's state).
     fn commit(&mut self, token: Token);
+}
+
+/// Sets every logit outside `ids` (ascending, unique) to -inf.
+pub(crate) fn keep_only(logits: &mut [f32], ids: &[Token]) {
+    let mut next = 0usize;
+    for &id in ids {
+        let id = id as usize;
+        if id >= logits.len() {
+            break;
+        }
+        logits[next..id].fill(f32::NEG_INFINITY);
+        next = id + 1;
+    }
+    if next < logits.len() {
+        logits[next..].fill(f32::NEG_INFINITY);
+    }
 }
 
 /// No constraint.
@@ -133,28 +156,31 @@ impl Sampler {
         logprobs: bool,
         top_logprobs: usize,
     ) -> Option<Choice> {
-        self.mask.apply(logits);
+        let allowed = self.mask.apply_sparse(logits);
         if self.penalties_active() {
             apply_penalties(logits, &self.counts, &self.p);
         }
-        let token = match &mut self.chain {
-            None => select::argmax(logits)?,
-            Some(chain) => {
-                if self.k > 0 {
-                    select::top_k(logits, self.k, &mut self.cands);
-                } else {
-                    self.cands.clear();
-                    self.cands.extend(
-                        logits
-                            .iter()
-                            .enumerate()
-                            .filter(|(_, l)| l.is_finite())
-                            .map(|(i, &l)| TokenData {
-                                id: i as Token,
-                                logit: l,
-                                p: 0.0,
-                            }),
-                    );
+        let token = match (&mut self.chain, &allowed) {
+            (None, None) => select::argmax(logits)?,
+            (None, Some(ids)) => select::argmax_of(logits, ids)?,
+            (Some(chain), _) => {
+                match &allowed {
+                    Some(ids) => select::top_k_of(logits, ids, self.k, &mut self.cands),
+                    None if self.k > 0 => select::top_k(logits, self.k, &mut self.cands),
+                    None => {
+                        self.cands.clear();
+                        self.cands.extend(
+                            logits
+                                .iter()
+                                .enumerate()
+                                .filter(|(_, l)| l.is_finite())
+                                .map(|(i, &l)| TokenData {
+                                    id: i as Token,
+                                    logit: l,
+                                    p: 0.0,
+                                }),
+                        );
+                    }
                 }
                 if self.cands.is_empty() {
                     return None;
@@ -164,6 +190,10 @@ impl Sampler {
                 t
             }
         };
+        if let (Some(ids), true) = (&allowed, logprobs || top_logprobs > 0) {
+            // Log-probabilities are over the masked row: write the mask now, only when asked.
+            keep_only(logits, ids);
+        }
         self.mask.commit(token);
         self.remember(token);
         let (logprob, top) = if logprobs || top_logprobs > 0 {
@@ -450,6 +480,49 @@ mod tests {
                 assert_eq!(a, b, "top_k {top_k} step {step}");
             }
         }
+    }
+
+    /// Allows `ids` either by rewriting the row (dense) or by handing them over (sparse).
+    struct Allow(Vec<Token>, bool);
+    impl TokenMask for Allow {
+        fn apply(&mut self, logits: &mut [f32]) {
+            keep_only(logits, &self.0);
+        }
+        fn apply_sparse(&mut self, logits: &mut [f32]) -> Option<Vec<Token>> {
+            if self.1 {
+                return Some(self.0.clone());
+            }
+            self.apply(logits);
+            None
+        }
+        fn commit(&mut self, _: Token) {}
+    }
+
+    #[test]
+    fn sparse_and_dense_masks_choose_alike() {
+        let row: Vec<f32> = (0..500).map(|i| ((i * 37 % 101) as f32) / 10.0).collect();
+        let ids: Vec<Token> = (0..500).filter(|i| i % 7 == 3).collect();
+        for (temperature, top_k) in [(0.0, 40), (0.8, 40), (0.8, 0), (1.5, 5)] {
+            for seed in 0..20 {
+                let run = |sparse: bool| {
+                    let p = Sampling {
+                        top_k,
+                        ..params(temperature, seed)
+                    };
+                    let mut s = Sampler::new(&p, &[], 16, Box::new(Allow(ids.clone(), sparse)));
+                    (0..5)
+                        .map(|_| s.sample(&mut row.clone(), true, 3).unwrap())
+                        .collect::<Vec<_>>()
+                };
+                let (dense, sparse) = (run(false), run(true));
+                assert_eq!(dense, sparse, "t={temperature} k={top_k} seed={seed}");
+                assert!(sparse.iter().all(|c| ids.contains(&c.token)));
+            }
+        }
+        let mut row = vec![1.0f32; 10];
+        keep_only(&mut row, &[2, 5, 9, 40]);
+        let kept: Vec<usize> = (0..10).filter(|&i| row[i].is_finite()).collect();
+        assert_eq!(kept, vec![2, 5, 9]);
     }
 
     #[test]

@@ -107,6 +107,36 @@ fn cut(v: &mut Vec<TokenData>, k: usize) {
     v.sort_unstable_by(better);
 }
 
+/// `top_k` restricted to `ids` (ascending): the same result as `top_k` over a row where every
+/// other entry is -inf, reading only those entries. `k == 0` keeps every finite one, best first.
+pub fn top_k_of(logits: &[f32], ids: &[Token], k: usize, out: &mut Vec<TokenData>) {
+    out.clear();
+    out.extend(ids.iter().filter_map(|&id| {
+        let l = *logits.get(id as usize)?;
+        l.is_finite().then_some(TokenData {
+            id,
+            logit: l,
+            p: 0.0,
+        })
+    }));
+    cut(out, if k == 0 { out.len().max(1) } else { k });
+}
+
+/// `argmax` restricted to `ids` (ascending): ties go to the lowest id, non-finite skipped.
+pub fn argmax_of(logits: &[f32], ids: &[Token]) -> Option<Token> {
+    let mut best = f32::NEG_INFINITY;
+    let mut at = None;
+    for &id in ids {
+        if let Some(&l) = logits.get(id as usize) {
+            if l > best && l.is_finite() {
+                best = l;
+                at = Some(id);
+            }
+        }
+    }
+    at
+}
+
 /// Log-softmax over the finite logits: the log-probability of `token` and the `n` most likely
 /// tokens with theirs, best first. `scratch` is reused between calls.
 pub fn log_probs(

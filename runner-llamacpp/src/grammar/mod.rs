@@ -183,7 +183,73 @@ pub struct GrammarMask {
     failed: bool,
 }
 
+/// At most this many allowed tokens go to the sampler as a list instead of a rewritten row
+/// (JSON states outside strings allow a handful; writing -inf over a 262k row costs ~50 µs).
+const SPARSE_MAX: usize = 4096;
+
+/// The set bits of `words` below `n`, ascending.
+fn allowed_ids(words: &[u32], n: usize, count: usize) -> Vec<Token> {
+    let mut ids = Vec::with_capacity(count);
+    for (k, &w) in words.iter().enumerate() {
+        let mut w = w;
+        while w != 0 {
+            let id = k * 32 + w.trailing_zeros() as usize;
+            if id >= n {
+                return ids;
+            }
+            ids.push(id as Token);
+            w &= w - 1;
+        }
+    }
+    ids
+}
+
+/// Sets the logits of tokens the mask words forbid (and any past the mask) to -inf.
+fn write_mask(words: &[u32], logits: &mut [f32]) {
+    // Word at a time: all-allowed and all-forbidden words are one step each.
+    let n = logits.len();
+    for (k, &w) in words.iter().enumerate() {
+        let lo = (k * 32).min(n);
+        let hi = (lo + 32).min(n);
+        match w {
+            u32::MAX => {}
+            0 => logits[lo..hi].fill(f32::NEG_INFINITY),
+            w => {
+                for (b, l) in logits[lo..hi].iter_mut().enumerate() {
+                    if w & (1 << b) == 0 {
+                        *l = f32::NEG_INFINITY;
+                    }
+                }
+            }
+        }
+    }
+    // Tokens past the mask (padding ids llama.cpp may report) are never allowed.
+    let covered = (words.len() * 32).min(n);
+    logits[covered..].fill(f32::NEG_INFINITY);
+}
+
 impl GrammarMask {
+    /// The mask for the current state from the worker (requesting it if no commit did); an
+    /// error in any outstanding result wins, since the matcher is then unusable.
+    fn take_mask(&mut self) -> Result<toktrie::SimpleVob, String> {
+        if self.outstanding == 0 {
+            // After an end-of-generation commit (never consumed): same state again.
+            self.worker.request(None);
+            self.outstanding = 1;
+        }
+        let mut mask = Err(String::new());
+        while self.outstanding > 0 {
+            let c = self.worker.take();
+            self.outstanding = self.outstanding.saturating_sub(c.covers);
+            self.engine_ns.push(c.engine_ns);
+            mask = match (mask, c.mask) {
+                (Err(e), _) if !e.is_empty() => Err(e),
+                (_, m) => m,
+            };
+        }
+        mask
+    }
+
     /// Allow only end-of-generation tokens.
     fn only_eog(&self, logits: &mut [f32]) {
         let keep: Vec<(usize, f32)> = self
@@ -200,56 +266,39 @@ impl GrammarMask {
 
 impl TokenMask for GrammarMask {
     fn apply(&mut self, logits: &mut [f32]) {
+        if let Some(ids) = self.apply_sparse(logits) {
+            crate::sampling::keep_only(logits, &ids);
+        }
+    }
+
+    fn apply_sparse(&mut self, logits: &mut [f32]) -> Option<Vec<Token>> {
         let started = Instant::now();
         if self.failed {
-            return self.only_eog(logits);
+            self.only_eog(logits);
+            return None;
         }
-        if self.outstanding == 0 {
-            // After an end-of-generation commit (never consumed): same state again.
-            self.worker.request(None);
-            self.outstanding = 1;
-        }
-        // The newest result is the current state's mask; an error in any of them ends the request.
-        let mut mask = Err(String::new());
-        while self.outstanding > 0 {
-            let c = self.worker.take();
-            self.outstanding = self.outstanding.saturating_sub(c.covers);
-            self.engine_ns.push(c.engine_ns);
-            mask = match (mask, c.mask) {
-                (Err(e), _) if !e.is_empty() => Err(e),
-                (_, m) => m,
-            };
-        }
-        match mask {
+        let mask = self.take_mask();
+        let sparse = match mask {
             Ok(mask) => {
-                // Word at a time: JSON states allow few tokens, so most words are all-zero.
+                let words = mask.as_slice();
                 let n = logits.len();
-                for (k, &w) in mask.as_slice().iter().enumerate() {
-                    let lo = (k * 32).min(n);
-                    let hi = (lo + 32).min(n);
-                    match w {
-                        u32::MAX => {}
-                        0 => logits[lo..hi].fill(f32::NEG_INFINITY),
-                        w => {
-                            for (b, l) in logits[lo..hi].iter_mut().enumerate() {
-                                if w & (1 << b) == 0 {
-                                    *l = f32::NEG_INFINITY;
-                                }
-                            }
-                        }
-                    }
+                let count: usize = words.iter().map(|w| w.count_ones() as usize).sum();
+                if count <= SPARSE_MAX {
+                    Some(allowed_ids(words, n, count))
+                } else {
+                    write_mask(words, logits);
+                    None
                 }
-                // Tokens past the mask (padding ids llama.cpp may report) are never allowed.
-                let covered = (mask.as_slice().len() * 32).min(n);
-                logits[covered..].fill(f32::NEG_INFINITY);
             }
             Err(e) => {
                 eprintln!("runner-llamacpp: grammar error, ending the response: {e}");
                 self.failed = true;
                 self.only_eog(logits);
+                None
             }
-        }
+        };
         self.times_ns.push(started.elapsed().as_nanos() as u64);
+        sparse
     }
 
     fn commit(&mut self, token: Token) {
