@@ -1,5 +1,6 @@
 //! A bounded safetensors reader: the 8-byte header length, the JSON header, and positional reads
-//! of one tensor's bytes at a time (no mmap: `unsafe` is confined to the runners' ffi).
+//! of one tensor's bytes at a time (no mmap: mapping memory needs the FFI escape hatch, which
+//! only the runners' ffi modules may use).
 //!
 //! Invariants every successful `open` guarantees (so hostile files fail with a 400, never a panic
 //! or an allocation proportional to a claimed size):
