@@ -2,6 +2,9 @@
 //! TEMPLATE that opens a thinking block closed by a string the model writes naturally (".").
 //! The thinking streams into `message.thinking`, the content after it is schema-valid JSON, and
 //! the request needed exactly one prefill (the same prompt evaluation as without a format).
+//! With `OLLAMA_FORMAT_TWO_PASS=1` the first generation runs free and is cancelled when content
+//! begins; the second, re-prompted with the parsed thinking, is constrained from its first token:
+//! the client sees the same thinking and schema-valid content, and both prefills are counted.
 //!
 //! Needs `cargo build -p runner-llamacpp` and `scripts/fetch-test-models`; skips without them.
 
@@ -19,39 +22,54 @@ const SMOL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 /// with the opening tag, so the response starts inside the thinking.
 const THINKING_GO: &[u8] = b"{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ if .Thinking }}Thoughts:{{ .Thinking }}.{{ end }}{{ .Content }}<|im_end|>\n{{ end }}<|im_start|>assistant\nThoughts:";
 
-#[tokio::test]
-async fn smollm2_thinks_then_answers_in_schema_with_one_prefill() {
-    let Some(runner) = native_runner() else {
-        eprintln!("skipped: runner-llamacpp not built");
-        return;
-    };
-    let Some(path) = test_model(SMOL) else {
-        eprintln!("skipped: {SMOL} missing");
-        return;
+/// The real server and runner with SmolLM2 registered as "smolthink" under THINKING_GO; None
+/// (skipped) when the runner or the model is missing.
+fn smolthink(settings: server::engine::Settings) -> Option<Harness> {
+    let (Some(runner), Some(path)) = (native_runner(), test_model(SMOL)) else {
+        eprintln!("skipped: runner-llamacpp or {SMOL} missing");
+        return None;
     };
     let h = Harness::with_runner(
         runner,
         |c| c.load_timeout = Some(Duration::from_secs(120)),
-        Default::default(),
+        settings,
     );
     register_file(&h.ts, "smolthink", &path, &[(MT_TEMPLATE, THINKING_GO)]);
-    let schema = json!({
+    Some(h)
+}
+
+fn opts() -> Value {
+    json!({"temperature": 0, "seed": 1, "num_predict": 120, "num_thread": 1})
+}
+
+/// The sky question on /api/chat, non-streamed, cold (keep_alive 0), with `format` when given.
+async fn sky_chat(h: &Harness, format: Option<Value>) -> Value {
+    let messages = json!([{"role": "user", "content": "What colour is the sky? Think first."}]);
+    let mut req = json!({"model": "smolthink", "messages": messages, "stream": false,
+                         "options": opts(), "keep_alive": 0});
+    if let Some(f) = format {
+        req["format"] = f;
+    }
+    let r = h.post("/api/chat", req).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    r.json()
+}
+
+fn sky_schema() -> Value {
+    json!({
         "type": "object",
         "properties": {"colour": {"type": "string", "maxLength": 16}, "sure": {"type": "boolean"}},
         "required": ["colour", "sure"],
         "additionalProperties": false
-    });
-    let messages = json!([{"role": "user", "content": "What colour is the sky? Think first."}]);
-    let opts = json!({"temperature": 0, "seed": 1, "num_predict": 120, "num_thread": 1});
-    let r = h
-        .post(
-            "/api/chat",
-            json!({"model": "smolthink", "messages": messages, "format": schema,
-                   "stream": false, "options": opts, "keep_alive": 0}),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
-    let b = r.json();
+    })
+}
+
+#[tokio::test]
+async fn smollm2_thinks_then_answers_in_schema_with_one_prefill() {
+    let Some(h) = smolthink(Default::default()) else {
+        return;
+    };
+    let b = sky_chat(&h, Some(sky_schema())).await;
     eprintln!("{b}");
     let thinking = b["message"]["thinking"].as_str().unwrap_or("");
     let content = b["message"]["content"].as_str().unwrap();
@@ -65,32 +83,50 @@ async fn smollm2_thinks_then_answers_in_schema_with_one_prefill() {
     assert!(v.as_object().unwrap().len() == 2, "{v}");
     // One prefill: the same prompt evaluation as the unformatted request (both cold: keep_alive
     // 0 unloaded the runner in between).
-    let free = h
-        .post(
-            "/api/chat",
-            json!({"model": "smolthink", "messages": messages, "stream": false,
-                   "options": opts, "keep_alive": 0}),
-        )
-        .await
-        .json();
+    let free = sky_chat(&h, None).await;
     assert_eq!(b["prompt_eval_count"], free["prompt_eval_count"], "{free}");
     // Transparency: greedy thinking is the same text the unformatted request thinks.
     assert_eq!(free["message"]["thinking"], b["message"]["thinking"]);
 }
 
 #[tokio::test]
-async fn generate_splits_thinking_and_formats_the_answer() {
-    let (Some(runner), Some(path)) = (native_runner(), test_model(SMOL)) else {
-        eprintln!("skipped: runner-llamacpp or {SMOL} missing");
+async fn smollm2_two_pass_thinks_then_answers_in_schema() {
+    let settings = server::engine::Settings {
+        format_two_pass: true,
+        ..Default::default()
+    };
+    let Some(h) = smolthink(settings) else {
         return;
     };
-    let h = Harness::with_runner(
-        runner,
-        |c| c.load_timeout = Some(Duration::from_secs(120)),
-        Default::default(),
+    let b = sky_chat(&h, Some(sky_schema())).await;
+    eprintln!("{b}");
+    let content = b["message"]["content"].as_str().unwrap();
+    let v: Value =
+        serde_json::from_str(content.trim()).unwrap_or_else(|e| panic!("{e}: {content:?}"));
+    assert!(v["colour"].is_string() && v["sure"].is_boolean(), "{v}");
+    assert_eq!(b["done_reason"], "stop");
+
+    let free = sky_chat(&h, None).await;
+    // Pass one is the free generation up to the boundary: the same greedy thinking.
+    assert!(!free["message"]["thinking"].as_str().unwrap().is_empty());
+    assert_eq!(b["message"]["thinking"], free["message"]["thinking"]);
+    // Two prefills: pass one's prompt plus pass two's, which holds the thinking.
+    let count = |v: &Value| v["prompt_eval_count"].as_u64().unwrap();
+    assert!(
+        count(&b) > count(&free),
+        "{} vs {}",
+        count(&b),
+        count(&free)
     );
-    register_file(&h.ts, "smolthink", &path, &[(MT_TEMPLATE, THINKING_GO)]);
-    let opts = json!({"temperature": 0, "seed": 1, "num_predict": 120, "num_thread": 1});
+    assert!(b["eval_count"].as_u64().unwrap() > 0);
+}
+
+#[tokio::test]
+async fn generate_splits_thinking_and_formats_the_answer() {
+    let Some(h) = smolthink(Default::default()) else {
+        return;
+    };
+    let opts = opts();
     let schema = json!({
         "type": "object",
         "properties": {"colour": {"type": "string", "maxLength": 16}},
