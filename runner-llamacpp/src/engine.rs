@@ -2,18 +2,22 @@
 //!
 //! Each step builds one batch holding one token for every generating slot plus as much pending
 //! prompt as fits in `n_batch` (one request's prompt only, with `prompt_per_step`), decodes once,
-//! and samples every slot whose logits were requested, in place on llama.cpp's logits rows and,
-//! for large steps, on several threads.
+//! and samples every slot whose logits were requested: from the device's top-K candidates when
+//! the request allows it (sampling/device.rs), else in place on llama.cpp's logits rows and, for
+//! large steps, on several threads.
 //! Invariants:
 //! - `slot.cache[i]` is the token at KV position `i` of sequence `slot.seq`, for every `i`; every
 //!   KV edit (reuse, shift, clear) edits `cache` the same way.
 //! - A sampled token is streamed when sampled and enters the KV on the next step; a cancelled or
 //!   finished request therefore leaves `cache` == KV, ready for prefix reuse.
 //! - A request whose response channel is closed is dropped at the start of the next step.
+//! - An active request's sequence has a device top-k chain attached exactly when the request
+//!   does not need its whole logits row (`sync_device`); idle sequences keep whatever they had,
+//!   since every attach or detach costs a graph reserve.
 
-use crate::ffi::{Batch, Context, DecodeError, Model, Token};
+use crate::ffi::{Batch, Context, DecodeError, Model, Row, Token};
 use crate::plan;
-use crate::sampling::{Choice, Sampler, TokenMask};
+use crate::sampling::{needs_row, Choice, Sampler, TokenMask};
 use crate::text::TextStream;
 use runner_protocol::{
     CompletionChunk, CompletionRequest, DoneReason, EmbedResponse, ErrorKind, RunnerError, Timings,
@@ -60,6 +64,8 @@ struct Active {
     limit: u32,
     timings: Timings,
     logits_at: Option<i32>,
+    /// The request needs whole logits rows (no device sampling for it).
+    needs_row: bool,
 }
 
 struct Slot {
@@ -83,6 +89,8 @@ pub struct Engine {
     /// beside other prompts is rounded differently by llamafile's sgemm tiles, one beside
     /// decode tokens is not).
     prompt_per_step: bool,
+    /// K of the device top-k; None = every row comes whole to the host.
+    k_dev: Option<usize>,
 }
 
 impl Engine {
@@ -90,6 +98,7 @@ impl Engine {
         let n_ctx_seq = ctx.n_ctx_seq() as usize;
         let model = ctx.model().clone();
         let sample_threads = ctx.n_threads();
+        let k_dev = ctx.device_top_k();
         Engine {
             ctx,
             model,
@@ -105,6 +114,7 @@ impl Engine {
             n_ctx_seq,
             sample_threads,
             prompt_per_step,
+            k_dev,
         }
     }
 
@@ -215,6 +225,17 @@ impl Engine {
             return;
         }
         let sampler = Sampler::new(&job.req.sampling, &job.tokens, n_ctx_seq, job.mask);
+        let lp = job.req.logprobs || job.req.top_logprobs > 0;
+        let why = self
+            .k_dev
+            .map(|k| (k, needs_row(&sampler.ask(lp, limit), k)));
+        if let (Some((k, why)), true) = (why, crate::ffi::log_debug()) {
+            match why {
+                None => eprintln!("runner-llamacpp: slot {i}: sampling from the device's top {k}"),
+                Some(r) => eprintln!("runner-llamacpp: slot {i}: sampling from whole rows ({r:?})"),
+            }
+        }
+        let needs_row = why.is_none_or(|(_, r)| r.is_some());
         slot.active = Some(Active {
             text: TextStream::new(&job.req.stop),
             pending: job.tokens[reuse..].to_vec(),
@@ -226,7 +247,30 @@ impl Engine {
             limit,
             timings,
             logits_at: None,
+            needs_row,
         });
+        self.sync_device(i);
+    }
+
+    /// Attach or detach slot `i`'s device chain to match its request (module invariants). A
+    /// request that needs rows but whose chain cannot be detached fails.
+    fn sync_device(&mut self, i: usize) {
+        if self.k_dev.is_none() {
+            return;
+        }
+        let slot = &mut self.slots[i];
+        let Some(a) = slot.active.as_ref() else {
+            return;
+        };
+        let attached = self.ctx.set_device_sampling(slot.seq, !a.needs_row);
+        if attached && a.needs_row {
+            fail(
+                slot,
+                ErrorKind::Internal,
+                "the device sampler could not be detached",
+            );
+        }
+        // Not attached although allowed: the rows come whole, which is always correct.
     }
 
     /// One batched decode. Returns false when the engine must stop (aborted).
@@ -321,9 +365,11 @@ impl Engine {
             } else if a.logits_at.is_some() {
                 a.timings.eval_duration_ns += took;
             }
-            rows_at.extend(a.logits_at);
+            if let Some(idx) = a.logits_at {
+                rows_at.push((idx, self.ctx.device_sampling(slot.seq)));
+            }
         }
-        let Some(rows) = self.ctx.logits_rows_mut(&rows_at) else {
+        let Some(rows) = self.ctx.output_rows(&rows_at) else {
             for slot in &mut self.slots {
                 if slot.active.as_ref().is_some_and(|a| a.logits_at.is_some()) {
                     fail(slot, ErrorKind::Internal, "llama.cpp returned no logits");
@@ -332,7 +378,7 @@ impl Engine {
             return true;
         };
         // Rows were collected in slot order, so the k-th sampling slot gets the k-th row.
-        let mut work: Vec<(&mut Active, &mut [f32])> = self
+        let mut work: Vec<(&mut Active, Row)> = self
             .slots
             .iter_mut()
             .filter_map(|s| s.active.as_mut().filter(|a| a.logits_at.is_some()))
@@ -362,10 +408,24 @@ impl Engine {
         let seq = self.slots[i].seq;
         self.slots[i].cache.clear();
         self.ctx.seq_rm(seq, -1, -1);
+        // With any chain attached, llama.cpp sizes its sampling buffers for every token of an
+        // embedding batch (all are outputs), four vocabulary rows each: detach all meanwhile.
+        let attached: Vec<i32> = (self.slots.iter().map(|s| s.seq))
+            .filter(|&s| self.ctx.device_sampling(s))
+            .collect();
+        for &s in &attached {
+            self.ctx.set_device_sampling(s, false);
+        }
         self.ctx.set_embeddings(true);
         let r = crate::embed::run(&mut self.ctx, &mut self.batch, seq, inputs);
         self.ctx.set_embeddings(false);
         self.ctx.seq_rm(seq, -1, -1);
+        for &s in &attached {
+            self.ctx.set_device_sampling(s, true);
+        }
+        for k in 0..self.slots.len() {
+            self.sync_device(k);
+        }
         r
     }
 }
@@ -377,8 +437,14 @@ const SAMPLING_PER_WORKER: usize = 1 << 19;
 /// Sample every `(slot, row)` pair; the result is in the same order. With `threads` > 1 and a
 /// large step, the pairs are split over scoped threads (the engine thread takes the first
 /// share): each sampler owns its row and state, so the choices equal sequential sampling's.
-fn sample_all(work: &mut [(&mut Active, &mut [f32])], threads: usize) -> Vec<Option<Choice>> {
-    let elems: usize = work.iter().map(|(_, r)| r.len()).sum();
+fn sample_all(work: &mut [(&mut Active, Row)], threads: usize) -> Vec<Option<Choice>> {
+    let elems: usize = work
+        .iter()
+        .map(|(_, r)| match r {
+            Row::Logits(l) => l.len(),
+            Row::Top { ids, .. } => ids.len(),
+        })
+        .sum();
     let workers = threads.min(work.len()).min(elems / SAMPLING_PER_WORKER);
     if workers < 2 {
         return work.iter_mut().map(one).collect();
@@ -398,10 +464,15 @@ fn sample_all(work: &mut [(&mut Active, &mut [f32])], threads: usize) -> Vec<Opt
     })
 }
 
-fn one((a, row): &mut (&mut Active, &mut [f32])) -> Option<Choice> {
-    let lp = a.req.logprobs || a.req.top_logprobs > 0;
-    a.sampler
-        .sample(row, lp, a.req.top_logprobs.min(20) as usize)
+fn one((a, row): &mut (&mut Active, Row)) -> Option<Choice> {
+    match row {
+        Row::Logits(row) => {
+            let lp = a.req.logprobs || a.req.top_logprobs > 0;
+            a.sampler
+                .sample(row, lp, a.req.top_logprobs.min(20) as usize)
+        }
+        Row::Top { ids, logits } => a.sampler.sample_top(ids, logits),
+    }
 }
 
 /// Context shift: drop half of the tokens after `num_keep`. False when shifting is off or the
@@ -524,6 +595,7 @@ mod tests {
             limit: 100,
             timings: Timings::default(),
             logits_at: Some(0),
+            needs_row: true,
         }
     }
 
@@ -543,9 +615,9 @@ mod tests {
             let mut all = Vec::new();
             for _ in 0..4 {
                 let mut r = rows.clone();
-                let mut work: Vec<(&mut Active, &mut [f32])> = act
+                let mut work: Vec<(&mut Active, Row)> = act
                     .iter_mut()
-                    .zip(r.iter_mut().map(|r| r.as_mut_slice()))
+                    .zip(r.iter_mut().map(|r| Row::Logits(r.as_mut_slice())))
                     .collect();
                 all.push(sample_all(&mut work, threads));
             }
