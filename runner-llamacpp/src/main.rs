@@ -381,7 +381,12 @@ fn load(args: &Args, state: &State) -> Result<(Loaded, ffi::Context), RunnerErro
         DeviceSampling::Auto => "auto: the output layer is on the CPU",
         _ => "--device-sampling",
     };
-    if device && !ctx.device_top_k_offloaded() {
+    let pooled = ctx.pooling() != ffi::Pooling::None;
+    if device && pooled {
+        // An embedding model: every /embed call would detach and reattach the chains.
+        ctx.disable_device_sampling();
+        eprintln!("runner-llamacpp: device sampling off (an embedding model)");
+    } else if device && !ctx.device_top_k_offloaded() {
         ctx.disable_device_sampling();
         eprintln!("runner-llamacpp: device sampling off (the output device cannot run top-k)");
     } else if let Some(k) = ctx.device_top_k() {
@@ -390,7 +395,6 @@ fn load(args: &Args, state: &State) -> Result<(Loaded, ffi::Context), RunnerErro
         eprintln!("runner-llamacpp: device sampling off ({why})");
     }
     let n_ctx_seq = ctx.n_ctx_seq() as usize;
-    let pooled = ctx.pooling() != ffi::Pooling::None;
     let info = Info {
         engine: ENGINE.to_string(),
         model_path: args.model.to_string_lossy().into_owned(),
