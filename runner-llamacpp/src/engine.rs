@@ -18,8 +18,6 @@
 use crate::ffi::{Batch, Context, DecodeError, Model, Row, Token};
 use crate::plan;
 use crate::sampling::{needs_row, Choice, Sampler, TokenMask};
-
-mod sample;
 use crate::text::TextStream;
 use runner_protocol::{
     CompletionChunk, CompletionRequest, DoneReason, EmbedResponse, ErrorKind, RunnerError, Timings,
@@ -31,6 +29,8 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::{mpsc::UnboundedSender, oneshot};
+
+mod sample;
 
 pub struct CompleteJob {
     /// Already tokenized and fitted to the slot size (`plan::fit_prompt`).
@@ -413,7 +413,10 @@ impl Engine {
         self.ctx.seq_rm(seq, -1, -1);
         // With any chain attached, llama.cpp sizes its sampling buffers for every token of an
         // embedding batch (all are outputs), four vocabulary rows each: detach all meanwhile.
-        let attached: Vec<i32> = (self.slots.iter().map(|s| s.seq))
+        let attached: Vec<i32> = self
+            .slots
+            .iter()
+            .map(|s| s.seq)
             .filter(|&s| self.ctx.device_sampling(s))
             .collect();
         for &s in &attached {

@@ -46,7 +46,10 @@ fn one((a, row): &mut (&mut Active, Row)) -> Option<Choice> {
             a.sampler
                 .sample(row, lp, a.req.top_logprobs.min(20) as usize)
         }
-        Row::Top { ids, logits } => a.sampler.sample_top(ids, logits),
+        Row::Top { ids, logits } => {
+            debug_assert!(!a.needs_row, "a whole-row request got device candidates");
+            a.sampler.sample_top(ids, logits)
+        }
     }
 }
 
