@@ -33,7 +33,14 @@ impl Logged {
             .arg(gemma())
             .arg("--socket")
             .arg(&socket)
-            .args(["--threads", "1", "--ctx-size", "512", "--device-sampling", mode])
+            .args([
+                "--threads",
+                "1",
+                "--ctx-size",
+                "512",
+                "--device-sampling",
+                mode,
+            ])
             .args(extra)
             .env("OLLAMA_DEBUG", "1")
             .stdout(Stdio::null())
@@ -139,7 +146,9 @@ async fn device_candidates_give_the_bytes_of_whole_rows() {
     assert_ne!(want[2], want[3], "the repeat penalty changes the draw");
     let lines = on.lines();
     assert!(
-        lines.iter().any(|l| l.starts_with("device sampling on, top 256")),
+        lines
+            .iter()
+            .any(|l| l.starts_with("device sampling on, top 256")),
         "{lines:?}"
     );
     let device = lines.iter().filter(|l| l.ends_with(DEVICE)).count();
