@@ -11,6 +11,8 @@
 //! - A sampled token is streamed when sampled and enters the KV on the next step; a cancelled or
 //!   finished request therefore leaves `cache` == KV, ready for prefix reuse.
 //! - A request whose response channel is closed is dropped at the start of the next step.
+//! - At the start of a step the busy slots sit on consecutive sequence ids (`compact`), and the
+//!   batch lists tokens in sequence order: llama.cpp keeps such a step in one micro-batch.
 //! - An active request's sequence has a device top-k chain attached exactly when the request
 //!   does not need its whole logits row (`sync_device`); idle sequences keep whatever they had,
 //!   since every attach or detach costs a graph reserve.
@@ -276,37 +278,65 @@ impl Engine {
         // Not attached although allowed: the rows come whole, which is always correct.
     }
 
+    /// Move busy slots onto consecutive sequence ids (`plan::compaction`): the request and its
+    /// token history go to the lower slot, whose sequence becomes a copy of the upper one; the
+    /// upper slot keeps that same history as an idle prefix cache. Runs before `make_room` in a
+    /// step, so no K-shift is pending in a copied stream.
+    fn compact(&mut self) {
+        let busy: Vec<bool> = self.slots.iter().map(|s| s.active.is_some()).collect();
+        for (from, to) in plan::compaction(&busy) {
+            let (src, dst) = (self.slots[from].seq, self.slots[to].seq);
+            self.ctx.seq_cp(src, dst);
+            if crate::ffi::log_debug() {
+                eprintln!("runner-llamacpp: moved slot {from} to slot {to}");
+            }
+            let active = self.slots[from].active.take();
+            let cache = self.slots[from].cache.clone();
+            self.slots[to].active = active;
+            self.slots[to].cache = cache;
+            self.sync_device(to);
+        }
+    }
+
     /// One batched decode. Returns false when the engine must stop (aborted).
     fn step(&mut self) -> bool {
+        self.compact();
         self.batch.clear();
         let mut in_prefill = vec![false; self.slots.len()];
-        for slot in &mut self.slots {
-            let Some(a) = slot.active.as_mut() else {
-                continue;
-            };
-            a.logits_at = None;
-            let Some(t) = a.next else { continue };
-            if slot.cache.len() >= self.n_ctx_seq && !make_room(&mut self.ctx, slot) {
-                finish(slot, DoneReason::Length);
-                continue;
-            }
-            let a = slot.active.as_mut().expect("checked above");
-            let Some(idx) = self.batch.push(t, slot.cache.len() as i32, slot.seq, true) else {
-                break;
-            };
-            a.next = None;
-            a.logits_at = Some(idx);
-            slot.cache.push(t);
-        }
+        // Every generating slot gets its token; prompts share what is left. Tokens go in in slot
+        // (= sequence) order, which llama.cpp needs to keep a step in one micro-batch.
+        let decoding = self
+            .slots
+            .iter()
+            .filter(|s| s.active.as_ref().is_some_and(|a| a.next.is_some()))
+            .count();
+        let mut prompt_room = self.batch.capacity().saturating_sub(decoding);
+        let mut prompts = 0;
         for (k, slot) in self.slots.iter_mut().enumerate() {
             let Some(a) = slot.active.as_mut() else {
                 continue;
             };
-            let room = self.batch.capacity() - self.batch.len();
-            if a.pending.is_empty() || room == 0 {
+            a.logits_at = None;
+            if let Some(t) = a.next {
+                if slot.cache.len() >= self.n_ctx_seq && !make_room(&mut self.ctx, slot) {
+                    finish(slot, DoneReason::Length);
+                    continue;
+                }
+                let a = slot.active.as_mut().expect("checked above");
+                let Some(idx) = self.batch.push(t, slot.cache.len() as i32, slot.seq, true) else {
+                    break;
+                };
+                a.next = None;
+                a.logits_at = Some(idx);
+                slot.cache.push(t);
                 continue;
             }
-            let n = a.pending.len().min(room);
+            if a.pending.is_empty() || prompt_room == 0 || (self.prompt_per_step && prompts > 0) {
+                continue;
+            }
+            let n = a.pending.len().min(prompt_room);
+            prompt_room -= n;
+            prompts += 1;
             for j in 0..n {
                 let last = j + 1 == a.pending.len();
                 let idx = self
@@ -319,9 +349,6 @@ impl Engine {
             }
             a.pending.drain(..n);
             in_prefill[k] = true;
-            if self.prompt_per_step {
-                break;
-            }
         }
         if self.batch.is_empty() {
             return true;

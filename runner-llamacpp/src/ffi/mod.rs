@@ -472,6 +472,13 @@ impl Context {
         unsafe { sys::llama_memory_seq_rm(self.mem(), seq, p0, p1) }
     }
 
+    /// Make `dst` a copy of the whole sequence `src` (`dst`'s old content is dropped). Between
+    /// two KV streams llama.cpp copies the stream buffers at the next decode; `src` keeps its
+    /// content.
+    pub fn seq_cp(&mut self, src: i32, dst: i32) {
+        unsafe { sys::llama_memory_seq_cp(self.mem(), src, dst, -1, -1) }
+    }
+
     /// Shift positions [p0, p1) of `seq` by `delta`.
     pub fn seq_add(&mut self, seq: i32, p0: i32, p1: i32, delta: i32) {
         unsafe { sys::llama_memory_seq_add(self.mem(), seq, p0, p1, delta) }
@@ -505,9 +512,6 @@ impl Batch {
         Batch { raw, capacity }
     }
 
-    pub fn len(&self) -> usize {
-        self.raw.n_tokens as usize
-    }
     pub fn is_empty(&self) -> bool {
         self.raw.n_tokens == 0
     }
