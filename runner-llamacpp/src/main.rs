@@ -76,8 +76,9 @@ struct Args {
     embedding: bool,
     /// Choose each row's top candidates on the device that computes the logits and copy only
     /// those to the host (requests that need whole rows still get them). auto = when the output
-    /// layer is on a GPU.
-    #[arg(long, value_enum, default_value_t = DeviceSampling::Auto)]
+    /// layer is on a GPU. Off by default: with b11434's CUDA top-k (a full sort of each row) it
+    /// measured level with host sampling on an H200 (native/gpu-results.md, run D).
+    #[arg(long, value_enum, default_value_t = DeviceSampling::Off)]
     device_sampling: DeviceSampling,
     /// Candidates per row with device sampling.
     #[arg(long, hide = true, default_value_t = 256)]
@@ -521,7 +522,7 @@ mod tests {
         }
         let base = ["runner-llamacpp", "--model", "m", "--socket", "s"];
         let a = Args::try_parse_from(base).unwrap();
-        assert_eq!((a.device_sampling, a.device_top_k), (Auto, 256));
+        assert_eq!((a.device_sampling, a.device_top_k), (Off, 256));
         let a = Args::try_parse_from(base.iter().chain(&["--device-sampling", "on"])).unwrap();
         assert_eq!(a.device_sampling, On);
         assert!(Args::try_parse_from(base.iter().chain(&["--device-sampling", "gpu"])).is_err());
