@@ -10,81 +10,15 @@ use common::*;
 use hyper::StatusCode;
 use runner_protocol::CompletionChunk;
 use serde_json::{json, Value};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const DEVICE: &str = "sampling from the device's top 256";
 
-struct Logged {
-    child: Child,
-    socket: PathBuf,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Logged {
-    async fn spawn(mode: &str, extra: &[&str]) -> Logged {
-        let dir = tempfile::tempdir().unwrap();
-        let socket = dir.path().join("runner.sock");
-        let log = dir.path().join("stderr.log");
-        let child = Command::new(env!("CARGO_BIN_EXE_runner-llamacpp"))
-            .arg("--model")
-            .arg(gemma())
-            .arg("--socket")
-            .arg(&socket)
-            .args([
-                "--threads",
-                "1",
-                "--ctx-size",
-                "512",
-                "--device-sampling",
-                mode,
-            ])
-            .args(extra)
-            .env("OLLAMA_DEBUG", "1")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("spawn runner");
-        let r = Logged {
-            child,
-            socket,
-            log,
-            _dir: dir,
-        };
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            if r.socket.exists() {
-                let (st, body) = call(&r.socket, "GET", "/health", None).await;
-                assert_eq!(st, StatusCode::OK);
-                let h: Value = serde_json::from_slice(&body).unwrap();
-                if h["status"] == "ready" {
-                    return r;
-                }
-                assert_ne!(h["status"], "failed", "{h}");
-            }
-            assert!(Instant::now() < deadline, "runner did not become ready");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    /// The runner's own lines (llama.cpp's are many at debug level).
-    fn lines(&self) -> Vec<String> {
-        std::fs::read_to_string(&self.log)
-            .unwrap()
-            .lines()
-            .filter_map(|l| l.strip_prefix("runner-llamacpp: "))
-            .map(str::to_string)
-            .collect()
-    }
-}
-
-impl Drop for Logged {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A runner (one thread, 512-token context) with `--device-sampling mode`, stderr to a file.
+async fn logged(mode: &str, extra: &[&str]) -> Logged {
+    let mut flags = vec!["--ctx-size", "512", "--device-sampling", mode];
+    flags.extend_from_slice(extra);
+    Logged::ready(&gemma(), &flags).await
 }
 
 /// The sampler of the GPU benchmark, seeded.
@@ -127,16 +61,16 @@ async fn device_candidates_give_the_bytes_of_whole_rows() {
         greedy(france, 24),
         with(greedy(story, 24), "repeat_penalty", json!(1.3)),
     ];
-    let off = Logged::spawn("off", &[]).await;
-    let want = run_all(&off.socket, &reqs).await;
+    let off = logged("off", &[]).await;
+    let want = run_all(off.socket(), &reqs).await;
     assert!(off
         .lines()
         .contains(&"device sampling off (--device-sampling)".to_string()));
     assert!(!off.lines().iter().any(|l| l.contains("sampling from")));
     drop(off);
 
-    let on = Logged::spawn("on", &[]).await;
-    let got = run_all(&on.socket, &reqs).await;
+    let on = logged("on", &[]).await;
+    let got = run_all(on.socket(), &reqs).await;
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
         assert!(!w.is_empty(), "request {i} produced nothing");
         assert_eq!(g, w, "request {i}: {}", reqs[i]);
@@ -176,12 +110,12 @@ async fn whole_row_requests_work_beside_device_sampled_ones() {
         greedy("The capital of Germany is", 40),
     ];
 
-    let off = Logged::spawn("off", &flags).await;
-    let whole = run_all(&off.socket, &reqs).await;
+    let off = logged("off", &flags).await;
+    let whole = run_all(off.socket(), &reqs).await;
     drop(off);
 
-    let on = Logged::spawn("on", &flags).await;
-    let solo = run_all(&on.socket, &reqs).await;
+    let on = logged("on", &flags).await;
+    let solo = run_all(on.socket(), &reqs).await;
     assert_eq!(solo, whole, "solo, device sampling on vs off");
 
     // All at once, with an embedding call in the middle (it detaches every chain and
@@ -189,13 +123,13 @@ async fn whole_row_requests_work_beside_device_sampled_ones() {
     let handles: Vec<_> = reqs
         .iter()
         .map(|req| {
-            let (socket, req) = (on.socket.clone(), req.clone());
+            let (socket, req) = (on.socket().to_path_buf(), req.clone());
             tokio::spawn(async move { complete(&socket, req).await })
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (st, body) = call(
-        &on.socket,
+        on.socket(),
         "POST",
         "/embed",
         Some(json!({"inputs": ["hello world"]})),

@@ -10,86 +10,31 @@ use hyper::StatusCode;
 use runner_protocol::{DoneReason, ErrorBody, ErrorKind};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-struct Logged {
-    child: Child,
-    socket: PathBuf,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
+/// (p50, p99, engine p50, engine p99) in µs of every request's mask timing line so far.
+fn mask_lines(r: &Logged) -> Vec<(f64, f64, f64, f64)> {
+    r.text()
+        .lines()
+        .filter(|l| l.contains("grammar mask:"))
+        .map(|l| {
+            let field = |k: &str| -> f64 {
+                let s = &l[l.find(k).unwrap() + k.len()..];
+                s.split_whitespace().next().unwrap().parse().unwrap()
+            };
+            (
+                field(" p50_us="),
+                field(" p99_us="),
+                field("engine_p50_us="),
+                field("engine_p99_us="),
+            )
+        })
+        .collect()
 }
 
-impl Logged {
-    fn spawn(model: &Path) -> Logged {
-        let dir = tempfile::tempdir().unwrap();
-        let socket = dir.path().join("runner.sock");
-        let log = dir.path().join("stderr.log");
-        let child = Command::new(env!("CARGO_BIN_EXE_runner-llamacpp"))
-            .arg("--model")
-            .arg(model)
-            .arg("--socket")
-            .arg(&socket)
-            .args(["--threads", "1", "--ctx-size", "1024"])
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("spawn runner");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !socket.exists() {
-            assert!(Instant::now() < deadline, "runner never bound its socket");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Logged {
-            child,
-            socket,
-            log,
-            _dir: dir,
-        }
-    }
-
-    async fn ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let (st, body) = call(&self.socket, "GET", "/health", None).await;
-            assert_eq!(st, StatusCode::OK);
-            let h: Value = serde_json::from_slice(&body).unwrap();
-            match h["status"].as_str() {
-                Some("ready") => return,
-                Some("failed") => panic!("load failed: {h}"),
-                _ => {}
-            }
-            assert!(Instant::now() < deadline, "runner did not become ready");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    /// (p50, p99, engine p50, engine p99) in µs of every request's mask timing line so far.
-    fn mask_lines(&self) -> Vec<(f64, f64, f64, f64)> {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        text.lines()
-            .filter(|l| l.contains("grammar mask:"))
-            .map(|l| {
-                let field = |k: &str| -> f64 {
-                    let s = &l[l.find(k).unwrap() + k.len()..];
-                    s.split_whitespace().next().unwrap().parse().unwrap()
-                };
-                (
-                    field(" p50_us="),
-                    field(" p99_us="),
-                    field("engine_p50_us="),
-                    field("engine_p99_us="),
-                )
-            })
-            .collect()
-    }
-}
-
-impl Drop for Logged {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A runner on `model` with a 1024-token context, stderr to a file.
+async fn logged(model: &Path) -> Logged {
+    Logged::ready(model, &["--ctx-size", "1024"]).await
 }
 
 fn smollm() -> PathBuf {
@@ -160,15 +105,18 @@ fn constrained(prompt: &str, n: i32, seed: i64, constraint: Value) -> Value {
 #[tokio::test]
 async fn nested_schema_outputs_validate_20_of_20() {
     let _g = serial().await;
-    let r = Logged::spawn(&smollm());
-    r.ready().await;
+    let r = logged(&smollm()).await;
     let schema = nested_schema();
     let validator = jsonschema::validator_for(&schema).unwrap();
     let c = json!({"type": "json_schema", "schema": schema});
     let mut valid = 0;
     let (mut free_tps, mut constrained_tps) = (Vec::new(), Vec::new());
     for (i, p) in PROMPTS.iter().enumerate() {
-        let out = complete(&r.socket, constrained(&chatml(p), 400, i as i64, c.clone())).await;
+        let out = complete(
+            r.socket(),
+            constrained(&chatml(p), 400, i as i64, c.clone()),
+        )
+        .await;
         let v: Value = serde_json::from_str(out.text.trim())
             .unwrap_or_else(|e| panic!("prompt {i}: not JSON ({e}): {:?}", out.text));
         assert!(validator.is_valid(&v), "prompt {i}: invalid: {v}");
@@ -179,19 +127,19 @@ async fn nested_schema_outputs_validate_20_of_20() {
         if i < 5 {
             let mut free = greedy(&chatml(p), t.eval_count as i32);
             free["sampling"] = json!({"temperature": 0.7, "seed": i, "top_k": 40, "top_p": 0.95});
-            let f = complete(&r.socket, free).await.timings;
+            let f = complete(r.socket(), free).await.timings;
             free_tps.push(f.eval_count as f64 / (f.eval_duration_ns as f64 / 1e9));
         }
     }
     assert_eq!(valid, 20);
     // The last request's line is written when its mask is dropped, just after its Done chunk.
-    let mut masks = r.mask_lines();
+    let mut masks = mask_lines(&r);
     for _ in 0..100 {
         if masks.len() >= 20 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
-        masks = r.mask_lines();
+        masks = mask_lines(&r);
     }
     assert_eq!(masks.len(), 20, "one timing line per constrained request");
     let median = |f: fn(&(f64, f64, f64, f64)) -> f64| {
@@ -216,8 +164,7 @@ async fn nested_schema_outputs_validate_20_of_20() {
 async fn format_json_always_parses_to_an_object() {
     let _g = serial().await;
     for model in [gemma(), smollm()] {
-        let r = Logged::spawn(&model);
-        r.ready().await;
+        let r = logged(&model).await;
         for (i, p) in PROMPTS.iter().take(6).enumerate() {
             let prompt = if model == gemma() {
                 format!("{p} Answer in JSON: ")
@@ -229,7 +176,7 @@ async fn format_json_always_parses_to_an_object() {
                 // The base model loops inside long strings; the penalty keeps it finishing.
                 req["sampling"]["repeat_penalty"] = json!(1.3);
             }
-            let out = complete(&r.socket, req).await;
+            let out = complete(r.socket(), req).await;
             assert_eq!(
                 out.reason,
                 DoneReason::Stop,
@@ -257,8 +204,7 @@ const GEMMA_PROMPT: &str = "The capital of France is Paris. The capital of Germa
 #[tokio::test]
 async fn single_pass_free_text_then_closing_string_then_schema() {
     let _g = serial().await;
-    let r = Logged::spawn(&gemma());
-    r.ready().await;
+    let r = logged(&gemma()).await;
     let schema = json!({
         "type": "object",
         "properties": {"answer": {"type": "string", "maxLength": 16}, "sure": {"type": "boolean"}},
@@ -266,8 +212,8 @@ async fn single_pass_free_text_then_closing_string_then_schema() {
         "additionalProperties": false
     });
     let c = json!({"type": "json_schema", "schema": schema, "thinking_close": ["."]});
-    let free = complete(&r.socket, greedy_with(GEMMA_PROMPT, 40, None)).await;
-    let out = complete(&r.socket, greedy_with(GEMMA_PROMPT, 120, Some(c))).await;
+    let free = complete(r.socket(), greedy_with(GEMMA_PROMPT, 40, None)).await;
+    let out = complete(r.socket(), greedy_with(GEMMA_PROMPT, 120, Some(c))).await;
     eprintln!("free: {:?}\nsingle-pass: {:?}", free.text, out.text);
     let close = out.text.find('.').expect("gemma emits the closing string");
     let (think, rest) = (&out.text[..close], &out.text[close + 1..]);
@@ -299,11 +245,10 @@ async fn single_pass_free_text_then_closing_string_then_schema() {
 #[tokio::test]
 async fn a_response_that_never_closes_its_thinking_is_unchanged() {
     let _g = serial().await;
-    let r = Logged::spawn(&gemma());
-    r.ready().await;
+    let r = logged(&gemma()).await;
     let c = json!({"type": "json_schema", "schema": {"type": "integer"}, "thinking_close": ["\u{1F9E9}never"]});
-    let free = complete(&r.socket, greedy_with(GEMMA_PROMPT, 24, None)).await;
-    let out = complete(&r.socket, greedy_with(GEMMA_PROMPT, 24, Some(c))).await;
+    let free = complete(r.socket(), greedy_with(GEMMA_PROMPT, 24, None)).await;
+    let out = complete(r.socket(), greedy_with(GEMMA_PROMPT, 24, Some(c))).await;
     assert_eq!(out.text, free.text);
     assert_eq!(out.reason, free.reason);
     assert!(!out.text.is_empty());
@@ -312,14 +257,13 @@ async fn a_response_that_never_closes_its_thinking_is_unchanged() {
 #[tokio::test]
 async fn schema_applies_from_the_first_token_without_closing_strings() {
     let _g = serial().await;
-    let r = Logged::spawn(&gemma());
-    r.ready().await;
+    let r = logged(&gemma()).await;
     let c = json!({"type": "json_schema", "schema": {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 99}}, "required": ["n"], "additionalProperties": false}});
-    let out = complete(&r.socket, greedy_with(GEMMA_PROMPT, 60, Some(c))).await;
+    let out = complete(r.socket(), greedy_with(GEMMA_PROMPT, 60, Some(c))).await;
     let v: Value =
         serde_json::from_str(&out.text).unwrap_or_else(|e| panic!("{e}: {:?}", out.text));
     assert!(v["n"].is_u64(), "{v}");
-    let log = std::fs::read_to_string(&r.log).unwrap();
+    let log = r.text();
     let ready: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("grammar engine ready"))
@@ -335,11 +279,10 @@ async fn schema_applies_from_the_first_token_without_closing_strings() {
 #[tokio::test]
 async fn unsupported_schema_feature_is_a_bad_request_naming_it() {
     let _g = serial().await;
-    let r = Logged::spawn(&gemma());
-    r.ready().await;
+    let r = logged(&gemma()).await;
     let c = json!({"type": "json_schema", "schema": {"type": "object", "if": {"type": "object"}, "then": {}}});
     let (st, body) = call(
-        &r.socket,
+        r.socket(),
         "POST",
         "/completion",
         Some(greedy_with("x", 4, Some(c))),
@@ -354,15 +297,14 @@ async fn unsupported_schema_feature_is_a_bad_request_naming_it() {
 #[tokio::test]
 async fn control_token_closes_compile_on_a_real_vocabulary_and_leave_free_text_alone() {
     let _g = serial().await;
-    let r = Logged::spawn(&gemma());
-    r.ready().await;
-    let free = complete(&r.socket, greedy_with(GEMMA_PROMPT, 16, None)).await;
+    let r = logged(&gemma()).await;
+    let free = complete(r.socket(), greedy_with(GEMMA_PROMPT, 16, None)).await;
     // One control token, and a harmony-shaped close (control token, text, control token); gemma
     // never emits either here, so the response is its free text.
     for close in ["<start_of_turn>", "<start_of_turn>final<end_of_turn>"] {
         let c = json!({"type": "json_schema", "schema": {"type": "integer"}, "thinking_close": [close]});
         let started = Instant::now();
-        let out = complete(&r.socket, greedy_with(GEMMA_PROMPT, 16, Some(c))).await;
+        let out = complete(r.socket(), greedy_with(GEMMA_PROMPT, 16, Some(c))).await;
         eprintln!("close {close:?}: {:?} in {:?}", out.text, started.elapsed());
         assert_eq!(out.text, free.text, "close {close:?}");
     }

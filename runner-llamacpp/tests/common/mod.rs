@@ -121,6 +121,47 @@ impl Runner {
     }
 }
 
+/// A runner with OLLAMA_DEBUG whose stderr goes to a file, for tests that check what it
+/// reports (which sampling path a request took, slot moves, grammar timings).
+pub struct Logged {
+    pub runner: Runner,
+    pub log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Logged {
+    /// Start with `extra` flags and wait until ready.
+    pub async fn ready(model: &Path, extra: &[&str]) -> Logged {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("stderr.log");
+        let runner = Runner::spawn_logged(model, extra, &log);
+        runner.wait_ready().await;
+        Logged {
+            runner,
+            log,
+            _dir: dir,
+        }
+    }
+
+    pub fn socket(&self) -> &Path {
+        &self.runner.socket
+    }
+
+    /// Everything written to stderr so far.
+    pub fn text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The runner's own lines, without their `runner-llamacpp: ` prefix (llama.cpp's are many).
+    pub fn lines(&self) -> Vec<String> {
+        self.text()
+            .lines()
+            .filter_map(|l| l.strip_prefix("runner-llamacpp: "))
+            .map(str::to_string)
+            .collect()
+    }
+}
+
 impl Drop for Runner {
     fn drop(&mut self) {
         let _ = self.child.kill();
