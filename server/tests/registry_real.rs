@@ -326,6 +326,8 @@ async fn pull_throughput_1gib() {
     let serve = Serve::start(&models, t.path());
     let text = format!("http://127.0.0.1:{}/library/bench:latest", reg.port);
     let body = serde_json::json!({ "model": text, "insecure": true, "stream": false });
+    let (serve_pid, reg_pid) = (serve.child.id().to_string(), reg.child.id().to_string());
+    let cpu0 = (cpu_seconds(&serve_pid), cpu_seconds(&reg_pid));
     let start = Instant::now();
     let r = reqwest::Client::new()
         .post(format!("http://{}/api/pull", serve.addr))
@@ -336,6 +338,10 @@ async fn pull_throughput_1gib() {
     let status = r.status();
     let text = r.text().await.unwrap();
     let pull = start.elapsed().as_secs_f64();
+    let cpu = (
+        cpu_seconds(&serve_pid) - cpu0.0,
+        cpu_seconds(&reg_pid) - cpu0.1,
+    );
     assert_eq!(
         (status.as_u16(), text.as_str()),
         (200, "{\"status\":\"success\"}")
@@ -352,6 +358,11 @@ async fn pull_throughput_1gib() {
     println!(
         "herd pull  {:>6.0} MB/s  ({pull:.2} s, API call to success, fsynced)",
         mb / pull
+    );
+    println!(
+        "cpu        herd {:.2} s/GB, registry {:.2} s/GB  (user+system, both processes)",
+        cpu.0 / (mb / 1e3),
+        cpu.1 / (mb / 1e3)
     );
     println!(
         "hashing    {:>6.2} GB/s  ({hash:.2} s, cli::create::hash_file)",
@@ -377,11 +388,13 @@ async fn pull_throughput_1gib() {
                 ..RegistryOptions::default()
             },
         );
+        let cpu0 = cpu_seconds("self");
         let start = Instant::now();
         r.pull(&name, true, progress::discard()).await.unwrap();
         let s = start.elapsed().as_secs_f64();
+        let cpu = (cpu_seconds("self") - cpu0) / (mb / 1e3);
         println!(
-            "library pull, {lanes:>2} parts in flight: {:>6.0} MB/s ({s:.2} s)",
+            "library pull, {lanes:>2} parts in flight: {:>6.0} MB/s ({s:.2} s, {cpu:.2} CPU s/GB)",
             mb / s
         );
     }

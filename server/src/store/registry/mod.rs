@@ -15,6 +15,7 @@ pub mod auth;
 mod client;
 mod download;
 mod hashing;
+mod partfile;
 pub mod policy;
 pub mod progress;
 mod pull;
