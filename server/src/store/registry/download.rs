@@ -2,8 +2,8 @@
 //! progress in `-partial-<n>` (Ollama's JSON: `{"N","Offset","Size","Completed"}`), so a killed
 //! process resumes where it stopped. Up to 16 parts in flight; a silent part is restarted; transport
 //! errors retry with doubling backoff; protocol violations (wrong range, too many bytes) fail at
-//! once. Bytes reach the data file through `partfile` (whole blocks with direct I/O where the
-//! filesystem allows). The sha256 is computed while the parts land (`hashing::Trailing`, no
+//! once. Bytes reach the data file through `partfile` (whole blocks with direct I/O when
+//! `RegistryOptions::direct_io` is set and the filesystem allows). The sha256 is computed while the parts land (`hashing::Trailing`, no
 //! second pass over the blob) and the finished file becomes the blob only through
 //! `BlobStore::commit_partial_hashed`; the file is synced every second so the final fsync is
 //! short.
@@ -16,9 +16,10 @@
 //! data file, so it never overstates what is on disk; nothing is read from the network past the
 //! bytes requested; the task is aborted when the last pull waiting on it goes away.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use futures_util::{StreamExt as _, TryStreamExt as _};
 use reqwest::header::{HeaderMap, HeaderValue, CONTENT_LENGTH, CONTENT_RANGE, RANGE};
@@ -127,6 +128,8 @@ async fn download(session: &Session, layer: &Layer, completed: &AtomicU64) -> Re
     )
     .await
     .map_err(|_| Error::Internal(format!("registry did not answer for blob {}", layer.digest)))??;
+    let partial = blobs.partial_path(d);
+    settle_partial(session, &partial).await?;
     let parts = {
         let (blobs, d, total) = (blobs.clone(), d.clone(), src.total);
         let (min, max) = (
@@ -139,7 +142,12 @@ async fn download(session: &Session, layer: &Layer, completed: &AtomicU64) -> Re
     };
     completed.store(parts.iter().map(|p| p.completed).sum(), Ordering::Relaxed);
     let n_parts = parts.len();
-    let file = Arc::new(DataFile::open(&blobs.partial_path(d))?);
+    let file = Arc::new(DataFile::open(&partial, session.reg.options().direct_io)?);
+    {
+        let mut open = open_partials().lock().unwrap();
+        open.retain(|_, w| w.strong_count() > 0);
+        open.insert(partial, Arc::downgrade(&file));
+    }
     let trail = Arc::new(Trailing::new(
         parts.iter().map(|p| (p.offset, p.size, p.completed)),
     ));
@@ -184,6 +192,36 @@ async fn download(session: &Session, layer: &Layer, completed: &AtomicU64) -> Re
             )))
         }
         Err(e) => Err(e),
+    }
+}
+
+/// `-partial` data files open in this process (whichever `Registry` opened them), each alive
+/// while a write to it may still run, including a flush of an aborted download that is still on
+/// the blocking pool.
+fn open_partials() -> &'static Mutex<HashMap<PathBuf, Weak<DataFile>>> {
+    static OPEN: OnceLock<Mutex<HashMap<PathBuf, Weak<DataFile>>>> = OnceLock::new();
+    OPEN.get_or_init(Default::default)
+}
+
+/// Waits until no write of an earlier (aborted) download into `partial` can still land: the
+/// part records must not be read before its last flush updated them (the bytes would be
+/// fetched again).
+async fn settle_partial(session: &Session, partial: &Path) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + session.reg.options().request_timeout;
+    loop {
+        let busy = {
+            let open = open_partials().lock().unwrap();
+            open.get(partial).is_some_and(|w| w.strong_count() > 0)
+        };
+        if !busy {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(Error::Internal(
+                "an earlier download of this blob is still writing".into(),
+            ));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     }
 }
 
@@ -468,13 +506,11 @@ async fn fetch_once(
                         "registry sent more than the {want} bytes requested"
                     ))));
                 }
+                // Counted once staged: a cancelled download persists what it staged.
+                w.push(&chunk);
                 counter.fetch_add(chunk.len() as u64, Ordering::Relaxed);
-                let mut rest = &chunk[..];
-                while !rest.is_empty() {
-                    rest = &rest[w.push(rest)..];
-                    if w.full() {
-                        w.flush().await.map_err(PartError::Fatal)?;
-                    }
+                if w.full() {
+                    w.flush().await.map_err(PartError::Fatal)?;
                 }
             }
         }

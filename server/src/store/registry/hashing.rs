@@ -24,7 +24,7 @@ use super::partfile::{Aligned, DataFile, ALIGN};
 use crate::store::Digest;
 
 /// Read-back block size.
-const READ_BLOCK: usize = 1 << 20;
+const READ_BLOCK: usize = 4 << 20;
 /// Most bytes one `written` call reads back before returning to its own stream.
 const CATCH_UP_BUDGET: u64 = 32 << 20;
 
@@ -163,7 +163,7 @@ mod tests {
                 let path = dir.path().join("data");
                 std::fs::File::create(&path).unwrap().set_len(len).unwrap();
                 let f = if direct {
-                    DataFile::open(&path).unwrap()
+                    DataFile::open(&path, true).unwrap()
                 } else {
                     DataFile::new(
                         super::super::partfile::open_nofollow(&path, false).unwrap(),

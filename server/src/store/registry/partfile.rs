@@ -1,5 +1,6 @@
-//! The `-partial` data file of one download and each part's way into it. Whole 4 KiB blocks
-//! inside a part are written with `O_DIRECT` from a block-aligned staging buffer, so the bytes
+//! The `-partial` data file of one download and each part's way into it. With direct I/O
+//! (`RegistryOptions::direct_io`), whole 4 KiB blocks inside a part are written with `O_DIRECT`
+//! from a block-aligned staging buffer, so the bytes
 //! never pass through the page cache (on the VMs this runs on, filling fresh page-cache pages
 //! costs more CPU than hashing the same bytes, and direct writes from several parts keep the
 //! disk busy instead of leaving a backlog for the final fsync). The bytes of a flush that share
@@ -33,7 +34,11 @@ use crate::error::{Error, Result};
 /// Block size for direct I/O: a multiple of every common logical sector size (512, 4096).
 pub(crate) const ALIGN: usize = 4096;
 /// Bytes staged per part between writes (and state updates): at most this much per part is lost
-/// to a SIGKILL (a dropped future flushes synchronously, losing nothing).
+/// to a SIGKILL (a dropped future flushes synchronously, losing nothing). Direct writes here
+/// cost about the same per request up to several MiB, but a larger chunk also widens the window
+/// in which a cancelled download's last flush, still on the blocking pool, lands after a
+/// restarted download of the same blob has read the part records (it then fetches those bytes
+/// again).
 pub(crate) const WRITE_CHUNK: usize = 1 << 20;
 /// State files are overwritten in place, padded to this size, so an update is one small pwrite
 /// and a torn file cannot shrink.
@@ -103,14 +108,21 @@ pub(crate) struct DataFile {
 }
 
 impl DataFile {
-    pub fn open(path: &Path) -> std::io::Result<DataFile> {
+    /// Opens the data file; with `direct`, also an `O_DIRECT` handle where the filesystem has one.
+    pub fn open(path: &Path, direct: bool) -> std::io::Result<DataFile> {
         let buffered = open_nofollow(path, false)?;
-        let direct = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_DIRECT).bits())
-            .open(path)
-            .ok();
+        let direct = direct
+            .then(|| {
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .custom_flags(
+                        (nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_DIRECT).bits(),
+                    )
+                    .open(path)
+                    .ok()
+            })
+            .flatten();
         Ok(DataFile::new(buffered, direct))
     }
 
@@ -214,19 +226,24 @@ pub(crate) struct Staging {
 impl Staging {
     fn new(pos: u64) -> Staging {
         Staging {
-            buf: Aligned::new(WRITE_CHUNK + 2 * ALIGN),
+            // Room for a whole chunk on top of a nearly full buffer, so growing is rare.
+            buf: Aligned::new(2 * WRITE_CHUNK + ALIGN),
             start: (pos % ALIGN as u64) as usize,
             len: 0,
         }
     }
 
-    /// Appends as much of `bytes` as fits; returns how much.
-    fn push(&mut self, bytes: &[u8]) -> usize {
+    /// Appends all of `bytes`, growing the buffer if needed: a received chunk is staged whole
+    /// or not at all, so a cancellation never drops part of one.
+    fn push(&mut self, bytes: &[u8]) {
         let at = self.start + self.len;
-        let n = bytes.len().min(self.buf.len() - at);
-        self.buf.get_mut()[at..at + n].copy_from_slice(&bytes[..n]);
-        self.len += n;
-        n
+        if at + bytes.len() > self.buf.len() {
+            let mut bigger = Aligned::new(at + bytes.len() + WRITE_CHUNK);
+            bigger.get_mut()[..at].copy_from_slice(&self.buf.get()[..at]);
+            self.buf = bigger;
+        }
+        self.buf.get_mut()[at..at + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
     }
 
     fn staged(&self) -> &[u8] {
@@ -282,9 +299,11 @@ impl<'a> PartWriter<'a> {
         }
     }
 
-    /// Stages as much of `bytes` as fits; returns how much. `full` says when to flush.
-    pub fn push(&mut self, bytes: &[u8]) -> usize {
-        self.staging.as_mut().map_or(0, |s| s.push(bytes))
+    /// Stages all of `bytes`; `full` says when to flush.
+    pub fn push(&mut self, bytes: &[u8]) {
+        if let Some(s) = &mut self.staging {
+            s.push(bytes);
+        }
     }
 
     pub fn full(&self) -> bool {
@@ -408,16 +427,18 @@ mod tests {
     #[test]
     fn staging_keeps_positions_congruent() {
         let mut s = Staging::new(ALIGN as u64 + 100);
-        assert_eq!(s.push(&[1; 5000]), 5000);
+        s.push(&[1; 5000]);
         assert_eq!(s.staged().as_ptr() as usize % ALIGN, 100);
         s.reset(ALIGN as u64 + 5100);
-        assert_eq!(s.push(&[1; 10]), 10);
+        s.push(&[1; 10]);
         assert_eq!(s.staged().as_ptr() as usize % ALIGN, 5100 % ALIGN);
-        // Never more than the buffer holds.
-        let mut s = Staging::new(0);
-        let big = vec![2u8; WRITE_CHUNK + 3 * ALIGN];
-        let n = s.push(&big);
-        assert!((WRITE_CHUNK..big.len()).contains(&n), "{n}");
+        // A chunk larger than the room left is staged whole: the buffer grows, keeping
+        // the staged bytes and their congruence.
+        let big: Vec<u8> = (0..3 * WRITE_CHUNK).map(|i| (i % 249) as u8).collect();
+        s.push(&big);
+        assert_eq!(s.staged().len(), 10 + big.len());
+        assert_eq!(&s.staged()[10..], &big[..]);
+        assert_eq!(s.staged().as_ptr() as usize % ALIGN, 5100 % ALIGN);
     }
 
     /// Flushes through a real file in both modes (direct where the temp filesystem has it):
@@ -432,7 +453,7 @@ mod tests {
             let f = std::fs::File::create(&path).unwrap();
             f.set_len(total as u64).unwrap();
             let file = if direct {
-                DataFile::open(&path).unwrap()
+                DataFile::open(&path, true).unwrap()
             } else {
                 DataFile::new(open_nofollow(&path, false).unwrap(), None)
             };
@@ -440,7 +461,7 @@ mod tests {
             let mut pos = 0;
             for len in [17, ALIGN, 2 * ALIGN + 5, ALIGN - 22, 333, ALIGN] {
                 let mut s = Staging::new(pos as u64);
-                assert_eq!(s.push(&all[pos..pos + len]), len);
+                s.push(&all[pos..pos + len]);
                 s.write(&file, pos as u64).unwrap();
                 pos += len;
             }
