@@ -139,13 +139,15 @@ async fn interrupted_pulls_resume_and_reuse_downloaded_bytes() {
     let src_store = Store::open(src.path()).unwrap();
     let name = reg.name("library/resume:latest");
     let manifest = make_model(&src_store, &name, 7, 24 << 20);
-    let opts = || {
+    // Rounds alternate page-cache and direct writes: a resume may switch how blocks are written.
+    let opts = |direct_io: bool| {
         let mut o = test_options(None);
         o.part_min = 2 << 20;
         o.part_max = 2 << 20;
+        o.direct_io = direct_io;
         o
     };
-    registry(&src_store, opts())
+    registry(&src_store, opts(false))
         .push(&name, true, progress::discard())
         .await
         .unwrap();
@@ -157,7 +159,7 @@ async fn interrupted_pulls_resume_and_reuse_downloaded_bytes() {
     // Abort at several points (by downloaded bytes), dropping the whole client each time as a
     // killed server would, then finish.
     for (i, frac) in [0.15, 0.4, 0.7].into_iter().enumerate() {
-        let r = registry(&store, opts());
+        let r = registry(&store, opts(i % 2 == 0));
         let target = (total as f64 * frac) as u64 - fetched_before_abort;
         let pull = r.pull(&name, true, progress::discard());
         let watcher = async {
@@ -185,7 +187,7 @@ async fn interrupted_pulls_resume_and_reuse_downloaded_bytes() {
             .blob_file_name();
         assert!(!visible.contains(&model_digest), "{visible:?}");
     }
-    let r = registry(&store, opts());
+    let r = registry(&store, opts(true));
     r.pull(&name, true, progress::discard()).await.unwrap();
     let last = r.bytes_downloaded();
     assert_eq!(store.read(&name).unwrap().unwrap().bytes, manifest);
@@ -326,6 +328,8 @@ async fn pull_throughput_1gib() {
     let serve = Serve::start(&models, t.path());
     let text = format!("http://127.0.0.1:{}/library/bench:latest", reg.port);
     let body = serde_json::json!({ "model": text, "insecure": true, "stream": false });
+    let (serve_pid, reg_pid) = (serve.child.id().to_string(), reg.child.id().to_string());
+    let cpu0 = (cpu_seconds(&serve_pid), cpu_seconds(&reg_pid));
     let start = Instant::now();
     let r = reqwest::Client::new()
         .post(format!("http://{}/api/pull", serve.addr))
@@ -336,6 +340,10 @@ async fn pull_throughput_1gib() {
     let status = r.status();
     let text = r.text().await.unwrap();
     let pull = start.elapsed().as_secs_f64();
+    let cpu = (
+        cpu_seconds(&serve_pid) - cpu0.0,
+        cpu_seconds(&reg_pid) - cpu0.1,
+    );
     assert_eq!(
         (status.as_u16(), text.as_str()),
         (200, "{\"status\":\"success\"}")
@@ -354,6 +362,11 @@ async fn pull_throughput_1gib() {
         mb / pull
     );
     println!(
+        "cpu        herd {:.2} s/GB, registry {:.2} s/GB  (user+system, both processes)",
+        cpu.0 / (mb / 1e3),
+        cpu.1 / (mb / 1e3)
+    );
+    println!(
         "hashing    {:>6.2} GB/s  ({hash:.2} s, cli::create::hash_file)",
         mb / 1e3 / hash
     );
@@ -366,7 +379,7 @@ async fn pull_throughput_1gib() {
         cp / pull,
         cp_sync / pull
     );
-    for lanes in [1, 2, 4, 16] {
+    for (lanes, direct_io) in [(1, false), (2, false), (4, false), (16, false), (4, true)] {
         sync();
         let t = tempfile::tempdir().unwrap();
         let store = Store::open(t.path()).unwrap();
@@ -374,14 +387,18 @@ async fn pull_throughput_1gib() {
             &store,
             RegistryOptions {
                 lan_parts_in_flight: lanes,
+                direct_io,
                 ..RegistryOptions::default()
             },
         );
+        let cpu0 = cpu_seconds("self");
         let start = Instant::now();
         r.pull(&name, true, progress::discard()).await.unwrap();
         let s = start.elapsed().as_secs_f64();
+        let cpu = (cpu_seconds("self") - cpu0) / (mb / 1e3);
         println!(
-            "library pull, {lanes:>2} parts in flight: {:>6.0} MB/s ({s:.2} s)",
+            "library pull, {lanes:>2} parts in flight{}: {:>6.0} MB/s ({s:.2} s, {cpu:.2} CPU s/GB)",
+            if direct_io { ", direct I/O" } else { "" },
             mb / s
         );
     }

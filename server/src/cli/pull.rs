@@ -1,5 +1,6 @@
 //! `herd pull` / `herd push`: stream `/api/pull` or `/api/push` and draw Ollama's progress layout
-//! (its `progress/bar.go`, 80 columns) — one line per layer,
+//! (its `progress/bar.go`: as wide as the terminal, 80 columns when that is unknown) — one line
+//! per layer,
 //! `pulling 3f8eb4da87fa:  35% ▕█████         ▏ 420 MB/1.2 GB   95 MB/s      8s`, finished layers
 //! as `pulling 3f8eb4da87fa: 100% ▕██████████████▏ 1.2 GB`, plus the plain statuses. The rate is
 //! over the last ~10 s (one sample a second), the ETA is what is left at that rate. On a terminal
@@ -60,7 +61,8 @@ pub async fn run(args: TransferArgs, dir: Direction) -> anyhow::Result<()> {
             Err(_) => anyhow!("{status}"),
         });
     }
-    let mut view = View::new(std::io::stderr().is_terminal());
+    let tty = std::io::stderr().is_terminal();
+    let mut view = View::new(tty, if tty { terminal_width() } else { LINE_WIDTH });
     let mut stream = resp.bytes_stream();
     let mut pending = Vec::new();
     while let Some(chunk) = stream.next().await {
@@ -81,9 +83,19 @@ pub async fn run(args: TransferArgs, dir: Direction) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Columns of the terminal on stderr, or Ollama's default when it cannot be read.
+fn terminal_width() -> usize {
+    rustix::termios::tcgetwinsize(std::io::stderr())
+        .ok()
+        .map(|w| usize::from(w.ws_col))
+        .filter(|&c| c >= 40)
+        .unwrap_or(LINE_WIDTH)
+}
+
 /// The progress block: statuses in first-seen order.
 struct View {
     tty: bool,
+    width: usize,
     order: Vec<String>,
     rows: HashMap<String, Row>,
     drawn: usize,
@@ -101,7 +113,8 @@ struct Row {
     printed_done: bool,
 }
 
-/// Ollama's default terminal width; its bar leaves the last column free (lines are 79 wide).
+/// Ollama's default terminal width; its bar leaves the last column free (lines are one
+/// narrower than the terminal).
 const LINE_WIDTH: usize = 80;
 const RATE_SAMPLES: usize = 10;
 
@@ -167,9 +180,10 @@ impl Row {
 }
 
 impl View {
-    fn new(tty: bool) -> View {
+    fn new(tty: bool, width: usize) -> View {
         View {
             tty,
+            width,
             order: Vec::new(),
             rows: HashMap::new(),
             drawn: 0,
@@ -201,7 +215,7 @@ impl View {
         let done = row.p.total == 0 || row.p.completed >= row.p.total;
         if (row.p.total == 0 && new) || (row.p.total > 0 && done && !row.printed_done) {
             row.printed_done = true;
-            eprintln!("{}", render(row).trim_end());
+            eprintln!("{}", render(row, self.width).trim_end());
         }
     }
 
@@ -212,7 +226,7 @@ impl View {
         }
         for key in &self.order {
             out.push_str("\x1b[2K");
-            out.push_str(&render(&self.rows[key]));
+            out.push_str(&render(&self.rows[key], self.width));
             out.push('\n');
         }
         self.drawn = self.order.len();
@@ -229,7 +243,8 @@ impl View {
     }
 }
 
-fn render(row: &Row) -> String {
+/// One row, `width - 1` columns wide when it has a bar.
+fn render(row: &Row, width: usize) -> String {
     let p = &row.p;
     if p.total == 0 {
         return p.status.clone();
@@ -251,7 +266,7 @@ fn render(row: &Row) -> String {
     } else {
         suf.push_str(&" ".repeat(18));
     }
-    let width = LINE_WIDTH.saturating_sub(pre.chars().count() + suf.chars().count() + 5);
+    let width = width.saturating_sub(pre.chars().count() + suf.chars().count() + 5);
     let filled = ((width as f64 * frac) as usize).min(width);
     format!(
         "{pre} ▕{}{}▏ {suf}",
@@ -286,13 +301,13 @@ mod tests {
         };
         let mut row = Row::new(p(0, 0), t0);
         row.p.status = "success".into();
-        assert_eq!(render(&row), "success");
+        assert_eq!(render(&row, LINE_WIDTH), "success");
 
         // In flight: 400 MB of 1.0 GB after 4 s (samples at 0, 2 and 4 s) = 100 MB/s, 6 s left.
         let mut row = Row::new(p(1_000_000_000, 0), t0);
         row.set(p(1_000_000_000, 200_000_000), t0 + Duration::from_secs(2));
         row.set(p(1_000_000_000, 400_000_000), t0 + Duration::from_secs(4));
-        let s = render(&row);
+        let s = render(&row, LINE_WIDTH);
         assert_eq!(s.chars().count(), LINE_WIDTH - 1, "{s:?}");
         assert!(s.starts_with("pulling 0123456789ab:  40% ▕"), "{s:?}");
         assert!(s.ends_with("▏ 400 MB/  1 GB  100 MB/s      6s"), "{s:?}");
@@ -306,11 +321,18 @@ mod tests {
             p(1_000_000_000, 1_000_000_000),
             t0 + Duration::from_secs(10),
         );
-        let s = render(&row);
+        let s = render(&row, LINE_WIDTH);
         assert_eq!(s.chars().count(), LINE_WIDTH - 1, "{s:?}");
         assert!(s.starts_with("pulling 0123456789ab: 100% ▕████"), "{s:?}");
         assert!(s.contains("█▏   1 GB "), "{s:?}");
         assert!(!s.contains("/s"), "{s:?}");
+
+        // A wider terminal widens the bar only.
+        let wide = render(&row, 120);
+        assert_eq!(wide.chars().count(), 119, "{wide:?}");
+        let bar = |s: &str| s.chars().filter(|&c| c == '█').count();
+        assert_eq!(bar(&wide), bar(&s) + 40);
+        assert_eq!(wide.replace('█', ""), s.replace('█', ""));
     }
 
     #[test]

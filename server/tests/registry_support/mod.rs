@@ -18,7 +18,7 @@ pub const REGISTRY_BIN: &str = "/usr/bin/docker-registry";
 
 /// A running `docker-registry`; killed on drop.
 pub struct RealRegistry {
-    child: Child,
+    pub child: Child,
     pub port: u16,
     _dir: tempfile::TempDir,
 }
@@ -167,6 +167,16 @@ pub fn files(dir: &Path) -> Vec<String> {
 }
 
 pub const HERD: &str = env!("CARGO_BIN_EXE_herd");
+
+/// CPU seconds (user + system, all threads) a process has used so far, from `/proc/<pid>/stat`
+/// (`self` for this process); Linux reports them in USER_HZ, which is 100.
+pub fn cpu_seconds(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the parenthesised command name: state is field 3, utime 14, stime 15.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    (f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()) as f64 / 100.0
+}
 
 /// `herd serve` on a free loopback port with its own store and HOME; killed on drop.
 pub struct Serve {

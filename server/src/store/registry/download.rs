@@ -2,9 +2,10 @@
 //! progress in `-partial-<n>` (Ollama's JSON: `{"N","Offset","Size","Completed"}`), so a killed
 //! process resumes where it stopped. Up to 16 parts in flight; a silent part is restarted; transport
 //! errors retry with doubling backoff; protocol violations (wrong range, too many bytes) fail at
-//! once. The sha256 is computed while the parts land (`hashing::Trailing`, no second pass over
-//! the blob) and the finished file becomes the blob only through
-//! `BlobStore::commit_partial_hashed`; writeback is started every second so the final fsync is
+//! once. Bytes reach the data file through `partfile` (whole blocks with direct I/O when
+//! `RegistryOptions::direct_io` is set and the filesystem allows). The sha256 is computed while the parts land (`hashing::Trailing`, no
+//! second pass over the blob) and the finished file becomes the blob only through
+//! `BlobStore::commit_partial_hashed`; the file is synced every second so the final fsync is
 //! short.
 //!
 //! Parts in flight: Ollama's 16 for a public registry or CDN (per-connection throughput over the
@@ -15,32 +16,26 @@
 //! data file, so it never overstates what is on disk; nothing is read from the network past the
 //! bytes requested; the task is aborted when the last pull waiting on it goes away.
 
-use std::os::unix::fs::{FileExt as _, OpenOptionsExt as _};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use futures_util::{StreamExt as _, TryStreamExt as _};
 use reqwest::header::{HeaderMap, HeaderValue, CONTENT_LENGTH, CONTENT_RANGE, RANGE};
 use reqwest::{Method, StatusCode};
-use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use url::Url;
 
 use super::client::{self, Session};
 use super::hashing::Trailing;
+use super::partfile::{open_nofollow, write_state_to, DataFile, PartState, PartWriter};
 use super::policy::{self, Origin};
 use crate::error::{Error, Result};
 use crate::store::{BlobStore, Digest, Layer};
 
-/// Bytes buffered per part between writes (and state updates): at most this much per part is
-/// lost to a SIGKILL (a dropped future flushes synchronously, losing nothing).
-const WRITE_CHUNK: usize = 1 << 20;
 /// How often written data is pushed towards the disk while downloading.
 const WRITEBACK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
-/// State files are overwritten in place, padded to this size, so an update is one small pwrite
-/// and a torn file cannot shrink.
-const STATE_LEN: usize = 128;
 
 /// A download shared by every pull that needs this digest.
 pub(crate) struct Inflight {
@@ -106,19 +101,6 @@ pub(crate) fn start(session: &Arc<Session>, layer: &Layer) -> Arc<Inflight> {
     inflight
 }
 
-/// Ollama's part state record.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-struct PartState {
-    #[serde(rename = "N")]
-    n: usize,
-    #[serde(rename = "Offset")]
-    offset: u64,
-    #[serde(rename = "Size")]
-    size: u64,
-    #[serde(rename = "Completed")]
-    completed: u64,
-}
-
 /// Where a blob's bytes come from: the URL after redirects, and whether it is off-registry.
 struct Source {
     url: Url,
@@ -146,6 +128,8 @@ async fn download(session: &Session, layer: &Layer, completed: &AtomicU64) -> Re
     )
     .await
     .map_err(|_| Error::Internal(format!("registry did not answer for blob {}", layer.digest)))??;
+    let partial = blobs.partial_path(d);
+    settle_partial(session, &partial).await?;
     let parts = {
         let (blobs, d, total) = (blobs.clone(), d.clone(), src.total);
         let (min, max) = (
@@ -158,7 +142,12 @@ async fn download(session: &Session, layer: &Layer, completed: &AtomicU64) -> Re
     };
     completed.store(parts.iter().map(|p| p.completed).sum(), Ordering::Relaxed);
     let n_parts = parts.len();
-    let file = Arc::new(open_nofollow(&blobs.partial_path(d), false)?);
+    let file = Arc::new(DataFile::open(&partial, session.reg.options().direct_io)?);
+    {
+        let mut open = open_partials().lock().unwrap();
+        open.retain(|_, w| w.strong_count() > 0);
+        open.insert(partial, Arc::downgrade(&file));
+    }
     let trail = Arc::new(Trailing::new(
         parts.iter().map(|p| (p.offset, p.size, p.completed)),
     ));
@@ -176,7 +165,7 @@ async fn download(session: &Session, layer: &Layer, completed: &AtomicU64) -> Re
         loop {
             tokio::time::sleep(WRITEBACK_EVERY).await;
             let f = file.clone();
-            let _ = tokio::task::spawn_blocking(move || f.sync_data()).await;
+            let _ = tokio::task::spawn_blocking(move || f.buffered.sync_data()).await;
         }
     };
     tokio::select! {
@@ -203,6 +192,36 @@ async fn download(session: &Session, layer: &Layer, completed: &AtomicU64) -> Re
             )))
         }
         Err(e) => Err(e),
+    }
+}
+
+/// `-partial` data files open in this process (whichever `Registry` opened them), each alive
+/// while a write to it may still run, including a flush of an aborted download that is still on
+/// the blocking pool.
+fn open_partials() -> &'static Mutex<HashMap<PathBuf, Weak<DataFile>>> {
+    static OPEN: OnceLock<Mutex<HashMap<PathBuf, Weak<DataFile>>>> = OnceLock::new();
+    OPEN.get_or_init(Default::default)
+}
+
+/// Waits until no write of an earlier (aborted) download into `partial` can still land: the
+/// part records must not be read before its last flush updated them (the bytes would be
+/// fetched again).
+async fn settle_partial(session: &Session, partial: &Path) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + session.reg.options().request_timeout;
+    loop {
+        let busy = {
+            let open = open_partials().lock().unwrap();
+            open.get(partial).is_some_and(|w| w.strong_count() > 0)
+        };
+        if !busy {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(Error::Internal(
+                "an earlier download of this blob is still writing".into(),
+            ));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     }
 }
 
@@ -272,24 +291,8 @@ async fn probe(session: &Session, url: Url) -> Result<(client::Fetched, u64)> {
     Ok((f, size))
 }
 
-fn open_nofollow(path: &Path, create: bool) -> std::io::Result<std::fs::File> {
-    // Readable too: the trailing hasher reads parts back from the data file.
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(create)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-        .open(path)
-}
-
 fn write_state(path: &Path, st: &PartState) -> std::io::Result<()> {
     write_state_to(&open_nofollow(path, true)?, st)
-}
-
-fn write_state_to(file: &std::fs::File, st: &PartState) -> std::io::Result<()> {
-    let mut bytes = serde_json::to_vec(st).map_err(std::io::Error::other)?;
-    bytes.resize(STATE_LEN.max(bytes.len()), b' ');
-    file.write_all_at(&bytes, 0)
 }
 
 fn read_state(path: &Path) -> Option<PartState> {
@@ -385,17 +388,11 @@ async fn run_part(
     src: &Source,
     st: PartState,
     completed: &AtomicU64,
-    file: &Arc<std::fs::File>,
+    file: &Arc<DataFile>,
     trail: &Arc<Trailing>,
 ) -> Result<()> {
-    let mut w = PartWriter {
-        file: file.clone(),
-        state: Arc::new(open_nofollow(&blobs.partial_part_path(d, st.n), false)?),
-        trail: trail.clone(),
-        st,
-        buf: Vec::new(),
-        completed,
-    };
+    let state = open_nofollow(&blobs.partial_part_path(d, st.n), false)?;
+    let mut w = PartWriter::new(file.clone(), state, trail.clone(), st, completed);
     let opts = session.reg.options();
     let mut attempt = 0;
     loop {
@@ -412,68 +409,6 @@ async fn run_part(
                 tokio::time::sleep(policy::backoff(opts.backoff, attempt)).await;
                 attempt += 1;
             }
-        }
-    }
-}
-
-/// Buffers one part's bytes and persists them (data first, then the state record), feeding
-/// the hasher.
-struct PartWriter<'a> {
-    file: Arc<std::fs::File>,
-    /// This part's `-partial-<n>` record, kept open (one pwrite per update).
-    state: Arc<std::fs::File>,
-    trail: Arc<Trailing>,
-    st: PartState,
-    buf: Vec<u8>,
-    completed: &'a AtomicU64,
-}
-
-fn persist(
-    file: &std::fs::File,
-    state: &std::fs::File,
-    next: &PartState,
-    data: &[u8],
-) -> std::io::Result<()> {
-    file.write_all_at(data, next.offset + next.completed - data.len() as u64)?;
-    write_state_to(state, next)
-}
-
-impl PartWriter<'_> {
-    async fn flush(&mut self) -> Result<(), PartError> {
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        let data = std::mem::take(&mut self.buf);
-        let mut next = self.st;
-        next.completed += data.len() as u64;
-        let (file, state, trail) = (self.file.clone(), self.state.clone(), self.trail.clone());
-        let mut data = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<u8>> {
-            persist(&file, &state, &next, &data)?;
-            trail.written(&file, next.n, next.completed, &data)?;
-            Ok(data)
-        })
-        .await
-        .map_err(|e| PartError::Fatal(Error::Internal(format!("write task: {e}"))))?
-        .map_err(|e| PartError::Fatal(e.into()))?;
-        self.completed
-            .fetch_add(next.completed - self.st.completed, Ordering::Relaxed);
-        self.st = next;
-        data.clear();
-        self.buf = data;
-        Ok(())
-    }
-}
-
-impl Drop for PartWriter<'_> {
-    /// A cancelled pull keeps every byte it received: one synchronous write of the buffer.
-    fn drop(&mut self) {
-        if self.buf.is_empty() {
-            return;
-        }
-        let mut next = self.st;
-        next.completed += self.buf.len() as u64;
-        if persist(&self.file, &self.state, &next, &self.buf).is_ok() {
-            self.st = next;
         }
     }
 }
@@ -549,7 +484,7 @@ async fn fetch_once(
     loop {
         let next = match tokio::time::timeout(stall, stream.next()).await {
             Err(_) => {
-                w.flush().await?;
+                w.flush().await.map_err(PartError::Fatal)?;
                 return Err(PartError::Retry(Error::Internal(format!(
                     "part {} stalled for {stall:?}",
                     st.n
@@ -560,26 +495,27 @@ async fn fetch_once(
         match next {
             None => break,
             Some(Err(e)) => {
-                w.flush().await?;
+                w.flush().await.map_err(PartError::Fatal)?;
                 return Err(PartError::Retry(client::net_error(&src.url, e)));
             }
             Some(Ok(chunk)) => {
                 received += chunk.len() as u64;
                 if received > want {
-                    w.buf.clear();
+                    w.discard();
                     return Err(PartError::Fatal(Error::Internal(format!(
                         "registry sent more than the {want} bytes requested"
                     ))));
                 }
+                // Counted once staged: a cancelled download persists what it staged.
+                w.push(&chunk);
                 counter.fetch_add(chunk.len() as u64, Ordering::Relaxed);
-                w.buf.extend_from_slice(&chunk);
-                if w.buf.len() >= WRITE_CHUNK {
-                    w.flush().await?;
+                if w.full() {
+                    w.flush().await.map_err(PartError::Fatal)?;
                 }
             }
         }
     }
-    w.flush().await?;
+    w.flush().await.map_err(PartError::Fatal)?;
     if received < want {
         return Err(PartError::Retry(Error::Internal(format!(
             "part {} ended after {received} of {want} bytes",

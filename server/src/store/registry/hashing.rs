@@ -1,8 +1,9 @@
 //! sha256 of a download computed while its parts land, so verification costs no second pass over
 //! the blob. The hash position trails the contiguous prefix of bytes already on disk: a chunk that
 //! starts exactly at the position is hashed from memory as it is written; bytes that parts further
-//! ahead wrote are read back (from the page cache) once the prefix reaches them; whatever is
-//! left when the last part ends is read back by `finish`.
+//! ahead wrote are read back (`DataFile::read_back`: direct reads of whole blocks when the
+//! download writes directly, else the page cache) once the prefix reaches them; whatever is left
+//! when the last part ends is read back by `finish`.
 //!
 //! Invariants:
 //! - only bytes already written to the data file are hashed, each exactly once, in file order, so
@@ -14,17 +15,16 @@
 //!   call reads back at most `CATCH_UP_BUDGET`, so hashing never stalls a part's network stream
 //!   for long.
 
-use std::fs::File;
-use std::os::unix::fs::FileExt as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use sha2::{Digest as _, Sha256};
 
+use super::partfile::{Aligned, DataFile, ALIGN};
 use crate::store::Digest;
 
 /// Read-back block size.
-const READ_BLOCK: usize = 1 << 20;
+const READ_BLOCK: usize = 4 << 20;
 /// Most bytes one `written` call reads back before returning to its own stream.
 const CATCH_UP_BUDGET: u64 = 32 << 20;
 
@@ -43,7 +43,8 @@ struct State {
     pos: u64,
     /// Index of the part containing `pos` (== parts.len() at the end).
     part: usize,
-    buf: Vec<u8>,
+    /// Read-back buffer, allocated on first use.
+    buf: Option<Aligned>,
 }
 
 impl Trailing {
@@ -62,7 +63,7 @@ impl Trailing {
                 hasher: Sha256::new(),
                 pos: 0,
                 part: 0,
-                buf: Vec::new(),
+                buf: None,
             }),
         }
     }
@@ -72,7 +73,7 @@ impl Trailing {
     /// (bounded), unless another writer is already doing so.
     pub fn written(
         &self,
-        file: &File,
+        file: &DataFile,
         n: usize,
         completed: u64,
         data: &[u8],
@@ -98,7 +99,7 @@ impl Trailing {
 
     /// Hashes the rest of the file (every part must be complete) and returns its digest; `None`
     /// if some part is not fully on disk.
-    pub fn finish(&self, file: &File) -> std::io::Result<Option<Digest>> {
+    pub fn finish(&self, file: &DataFile) -> std::io::Result<Option<Digest>> {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         self.catch_up(&mut st, file, u64::MAX)?;
         if st.part < self.parts.len() {
@@ -114,7 +115,7 @@ impl Trailing {
         self.state.lock().unwrap().pos
     }
 
-    fn catch_up(&self, st: &mut State, file: &File, mut budget: u64) -> std::io::Result<()> {
+    fn catch_up(&self, st: &mut State, file: &DataFile, mut budget: u64) -> std::io::Result<()> {
         loop {
             while let Some(&(o, s)) = self.parts.get(st.part) {
                 if st.pos < o + s {
@@ -129,17 +130,15 @@ impl Trailing {
             if avail <= st.pos || budget == 0 {
                 return Ok(());
             }
-            let n = (avail - st.pos).min(READ_BLOCK as u64).min(budget) as usize;
-            if st.buf.len() < READ_BLOCK {
-                st.buf.resize(READ_BLOCK, 0);
-            }
+            let n = (avail - st.pos).min(READ_BLOCK as u64).min(budget);
             let State {
                 hasher, pos, buf, ..
             } = &mut *st;
-            file.read_exact_at(&mut buf[..n], *pos)?;
-            hasher.update(&buf[..n]);
-            *pos += n as u64;
-            budget -= n as u64;
+            // Room for the enclosing whole blocks of a direct read.
+            let buf = buf.get_or_insert_with(|| Aligned::new(READ_BLOCK + 2 * ALIGN));
+            hasher.update(file.read_back(buf, *pos, *pos + n)?);
+            *pos += n;
+            budget -= n;
         }
     }
 }
@@ -147,38 +146,64 @@ impl Trailing {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::FileExt as _;
 
     fn data(n: usize) -> Vec<u8> {
         (0..n).map(|i| (i * 7 + i / 251) as u8).collect()
     }
 
+    /// A data file of `len` bytes read back through the page cache, and the same with a direct
+    /// handle (when the temp filesystem has `O_DIRECT`; tests writes go through the page cache,
+    /// which a direct read flushes first).
+    fn files(len: u64) -> Vec<(tempfile::TempDir, DataFile)> {
+        [false, true]
+            .into_iter()
+            .map(|direct| {
+                let dir = tempfile::tempdir().unwrap();
+                let path = dir.path().join("data");
+                std::fs::File::create(&path).unwrap().set_len(len).unwrap();
+                let f = if direct {
+                    DataFile::open(&path, true).unwrap()
+                } else {
+                    DataFile::new(
+                        super::super::partfile::open_nofollow(&path, false).unwrap(),
+                        None,
+                    )
+                };
+                (dir, f)
+            })
+            .collect()
+    }
+
     /// Writes `order` (part, len) chunks into a temp file the way part writers do, and checks the
-    /// digest equals the file's whatever the interleaving.
-    fn run(parts: &[(u64, u64)], order: &[(usize, u64)]) -> (Digest, u64) {
+    /// digest equals the file's whatever the interleaving, with and without direct reads.
+    /// Returns how many bytes were hashed before `finish`.
+    fn run(parts: &[(u64, u64)], order: &[(usize, u64)]) -> u64 {
         let all = data(parts.iter().map(|p| p.1).sum::<u64>() as usize);
-        let f = tempfile::tempfile().unwrap();
-        f.set_len(all.len() as u64).unwrap();
-        let t = Trailing::new(parts.iter().map(|&(o, s)| (o, s, 0)));
-        let mut done = vec![0u64; parts.len()];
-        for &(n, len) in order {
-            let at = (parts[n].0 + done[n]) as usize;
-            let chunk = &all[at..at + len as usize];
-            f.write_all_at(chunk, at as u64).unwrap();
-            done[n] += len;
-            t.written(&f, n, done[n], chunk).unwrap();
+        let mut hashed = Vec::new();
+        for (_dir, f) in files(all.len() as u64) {
+            let t = Trailing::new(parts.iter().map(|&(o, s)| (o, s, 0)));
+            let mut done = vec![0u64; parts.len()];
+            for &(n, len) in order {
+                let at = (parts[n].0 + done[n]) as usize;
+                let chunk = &all[at..at + len as usize];
+                f.buffered.write_all_at(chunk, at as u64).unwrap();
+                done[n] += len;
+                t.written(&f, n, done[n], chunk).unwrap();
+            }
+            hashed.push(t.hashed());
+            let d = t.finish(&f).unwrap().expect("complete");
+            assert_eq!(d, Digest::of_bytes(&all));
         }
-        let before = t.hashed();
-        let d = t.finish(&f).unwrap().expect("complete");
-        assert_eq!(d, Digest::of_bytes(&all));
-        (d, before)
+        assert_eq!(hashed[0], hashed[1]);
+        hashed[0]
     }
 
     #[test]
     fn in_order_hashes_everything_while_writing() {
         let parts = [(0, 10), (10, 10), (20, 5)];
         let order = [(0, 4), (0, 6), (1, 10), (2, 2), (2, 3)];
-        let (_, hashed) = run(&parts, &order);
-        assert_eq!(hashed, 25, "nothing left for finish");
+        assert_eq!(run(&parts, &order), 25, "nothing left for finish");
     }
 
     #[test]
@@ -186,20 +211,27 @@ mod tests {
         let parts = [(0, 10), (10, 10), (20, 5)];
         // Later parts first: nothing is hashable until part 0 lands, then all of it is.
         let order = [(2, 5), (1, 3), (1, 7), (0, 9), (0, 1)];
-        let (_, hashed) = run(&parts, &order);
-        assert_eq!(hashed, 25);
+        assert_eq!(run(&parts, &order), 25);
         // Interleaved, ending with the first part unfinished until the very end.
         let order = [(1, 10), (0, 5), (2, 5), (0, 5)];
         run(&parts, &order);
     }
 
     #[test]
+    fn read_back_spans_unaligned_blocks() {
+        // Part boundaries and chunks off block boundaries; parts 1 and 2 land before part 0.
+        let a = ALIGN as u64;
+        let parts = [(0, a + 7), (a + 7, 3 * a + 11), (4 * a + 18, 5)];
+        let order = [(1, a), (2, 5), (1, 2 * a + 11), (0, 9), (0, a - 2)];
+        assert_eq!(run(&parts, &order), 4 * a + 23);
+    }
+
+    #[test]
     fn catch_up_is_bounded_per_call_and_finish_completes() {
         let big = CATCH_UP_BUDGET * 2 + 3;
         let parts = [(0, 1), (1, big)];
-        let (_, hashed) = run(&parts, &[(1, big), (0, 1)]);
         assert_eq!(
-            hashed,
+            run(&parts, &[(1, big), (0, 1)]),
             1 + CATCH_UP_BUDGET,
             "one call reads back at most the budget"
         );
@@ -208,21 +240,21 @@ mod tests {
     #[test]
     fn resumed_parts_are_hashed_from_disk() {
         let all = data(30);
-        let f = tempfile::tempfile().unwrap();
-        f.write_all_at(&all[..25], 0).unwrap();
-        f.set_len(30).unwrap();
-        // Part 0 complete from an earlier run, part 1 half done.
-        let t = Trailing::new([(0, 20, 20), (20, 10, 5)]);
-        f.write_all_at(&all[25..], 25).unwrap();
-        t.written(&f, 1, 10, &all[25..]).unwrap();
-        assert_eq!(t.finish(&f).unwrap(), Some(Digest::of_bytes(&all)));
+        for (_dir, f) in files(30) {
+            f.buffered.write_all_at(&all[..25], 0).unwrap();
+            // Part 0 complete from an earlier run, part 1 half done.
+            let t = Trailing::new([(0, 20, 20), (20, 10, 5)]);
+            f.buffered.write_all_at(&all[25..], 25).unwrap();
+            t.written(&f, 1, 10, &all[25..]).unwrap();
+            assert_eq!(t.finish(&f).unwrap(), Some(Digest::of_bytes(&all)));
+        }
     }
 
     #[test]
     fn incomplete_download_has_no_digest() {
-        let f = tempfile::tempfile().unwrap();
-        f.set_len(10).unwrap();
-        let t = Trailing::new([(0, 5, 5), (5, 5, 4)]);
-        assert_eq!(t.finish(&f).unwrap(), None);
+        for (_dir, f) in files(10) {
+            let t = Trailing::new([(0, 5, 5), (5, 5, 4)]);
+            assert_eq!(t.finish(&f).unwrap(), None);
+        }
     }
 }

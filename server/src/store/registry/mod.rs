@@ -15,6 +15,7 @@ pub mod auth;
 mod client;
 mod download;
 mod hashing;
+mod partfile;
 pub mod policy;
 pub mod progress;
 mod pull;
@@ -63,6 +64,11 @@ pub struct RegistryOptions {
     /// (public registries and CDNs get Ollama's 16). Fewer streams keep the bytes arriving in
     /// order, so they are hashed from memory instead of read back.
     pub lan_parts_in_flight: usize,
+    /// Write whole blocks of downloads with `O_DIRECT` (`partfile`): about a third less CPU
+    /// per GB here (no page-cache fill), but each part then waits on the disk, and on this
+    /// machine's loopback benchmark the page cache plus overlapped writeback finished sooner;
+    /// off by default.
+    pub direct_io: bool,
 }
 
 impl Default for RegistryOptions {
@@ -87,6 +93,7 @@ impl Default for RegistryOptions {
             request_timeout: Duration::from_secs(60),
             max_blobs_in_flight: 8,
             lan_parts_in_flight: 4,
+            direct_io: false,
         }
     }
 }
