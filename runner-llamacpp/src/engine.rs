@@ -1,10 +1,16 @@
 //! The engine thread: owns the llama context and its slots, and runs continuous batching.
 //!
-//! Each step builds one batch holding one token for every generating slot plus as much pending
-//! prompt as fits in `n_batch` (one request's prompt only, with `prompt_per_step`), decodes once,
-//! and samples every slot whose logits were requested, in place on llama.cpp's logits rows and,
-//! for large steps, on several threads.
+//! Each step builds one batch, decodes once, and samples every slot whose logits were requested,
+//! in place on llama.cpp's logits rows and, for large steps, on several threads. A step is either
+//! a decode step (one token for every generating slot) or a prefill step (as much of one
+//! request's pending prompt as fits in `n_batch`, nothing else); when both are waiting they
+//! alternate.
 //! Invariants:
+//! - Batch invariance (CPU, with patches/llama.cpp): a request's tokens do not depend on what else
+//!   is running. A prompt is therefore cut into the same chunks, each decoded alone, as when it
+//!   runs alone (llama.cpp picks kernels by rows per sequence: flash attention tiles at >= 64, and
+//!   a prompt beside others is split into equal per-sequence ubatches); decode rows use
+//!   row-invariant kernels whatever their number (src/numerics.rs).
 //! - `slot.cache[i]` is the token at KV position `i` of sequence `slot.seq`, for every `i`; every
 //!   KV edit (reuse, shift, clear) edits `cache` the same way.
 //! - A sampled token is streamed when sampled and enters the KV on the next step; a cancelled or
@@ -78,15 +84,12 @@ pub struct Engine {
     /// Threads that may sample slots in parallel (llama.cpp's generation thread count: those
     /// cores are idle while the engine thread samples).
     sample_threads: usize,
-    /// At most one request's prompt per step. Together with unrepacked weights this keeps every
-    /// sequence's numerics independent of the others on CPU (src/numerics.rs: a prompt chunk
-    /// beside other prompts is rounded differently by llamafile's sgemm tiles, one beside
-    /// decode tokens is not).
-    prompt_per_step: bool,
+    /// The last step was a prefill step: the next one decodes if any slot waits to.
+    prefilled_last: bool,
 }
 
 impl Engine {
-    pub fn new(ctx: Context, parallel: usize, n_batch: usize, prompt_per_step: bool) -> Engine {
+    pub fn new(ctx: Context, parallel: usize, n_batch: usize) -> Engine {
         let n_ctx_seq = ctx.n_ctx_seq() as usize;
         let model = ctx.model().clone();
         let sample_threads = ctx.n_threads();
@@ -104,7 +107,7 @@ impl Engine {
             queue: VecDeque::new(),
             n_ctx_seq,
             sample_threads,
-            prompt_per_step,
+            prefilled_last: false,
         }
     }
 
@@ -233,12 +236,19 @@ impl Engine {
     fn step(&mut self) -> bool {
         self.batch.clear();
         let mut in_prefill = vec![false; self.slots.len()];
+        let waiting =
+            |f: fn(&Active) -> bool| self.slots.iter().any(|s| s.active.as_ref().is_some_and(f));
+        let decoders = waiting(|a| a.next.is_some());
+        let prefill = waiting(|a| !a.pending.is_empty()) && !(decoders && self.prefilled_last);
+        self.prefilled_last = prefill;
         for slot in &mut self.slots {
             let Some(a) = slot.active.as_mut() else {
                 continue;
             };
             a.logits_at = None;
-            let Some(t) = a.next else { continue };
+            let Some(t) = a.next.filter(|_| !prefill) else {
+                continue;
+            };
             if slot.cache.len() >= self.n_ctx_seq && !make_room(&mut self.ctx, slot) {
                 finish(slot, DoneReason::Length);
                 continue;
@@ -256,7 +266,7 @@ impl Engine {
                 continue;
             };
             let room = self.batch.capacity() - self.batch.len();
-            if a.pending.is_empty() || room == 0 {
+            if !prefill || a.pending.is_empty() || room == 0 {
                 continue;
             }
             let n = a.pending.len().min(room);
@@ -272,9 +282,7 @@ impl Engine {
             }
             a.pending.drain(..n);
             in_prefill[k] = true;
-            if self.prompt_per_step {
-                break;
-            }
+            break;
         }
         if self.batch.is_empty() {
             return true;
