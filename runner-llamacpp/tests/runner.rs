@@ -44,11 +44,12 @@ async fn greedy_is_byte_identical_cold_and_warm_with_prefix_reuse() {
 // flight): on CPU llama.cpp picks kernels by how many rows share an op, and that depends on
 // which requests share a step (arrival timing). patches/llama.cpp make the matmul and decode
 // attention rows independent of that count, and the engine decodes each prompt chunk alone, cut
-// as when its request runs alone (src/numerics.rs measures every case). Before that, this test
-// failed 6 runs in 6 with the default flags. Prompt caching is off so that every concurrent
-// round prefills its prompts while the others decode; one prompt is over 64 tokens (flash
-// attention's tiled path) and the others over 8 (the row count where the tiled K-quant matmul
-// would start).
+// as when its request runs alone (src/numerics.rs measures every case). Unpatched, an earlier
+// short-prompt version of this test failed 6 runs in 6 with the default flags; with the patches
+// but prompt chunks batched beside decode rows, this one failed 2 in 2 (on the 64+-token
+// prompt). Prompt caching is off so that every concurrent round prefills its prompts while the
+// others decode; one prompt is over 64 tokens (flash attention's tiled path), the others over 8
+// (where the tiled K-quant matmul starts).
 #[tokio::test]
 async fn four_concurrent_streams_equal_their_solo_runs() {
     let _g = serial().await;
