@@ -1,10 +1,10 @@
 //! The engine thread: owns the llama context and its slots, and runs continuous batching.
 //!
-//! Each step builds one batch, decodes once, and samples every slot whose logits were requested,
-//! in place on llama.cpp's logits rows and, for large steps, on several threads. A step is either
-//! a decode step (one token for every generating slot) or a prefill step (as much of one
-//! request's pending prompt as fits in `n_batch`, nothing else); when both are waiting they
-//! alternate.
+//! Each step builds one batch, decodes once, and samples every slot whose logits were requested:
+//! from the device's top-K candidates when the request allows it (sampling/device.rs), else in
+//! place on llama.cpp's logits rows and, for large steps, on several threads. A step is either a
+//! decode step (one token for every generating slot) or a prefill step (as much of one request's
+//! pending prompt as fits in `n_batch`, nothing else); when both are waiting they alternate.
 //! Invariants:
 //! - Batch invariance (CPU, with patches/llama.cpp): a request's tokens do not depend on what else
 //!   is running. A prompt is therefore cut into the same chunks, each decoded alone, as when it
@@ -16,20 +16,28 @@
 //! - A sampled token is streamed when sampled and enters the KV on the next step; a cancelled or
 //!   finished request therefore leaves `cache` == KV, ready for prefix reuse.
 //! - A request whose response channel is closed is dropped at the start of the next step.
+//! - At the start of a step the busy slots sit on consecutive sequence ids (`compact`), and the
+//!   batch lists tokens in sequence order: llama.cpp keeps such a step in one micro-batch.
+//! - An active request's sequence has a device top-k chain attached exactly when the request
+//!   does not need its whole logits row (`sync_device`); idle sequences keep whatever they had,
+//!   since every attach or detach costs a graph reserve.
 
-use crate::ffi::{Batch, Context, DecodeError, Model, Token};
+use crate::ffi::{Batch, Context, DecodeError, Model, Row, Token};
 use crate::plan;
-use crate::sampling::{Choice, Sampler, TokenMask};
+use crate::sampling::{needs_row, Choice, Sampler, TokenMask};
 use crate::text::TextStream;
 use runner_protocol::{
     CompletionChunk, CompletionRequest, DoneReason, EmbedResponse, ErrorKind, RunnerError, Timings,
     TokenLogprob, TopLogprob,
 };
+use sample::sample_all;
 use std::collections::VecDeque;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::{mpsc::UnboundedSender, oneshot};
+
+mod sample;
 
 pub struct CompleteJob {
     /// Already tokenized and fitted to the slot size (`plan::fit_prompt`).
@@ -66,6 +74,8 @@ struct Active {
     limit: u32,
     timings: Timings,
     logits_at: Option<i32>,
+    /// The request needs whole logits rows (no device sampling for it).
+    needs_row: bool,
 }
 
 struct Slot {
@@ -86,6 +96,8 @@ pub struct Engine {
     sample_threads: usize,
     /// The last step was a prefill step: the next one decodes if any slot waits to.
     prefilled_last: bool,
+    /// K of the device top-k; None = every row comes whole to the host.
+    k_dev: Option<usize>,
 }
 
 impl Engine {
@@ -93,6 +105,7 @@ impl Engine {
         let n_ctx_seq = ctx.n_ctx_seq() as usize;
         let model = ctx.model().clone();
         let sample_threads = ctx.n_threads();
+        let k_dev = ctx.device_top_k();
         Engine {
             ctx,
             model,
@@ -108,6 +121,7 @@ impl Engine {
             n_ctx_seq,
             sample_threads,
             prefilled_last: false,
+            k_dev,
         }
     }
 
@@ -218,6 +232,17 @@ impl Engine {
             return;
         }
         let sampler = Sampler::new(&job.req.sampling, &job.tokens, n_ctx_seq, job.mask);
+        let lp = job.req.logprobs || job.req.top_logprobs > 0;
+        let why = self
+            .k_dev
+            .map(|k| (k, needs_row(&sampler.ask(lp, limit), k)));
+        if let (Some((k, why)), true) = (why, crate::ffi::log_debug()) {
+            match why {
+                None => eprintln!("runner-llamacpp: slot {i}: sampling from the device's top {k}"),
+                Some(r) => eprintln!("runner-llamacpp: slot {i}: sampling from whole rows ({r:?})"),
+            }
+        }
+        let needs_row = why.is_none_or(|(_, r)| r.is_some());
         slot.active = Some(Active {
             text: TextStream::new(&job.req.stop),
             pending: job.tokens[reuse..].to_vec(),
@@ -229,24 +254,90 @@ impl Engine {
             limit,
             timings,
             logits_at: None,
+            needs_row,
         });
+        self.sync_device(i);
+    }
+
+    /// Attach or detach slot `i`'s device chain to match its request (module invariants). A
+    /// request that needs rows but whose chain cannot be detached fails.
+    fn sync_device(&mut self, i: usize) {
+        if self.k_dev.is_none() {
+            return;
+        }
+        let slot = &mut self.slots[i];
+        let Some(a) = slot.active.as_ref() else {
+            return;
+        };
+        let attached = self.ctx.set_device_sampling(slot.seq, !a.needs_row);
+        if attached && a.needs_row {
+            fail(
+                slot,
+                ErrorKind::Internal,
+                "the device sampler could not be detached",
+            );
+        }
+        // Not attached although allowed: the rows come whole, which is always correct.
+    }
+
+    /// Move busy slots onto consecutive sequence ids (`plan::compaction`): the request and its
+    /// token history go to the lower slot, whose sequence becomes a copy of the upper one; the
+    /// upper slot keeps that same history as an idle prefix cache. Runs before `make_room` in a
+    /// step, so no K-shift is pending in a copied stream.
+    fn compact(&mut self) {
+        let busy: Vec<bool> = self.slots.iter().map(|s| s.active.is_some()).collect();
+        for (from, to) in plan::compaction(&busy) {
+            let (src, dst) = (self.slots[from].seq, self.slots[to].seq);
+            self.ctx.seq_cp(src, dst);
+            if crate::ffi::log_debug() {
+                eprintln!("runner-llamacpp: moved slot {from} to slot {to}");
+            }
+            let active = self.slots[from].active.take();
+            let cache = self.slots[from].cache.clone();
+            self.slots[to].active = active;
+            self.slots[to].cache = cache;
+            self.sync_device(to);
+        }
     }
 
     /// One batched decode. Returns false when the engine must stop (aborted).
     fn step(&mut self) -> bool {
+        self.compact();
         self.batch.clear();
         let mut in_prefill = vec![false; self.slots.len()];
+        // Tokens go in in slot (= sequence) order, which llama.cpp needs to keep a step in one
+        // micro-batch.
         let waiting =
             |f: fn(&Active) -> bool| self.slots.iter().any(|s| s.active.as_ref().is_some_and(f));
         let decoders = waiting(|a| a.next.is_some());
         let prefill = waiting(|a| !a.pending.is_empty()) && !(decoders && self.prefilled_last);
         self.prefilled_last = prefill;
-        for slot in &mut self.slots {
+        for (k, slot) in self.slots.iter_mut().enumerate() {
             let Some(a) = slot.active.as_mut() else {
                 continue;
             };
             a.logits_at = None;
-            let Some(t) = a.next.filter(|_| !prefill) else {
+            if prefill {
+                // The first slot with a pending prompt gets the whole batch.
+                if a.pending.is_empty() || !self.batch.is_empty() {
+                    continue;
+                }
+                let n = a.pending.len().min(self.batch.capacity());
+                for j in 0..n {
+                    let last = j + 1 == a.pending.len();
+                    let idx =
+                        self.batch
+                            .push(a.pending[j], slot.cache.len() as i32, slot.seq, last);
+                    if last {
+                        a.logits_at = idx;
+                    }
+                    slot.cache.push(a.pending[j]);
+                }
+                a.pending.drain(..n);
+                in_prefill[k] = true;
+                continue;
+            }
+            let Some(t) = a.next else {
                 continue;
             };
             if slot.cache.len() >= self.n_ctx_seq && !make_room(&mut self.ctx, slot) {
@@ -260,29 +351,6 @@ impl Engine {
             a.next = None;
             a.logits_at = Some(idx);
             slot.cache.push(t);
-        }
-        for (k, slot) in self.slots.iter_mut().enumerate() {
-            let Some(a) = slot.active.as_mut() else {
-                continue;
-            };
-            let room = self.batch.capacity() - self.batch.len();
-            if !prefill || a.pending.is_empty() || room == 0 {
-                continue;
-            }
-            let n = a.pending.len().min(room);
-            for j in 0..n {
-                let last = j + 1 == a.pending.len();
-                let idx = self
-                    .batch
-                    .push(a.pending[j], slot.cache.len() as i32, slot.seq, last);
-                if last {
-                    a.logits_at = idx;
-                }
-                slot.cache.push(a.pending[j]);
-            }
-            a.pending.drain(..n);
-            in_prefill[k] = true;
-            break;
         }
         if self.batch.is_empty() {
             return true;
@@ -329,9 +397,11 @@ impl Engine {
             } else if a.logits_at.is_some() {
                 a.timings.eval_duration_ns += took;
             }
-            rows_at.extend(a.logits_at);
+            if let Some(idx) = a.logits_at {
+                rows_at.push((idx, self.ctx.device_sampling(slot.seq)));
+            }
         }
-        let Some(rows) = self.ctx.logits_rows_mut(&rows_at) else {
+        let Some(rows) = self.ctx.output_rows(&rows_at) else {
             for slot in &mut self.slots {
                 if slot.active.as_ref().is_some_and(|a| a.logits_at.is_some()) {
                     fail(slot, ErrorKind::Internal, "llama.cpp returned no logits");
@@ -340,7 +410,7 @@ impl Engine {
             return true;
         };
         // Rows were collected in slot order, so the k-th sampling slot gets the k-th row.
-        let mut work: Vec<(&mut Active, &mut [f32])> = self
+        let mut work: Vec<(&mut Active, Row)> = self
             .slots
             .iter_mut()
             .filter_map(|s| s.active.as_mut().filter(|a| a.logits_at.is_some()))
@@ -370,46 +440,29 @@ impl Engine {
         let seq = self.slots[i].seq;
         self.slots[i].cache.clear();
         self.ctx.seq_rm(seq, -1, -1);
+        // With any chain attached, llama.cpp sizes its sampling buffers for every token of an
+        // embedding batch (all are outputs), four vocabulary rows each: detach all meanwhile.
+        let attached: Vec<i32> = self
+            .slots
+            .iter()
+            .map(|s| s.seq)
+            .filter(|&s| self.ctx.device_sampling(s))
+            .collect();
+        for &s in &attached {
+            self.ctx.set_device_sampling(s, false);
+        }
         self.ctx.set_embeddings(true);
         let r = crate::embed::run(&mut self.ctx, &mut self.batch, seq, inputs);
         self.ctx.set_embeddings(false);
         self.ctx.seq_rm(seq, -1, -1);
+        for &s in &attached {
+            self.ctx.set_device_sampling(s, true);
+        }
+        for k in 0..self.slots.len() {
+            self.sync_device(k);
+        }
         r
     }
-}
-
-/// Logits one sampling worker should scan per step at least (about 4 rows of a 128k vocabulary):
-/// below that, spawning the worker costs more than it saves.
-const SAMPLING_PER_WORKER: usize = 1 << 19;
-
-/// Sample every `(slot, row)` pair; the result is in the same order. With `threads` > 1 and a
-/// large step, the pairs are split over scoped threads (the engine thread takes the first
-/// share): each sampler owns its row and state, so the choices equal sequential sampling's.
-fn sample_all(work: &mut [(&mut Active, &mut [f32])], threads: usize) -> Vec<Option<Choice>> {
-    let elems: usize = work.iter().map(|(_, r)| r.len()).sum();
-    let workers = threads.min(work.len()).min(elems / SAMPLING_PER_WORKER);
-    if workers < 2 {
-        return work.iter_mut().map(one).collect();
-    }
-    let per = work.len().div_ceil(workers);
-    std::thread::scope(|s| {
-        let mut chunks = work.chunks_mut(per);
-        let first = chunks.next().unwrap_or_default();
-        let handles: Vec<_> = chunks
-            .map(|chunk| s.spawn(move || chunk.iter_mut().map(one).collect::<Vec<_>>()))
-            .collect();
-        let mut out: Vec<Option<Choice>> = first.iter_mut().map(one).collect();
-        for h in handles {
-            out.extend(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
-        }
-        out
-    })
-}
-
-fn one((a, row): &mut (&mut Active, &mut [f32])) -> Option<Choice> {
-    let lp = a.req.logprobs || a.req.top_logprobs > 0;
-    a.sampler
-        .sample(row, lp, a.req.top_logprobs.min(20) as usize)
 }
 
 /// Context shift: drop half of the tokens after `num_keep`. False when shifting is off or the
@@ -500,69 +553,5 @@ fn fail(slot: &mut Slot, kind: ErrorKind, msg: &str) {
         let _ = a.out.send(CompletionChunk::Error {
             error: RunnerError::new(kind, msg),
         });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::sampling::NoMask;
-    use runner_protocol::Sampling;
-
-    fn active(seed: i64) -> Active {
-        let req = CompletionRequest {
-            sampling: Sampling {
-                temperature: 0.9,
-                seed,
-                repeat_penalty: 1.1,
-                ..Sampling::default()
-            },
-            logprobs: true,
-            top_logprobs: 3,
-            ..CompletionRequest::default()
-        };
-        Active {
-            out: tokio::sync::mpsc::unbounded_channel().0,
-            sampler: Sampler::new(&req.sampling, &[1, 2, 3], 64, Box::new(NoMask)),
-            req,
-            pending: Vec::new(),
-            next: None,
-            text: TextStream::new(&[]),
-            lp_held: Vec::new(),
-            limit: 100,
-            timings: Timings::default(),
-            logits_at: Some(0),
-        }
-    }
-
-    #[test]
-    fn parallel_sampling_chooses_what_sequential_sampling_chooses() {
-        let vocab = 150_000;
-        let slots = 8;
-        let rows: Vec<Vec<f32>> = (0..slots)
-            .map(|s| {
-                (0..vocab)
-                    .map(|i| ((i * 31 + s * 7) % 997) as f32 / 97.0)
-                    .collect()
-            })
-            .collect();
-        let run = |threads: usize| {
-            let mut act: Vec<Active> = (0..slots as i64).map(active).collect();
-            let mut all = Vec::new();
-            for _ in 0..4 {
-                let mut r = rows.clone();
-                let mut work: Vec<(&mut Active, &mut [f32])> = act
-                    .iter_mut()
-                    .zip(r.iter_mut().map(|r| r.as_mut_slice()))
-                    .collect();
-                all.push(sample_all(&mut work, threads));
-            }
-            all
-        };
-        // 8 rows of 150k: three workers at 4 threads.
-        assert!(slots * vocab / SAMPLING_PER_WORKER >= 2);
-        let (seq, par) = (run(1), run(4));
-        assert!(seq.iter().flatten().all(|c| c.is_some()));
-        assert_eq!(seq, par);
     }
 }

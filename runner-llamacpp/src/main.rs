@@ -73,12 +73,38 @@ struct Args {
     no_repack: bool,
     #[arg(long)]
     embedding: bool,
+    /// Choose each row's top candidates on the device that computes the logits and copy only
+    /// those to the host (requests that need whole rows still get them). auto = when the output
+    /// layer is on a GPU.
+    #[arg(long, value_enum, default_value_t = DeviceSampling::Auto)]
+    device_sampling: DeviceSampling,
+    /// Candidates per row with device sampling.
+    #[arg(long, hide = true, default_value_t = 256)]
+    device_top_k: u32,
     /// Unix socket to serve on (created 0600; a stale file is replaced).
     #[arg(long)]
     socket: PathBuf,
     /// Test hook: slow the load down by this many ms, so the loading state is observable.
     #[arg(long, hide = true, default_value_t = 0)]
     load_delay_ms: u64,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+enum DeviceSampling {
+    Auto,
+    On,
+    Off,
+}
+
+/// Whether to sample on the device. `auto`: when the logits are computed on a GPU, i.e. a GPU
+/// backend is loaded and the output layer is offloaded (llama.cpp offloads the last
+/// `gpu_layers` of `n_layer` + 1 layers, the output layer last; negative = all).
+fn device_sampling_on(mode: DeviceSampling, gpu: bool, gpu_layers: i32, n_layer: i32) -> bool {
+    match mode {
+        DeviceSampling::On => true,
+        DeviceSampling::Off => false,
+        DeviceSampling::Auto => gpu && (gpu_layers < 0 || gpu_layers > n_layer),
+    }
 }
 
 fn parse_fa(s: &str) -> Result<FlashAttention, String> {
@@ -334,10 +360,34 @@ fn load(args: &Args, state: &State) -> Result<(Loaded, ffi::Context), RunnerErro
             KvCacheType::Q4_0 => ffi::KvType::Q4_0,
         },
     };
-    let ctx = ffi::Context::new(model.clone(), &cp)
-        .map_err(|m| RunnerError::new(ErrorKind::OutOfMemory, m))?;
-    let n_ctx_seq = ctx.n_ctx_seq() as usize;
+    let device = device_sampling_on(
+        args.device_sampling,
+        ffi::supports_gpu_offload(),
+        args.gpu_layers,
+        model.n_layer(),
+    );
+    let mut ctx =
+        ffi::Context::with_device_top_k(model.clone(), &cp, device.then_some(args.device_top_k))
+            .map_err(|m| RunnerError::new(ErrorKind::OutOfMemory, m))?;
+    let why = match args.device_sampling {
+        DeviceSampling::Auto if device => "auto: the output layer is on a GPU",
+        DeviceSampling::Auto => "auto: the output layer is on the CPU",
+        _ => "--device-sampling",
+    };
     let pooled = ctx.pooling() != ffi::Pooling::None;
+    if device && pooled {
+        // An embedding model: every /embed call would detach and reattach the chains.
+        ctx.disable_device_sampling();
+        eprintln!("runner-llamacpp: device sampling off (an embedding model)");
+    } else if device && !ctx.device_top_k_offloaded() {
+        ctx.disable_device_sampling();
+        eprintln!("runner-llamacpp: device sampling off (the output device cannot run top-k)");
+    } else if let Some(k) = ctx.device_top_k() {
+        eprintln!("runner-llamacpp: device sampling on, top {k} candidates per row ({why})");
+    } else {
+        eprintln!("runner-llamacpp: device sampling off ({why})");
+    }
+    let n_ctx_seq = ctx.n_ctx_seq() as usize;
     let info = Info {
         engine: ENGINE.to_string(),
         model_path: args.model.to_string_lossy().into_owned(),
@@ -439,6 +489,35 @@ mod tests {
             (FlashAttention::On, KvCacheType::Q8_0)
         );
         assert_eq!(a.socket, PathBuf::from("/tmp/s.sock"));
+    }
+
+    #[test]
+    fn device_sampling_follows_the_output_layer_in_auto() {
+        use DeviceSampling::*;
+        // (mode, gpu backend, gpu_layers, n_layer, on)
+        let cases = [
+            (Auto, true, -1, 32, true),
+            (Auto, true, 99, 32, true),
+            (Auto, true, 33, 32, true),
+            (Auto, true, 32, 32, false),
+            (Auto, true, 0, 32, false),
+            (Auto, false, -1, 32, false),
+            (On, false, 0, 32, true),
+            (Off, true, -1, 32, false),
+        ];
+        for (mode, gpu, layers, n_layer, want) in cases {
+            assert_eq!(
+                device_sampling_on(mode, gpu, layers, n_layer),
+                want,
+                "{mode:?} gpu={gpu} layers={layers}"
+            );
+        }
+        let base = ["runner-llamacpp", "--model", "m", "--socket", "s"];
+        let a = Args::try_parse_from(base).unwrap();
+        assert_eq!((a.device_sampling, a.device_top_k), (Auto, 256));
+        let a = Args::try_parse_from(base.iter().chain(&["--device-sampling", "on"])).unwrap();
+        assert_eq!(a.device_sampling, On);
+        assert!(Args::try_parse_from(base.iter().chain(&["--device-sampling", "gpu"])).is_err());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Pure slot policy: which slot a prompt goes to, how much of its cache is reused, how a long
-//! prompt is truncated, and how a full context is shifted. The engine applies these decisions to
+//! prompt is truncated, how a full context is shifted, and which slots move so the busy ones
+//! stay on consecutive sequence ids. The engine applies these decisions to
 //! the KV cache; keeping them pure keeps them table-tested.
 
 use crate::ffi::Token;
@@ -28,6 +29,29 @@ pub fn pick_slot<'a>(
         .map(|(i, cache)| (i, common_prefix(cache, prompt), cache.len()))
         .max_by(|a, b| a.1.cmp(&b.1).then(b.2.cmp(&a.2)).then(b.0.cmp(&a.0)))
         .map(|(i, _, _)| i)
+}
+
+/// Slot moves `(from, to)` that leave the busy slots (slot i = sequence i) on consecutive
+/// sequence ids. With one KV stream per sequence llama.cpp cuts a step into one micro-batch per
+/// run of consecutive ids (`split_equal`, sequential), each a full pass over the weights: a
+/// single finished request in the middle doubled the step time of the 15 others on an H200.
+/// Each move takes the highest busy slot into the lowest hole between the busy ones; none when
+/// they already are consecutive (wherever the run starts).
+pub fn compaction(busy: &[bool]) -> Vec<(usize, usize)> {
+    let mut busy = busy.to_vec();
+    let mut moves = Vec::new();
+    loop {
+        let (Some(lo), Some(hi)) = (busy.iter().position(|&b| b), busy.iter().rposition(|&b| b))
+        else {
+            return moves;
+        };
+        let Some(hole) = (lo..hi).find(|&i| !busy[i]) else {
+            return moves;
+        };
+        busy[hole] = true;
+        busy[hi] = false;
+        moves.push((hi, hole));
+    }
 }
 
 /// A prompt that does not fit a slot and may not be truncated.
@@ -114,6 +138,36 @@ mod tests {
             pick_slot(std::iter::empty::<(usize, &[Token])>(), &[7]),
             None
         );
+    }
+
+    #[test]
+    fn compaction_fills_holes_from_the_top_and_leaves_runs_alone() {
+        let b = |s: &str| s.chars().map(|c| c == '#').collect::<Vec<_>>();
+        let cases: &[(&str, &[(usize, usize)])] = &[
+            ("", &[]),
+            ("....", &[]),
+            ("####", &[]),
+            ("##..", &[]),
+            (".##.", &[]),
+            ("..##", &[]),
+            ("#.##", &[(3, 1)]),
+            ("#..#", &[(3, 1)]),
+            ("#.#.#.#", &[(6, 1), (4, 3)]),
+            (".#.#", &[(3, 2)]),
+            ("#...............#", &[(16, 1)]),
+        ];
+        for (busy, want) in cases {
+            let moves = compaction(&b(busy));
+            assert_eq!(&moves, want, "{busy}");
+            // After the moves the busy slots are one run, and as many as before.
+            let mut after = b(busy);
+            for &(from, to) in &moves {
+                assert!(after[from] && !after[to], "{busy}: bad move {from}->{to}");
+                after.swap(from, to);
+            }
+            let ids: Vec<usize> = (0..after.len()).filter(|&i| after[i]).collect();
+            assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "{busy}: {ids:?}");
+        }
     }
 
     #[test]

@@ -15,6 +15,9 @@ use crate::select;
 use runner_protocol::Sampling;
 use std::collections::{HashMap, VecDeque};
 
+mod device;
+pub use device::needs_row;
+
 /// A constraint on the next token, applied to the logits before sampling.
 pub trait TokenMask: Send {
     /// Forbid tokens by setting their logit to `f32::NEG_INFINITY`.
@@ -28,6 +31,11 @@ pub trait TokenMask: Send {
     }
     /// The token that was chosen (advance the constraint's state).
     fn commit(&mut self, token: Token);
+    /// True only when the mask never forbids anything (then the device's top-K candidates
+    /// suffice: sampling/device.rs).
+    fn is_trivial(&self) -> bool {
+        false
+    }
 }
 
 /// Sets every logit outside `ids` (ascending, unique) to -inf.
@@ -52,6 +60,9 @@ pub struct NoMask;
 impl TokenMask for NoMask {
     fn apply(&mut self, _: &mut [f32]) {}
     fn commit(&mut self, _: Token) {}
+    fn is_trivial(&self) -> bool {
+        true
+    }
 }
 
 /// The chosen token and, when asked, its log-probability and the top alternatives.
@@ -214,21 +225,27 @@ impl Sampler {
 /// logits of tokens in `counts` are touched.
 fn apply_penalties(logits: &mut [f32], counts: &HashMap<Token, u32>, p: &Sampling) {
     for (&t, &c) in counts {
-        let Some(l) = logits.get_mut(t as usize) else {
-            continue;
-        };
-        if !l.is_finite() {
-            continue;
+        if let Some(l) = logits.get_mut(t as usize) {
+            *l = penalized(*l, c, p);
         }
-        if p.repeat_penalty != 1.0 && p.repeat_penalty > 0.0 {
-            *l = if *l <= 0.0 {
-                *l * p.repeat_penalty
-            } else {
-                *l / p.repeat_penalty
-            };
-        }
-        *l -= c as f32 * p.frequency_penalty + p.presence_penalty;
     }
+}
+
+/// One logit after the penalties for a token seen `count` times; non-finite logits (masked)
+/// stay as they are.
+fn penalized(l: f32, count: u32, p: &Sampling) -> f32 {
+    if !l.is_finite() {
+        return l;
+    }
+    let mut l = l;
+    if p.repeat_penalty != 1.0 && p.repeat_penalty > 0.0 {
+        l = if l <= 0.0 {
+            l * p.repeat_penalty
+        } else {
+            l / p.repeat_penalty
+        };
+    }
+    l - (count as f32 * p.frequency_penalty + p.presence_penalty)
 }
 
 /// Timing of `Sampler::sample` at real vocabulary sizes. Run in release:

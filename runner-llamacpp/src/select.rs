@@ -98,9 +98,9 @@ pub fn top_k(logits: &[f32], k: usize, out: &mut Vec<TokenData>) {
     cut(out, k);
 }
 
-/// Keep the best `k` of `v`, sorted best first.
-fn cut(v: &mut Vec<TokenData>, k: usize) {
-    if v.len() > k {
+/// Keep the best `k` of `v`, sorted best first (`k == 0`: keep all).
+pub fn cut(v: &mut Vec<TokenData>, k: usize) {
+    if k > 0 && v.len() > k {
         v.select_nth_unstable_by(k - 1, better);
         v.truncate(k);
     }
@@ -120,6 +120,15 @@ pub fn top_k_of(logits: &[f32], ids: &[Token], k: usize, out: &mut Vec<TokenData
         })
     }));
     cut(out, if k == 0 { out.len().max(1) } else { k });
+}
+
+/// The best of `c` (highest logit, lowest id on ties; finite logits only): `argmax` over a
+/// candidate list.
+pub fn best(c: &[TokenData]) -> Option<Token> {
+    c.iter()
+        .filter(|t| t.logit.is_finite())
+        .min_by(|a, b| better(a, b))
+        .map(|t| t.id)
 }
 
 /// `argmax` restricted to `ids` (ascending): ties go to the lowest id, non-finite skipped.

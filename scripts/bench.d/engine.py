@@ -99,7 +99,8 @@ class Server:
             [exe, "-m", model, "--host", "127.0.0.1", "--port", str(self.port), "-t", str(threads),
              "-tb", str(threads), "-np", str(slots), "-c", str(ctx * slots), "-b", "512",
              "--no-webui", "--swa-full"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env=dict(os.environ, LD_LIBRARY_PATH=os.path.dirname(os.path.abspath(exe))))
         deadline = time.time() + 120
         while True:
             try:

@@ -29,7 +29,11 @@ fn converted_checkpoint_quantizes_to_q8_0_and_q4_k_m() {
         let d = t.upload(&std::fs::read(e.path()).unwrap());
         files.insert(e.file_name().to_string_lossy().into_owned(), d.to_string());
     }
-    let opts = QuantizeOptions { runner, threads: 1 };
+    let opts = QuantizeOptions {
+        runner,
+        threads: 1,
+        ..Default::default()
+    };
     let mut sizes = Vec::new();
     for (name, quantize, level, ftype) in [
         ("conv-f16", "", "F16", 1),

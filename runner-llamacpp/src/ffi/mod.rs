@@ -22,8 +22,13 @@ mod sys {
     include!(concat!(env!("OUT_DIR"), "/llama_bindings.rs"));
 }
 
+mod backend_sampling;
+mod chain;
 mod quantize;
 mod rows;
+
+pub use chain::SamplerChain;
+pub use rows::Row;
 
 pub use quantize::{ftype, model_quantize, QuantLog};
 pub use sys::llama_token_data as TokenData;
@@ -65,6 +70,11 @@ unsafe extern "C" fn log_cb(level: sys::ggml_log_level, text: *const c_char, _: 
     }
 }
 
+/// Whether info-level messages are shown (`LogLevel::Info`).
+pub fn log_debug() -> bool {
+    LOG_MIN.load(Ordering::Relaxed) <= 2
+}
+
 /// Load the backend modules (`libggml-cpu*.so`, GPU modules) from `lib_dir` and initialise
 /// llama.cpp once per process. Must run before any model load. Returns the number of compute
 /// devices found (0: no backend module could be loaded).
@@ -87,6 +97,11 @@ pub fn init_backends(lib_dir: &Path, log: LogLevel) -> usize {
         }
     });
     unsafe { sys::ggml_backend_dev_count() }
+}
+
+/// Whether a GPU backend module is loaded (after `init_backends`).
+pub fn supports_gpu_offload() -> bool {
+    unsafe { sys::llama_supports_gpu_offload() }
 }
 
 /// Model load settings (the subset of `llama_model_params` the runner exposes).
@@ -156,6 +171,14 @@ impl Model {
     }
     pub fn n_embd(&self) -> i32 {
         unsafe { sys::llama_model_n_embd_out(self.ptr.as_ptr()) }
+    }
+    /// Repeating layers, MTP ("nextn") layers included: llama.cpp's offload count adds one for
+    /// the output layer on top of these.
+    pub fn n_layer(&self) -> i32 {
+        unsafe {
+            sys::llama_model_n_layer(self.ptr.as_ptr())
+                + sys::llama_model_n_layer_nextn(self.ptr.as_ptr())
+        }
     }
     pub fn n_ctx_train(&self) -> i32 {
         unsafe { sys::llama_model_n_ctx_train(self.ptr.as_ptr()) }
@@ -293,6 +316,9 @@ pub struct Context {
     abort: Arc<AtomicBool>,
     n_vocab: usize,
     n_embd: usize,
+    /// Fields drop after `Drop for Context` has run `llama_free`, so these chains outlive the
+    /// llama.cpp context that holds raw pointers to them.
+    device: backend_sampling::DeviceSampling,
 }
 
 // SAFETY: a context is used from one thread at a time (`&mut` for every mutating call).
@@ -314,8 +340,22 @@ pub enum DecodeError {
 }
 
 impl Context {
+    /// Without device sampling (the numerics experiments).
+    #[cfg(test)]
     pub fn new(model: Arc<Model>, p: &ContextParams) -> Result<Context, String> {
+        Context::with_device_top_k(model, p, None)
+    }
+
+    /// `device_top_k`: attach a top-k chain of that size to every sequence (backend_sampling.rs).
+    pub fn with_device_top_k(
+        model: Arc<Model>,
+        p: &ContextParams,
+        device_top_k: Option<u32>,
+    ) -> Result<Context, String> {
         let abort = Arc::new(AtomicBool::new(false));
+        let n_vocab = model.n_vocab().max(0) as usize;
+        let device = backend_sampling::DeviceSampling::new(device_top_k, p.n_seq_max, n_vocab);
+        let mut seq_samplers = device.seq_configs();
         let ptr = unsafe {
             let mut cp = sys::llama_context_default_params();
             cp.n_ctx = p.n_ctx;
@@ -343,11 +383,14 @@ impl Context {
             cp.no_perf = true;
             cp.abort_callback = Some(abort_cb);
             cp.abort_callback_data = Arc::as_ptr(&abort) as *mut c_void;
+            if !seq_samplers.is_empty() {
+                cp.samplers = seq_samplers.as_mut_ptr();
+                cp.n_samplers = seq_samplers.len();
+            }
             sys::llama_init_from_model(model.ptr.as_ptr(), cp)
         };
         let ptr = NonNull::new(ptr)
             .ok_or_else(|| "llama.cpp could not create a context (memory?)".to_string())?;
-        let n_vocab = model.n_vocab().max(0) as usize;
         let n_embd = model.n_embd().max(0) as usize;
         Ok(Context {
             ptr,
@@ -355,6 +398,7 @@ impl Context {
             abort,
             n_vocab,
             n_embd,
+            device,
         })
     }
 
@@ -397,6 +441,7 @@ impl Context {
             // the caller's timings (prompt_eval/eval durations) cover the real compute.
             0 => {
                 unsafe { sys::llama_synchronize(self.ptr.as_ptr()) };
+                self.device.decoded();
                 Ok(())
             }
             1 => Err(DecodeError::NoKvSlot),
@@ -425,6 +470,13 @@ impl Context {
     /// partial range (recurrent models); removing a whole sequence never fails.
     pub fn seq_rm(&mut self, seq: i32, p0: i32, p1: i32) -> bool {
         unsafe { sys::llama_memory_seq_rm(self.mem(), seq, p0, p1) }
+    }
+
+    /// Make `dst` a copy of the whole sequence `src` (`dst`'s old content is dropped). Between
+    /// two KV streams llama.cpp copies the stream buffers at the next decode; `src` keeps its
+    /// content.
+    pub fn seq_cp(&mut self, src: i32, dst: i32) {
+        unsafe { sys::llama_memory_seq_cp(self.mem(), src, dst, -1, -1) }
     }
 
     /// Shift positions [p0, p1) of `seq` by `delta`.
@@ -460,9 +512,6 @@ impl Batch {
         Batch { raw, capacity }
     }
 
-    pub fn len(&self) -> usize {
-        self.raw.n_tokens as usize
-    }
     pub fn is_empty(&self) -> bool {
         self.raw.n_tokens == 0
     }
@@ -495,86 +544,5 @@ impl Batch {
 impl Drop for Batch {
     fn drop(&mut self) {
         unsafe { sys::llama_batch_free(self.raw) }
-    }
-}
-
-/// A llama.cpp sampler chain applied to candidate arrays the runner builds itself (so masks and
-/// penalties run on the logits first). The chain never sees the context: `select` applies, and
-/// `accept` is called exactly once per chosen token by the caller.
-pub struct SamplerChain {
-    ptr: NonNull<sys::llama_sampler>,
-}
-
-// SAFETY: owned exclusively; used by one thread at a time.
-unsafe impl Send for SamplerChain {}
-
-impl Default for SamplerChain {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl SamplerChain {
-    pub fn new() -> SamplerChain {
-        let ptr = unsafe {
-            let mut p = sys::llama_sampler_chain_default_params();
-            p.no_perf = true;
-            sys::llama_sampler_chain_init(p)
-        };
-        SamplerChain {
-            ptr: NonNull::new(ptr).expect("llama_sampler_chain_init returned NULL"),
-        }
-    }
-
-    fn add(&mut self, s: *mut sys::llama_sampler) {
-        if !s.is_null() {
-            unsafe { sys::llama_sampler_chain_add(self.ptr.as_ptr(), s) }
-        }
-    }
-    pub fn top_k(&mut self, k: i32) {
-        self.add(unsafe { sys::llama_sampler_init_top_k(k) })
-    }
-    pub fn top_p(&mut self, p: f32) {
-        self.add(unsafe { sys::llama_sampler_init_top_p(p, 1) })
-    }
-    pub fn min_p(&mut self, p: f32) {
-        self.add(unsafe { sys::llama_sampler_init_min_p(p, 1) })
-    }
-    pub fn typical(&mut self, p: f32) {
-        self.add(unsafe { sys::llama_sampler_init_typical(p, 1) })
-    }
-    pub fn temp(&mut self, t: f32) {
-        self.add(unsafe { sys::llama_sampler_init_temp(t) })
-    }
-    pub fn dist(&mut self, seed: u32) {
-        self.add(unsafe { sys::llama_sampler_init_dist(seed) })
-    }
-
-    /// Run the chain over `cands`; returns the selected token id, if the chain selected one.
-    pub fn select(&mut self, cands: &mut [TokenData]) -> Option<Token> {
-        let mut arr = sys::llama_token_data_array {
-            data: cands.as_mut_ptr(),
-            size: cands.len(),
-            selected: -1,
-            sorted: false,
-        };
-        unsafe {
-            sys::llama_sampler_apply(self.ptr.as_ptr(), &mut arr);
-            if arr.selected < 0 || arr.selected as usize >= arr.size || arr.data.is_null() {
-                return None;
-            }
-            // Samplers may point `data` at their own buffer; read through the returned array.
-            Some((*arr.data.add(arr.selected as usize)).id)
-        }
-    }
-
-    pub fn accept(&mut self, t: Token) {
-        unsafe { sys::llama_sampler_accept(self.ptr.as_ptr(), t) }
-    }
-}
-
-impl Drop for SamplerChain {
-    fn drop(&mut self) {
-        unsafe { sys::llama_sampler_free(self.ptr.as_ptr()) }
     }
 }

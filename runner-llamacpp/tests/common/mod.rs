@@ -61,19 +61,34 @@ impl Runner {
     }
 
     pub fn spawn_exe(exe: &Path, model: &Path, extra: &[&str]) -> Runner {
+        Runner::start(exe, model, extra, None)
+    }
+
+    /// As `spawn`, with OLLAMA_DEBUG set and stderr written to `log` (the runner then reports
+    /// per-request decisions there).
+    pub fn spawn_logged(model: &Path, extra: &[&str], log: &Path) -> Runner {
+        let exe = Path::new(env!("CARGO_BIN_EXE_runner-llamacpp"));
+        Runner::start(exe, model, extra, Some(log))
+    }
+
+    fn start(exe: &Path, model: &Path, extra: &[&str], log: Option<&Path>) -> Runner {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("runner.sock");
-        let child = Command::new(exe)
-            .arg("--model")
+        let mut cmd = Command::new(exe);
+        cmd.arg("--model")
             .arg(model)
             .arg("--socket")
             .arg(&socket)
             .args(["--threads", "1"])
             .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn runner");
+            .stdout(Stdio::null());
+        match log {
+            Some(log) => cmd
+                .env("OLLAMA_DEBUG", "1")
+                .stderr(std::fs::File::create(log).unwrap()),
+            None => cmd.stderr(Stdio::inherit()),
+        };
+        let child = cmd.spawn().expect("spawn runner");
         let deadline = Instant::now() + Duration::from_secs(30);
         while !socket.exists() {
             assert!(Instant::now() < deadline, "runner never bound its socket");

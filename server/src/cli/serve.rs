@@ -83,6 +83,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .with_quantizer(crate::create::QuantizeOptions {
             runner: config.runner_path(),
             threads: 0,
+            env: crate::runner::runner_env(std::env::vars_os()),
         });
     tracing::info!(target: "herd", "Listening on {local} (version {})", crate::VERSION);
     api::serve(

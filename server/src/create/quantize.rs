@@ -41,6 +41,9 @@ pub struct QuantizeOptions {
     pub runner: PathBuf,
     /// Quantization threads; 0 = one per available CPU.
     pub threads: u32,
+    /// The quantizer's whole environment: the runners' allow-list (`runner::runner_env`), so
+    /// it sees exactly what a runner sees and no server secret.
+    pub env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
 }
 
 impl Default for QuantizeOptions {
@@ -48,6 +51,7 @@ impl Default for QuantizeOptions {
         QuantizeOptions {
             runner: crate::config::default_runner_path(),
             threads: 0,
+            env: crate::runner::runner_env(std::env::vars_os()),
         }
     }
 }
@@ -156,6 +160,8 @@ fn quantize_layer(
         .arg("--output")
         .arg(out.path())
         .args(["--type", want, "--threads", &opts.threads.to_string()])
+        .env_clear()
+        .envs(opts.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -302,6 +308,7 @@ mod tests {
         QuantizeOptions {
             runner: p,
             threads: 1,
+            ..Default::default()
         }
     }
 
@@ -353,6 +360,25 @@ mod tests {
     }
 
     #[test]
+    fn the_quantizer_sees_only_the_runner_environment() {
+        let (t, blobs, src) = blobs_with_source();
+        let seen_env = t.path().join("seen-env");
+        let mut opts = fake(t.path(), &format!("env > '{}'; exit 1", seen_env.display()));
+        opts.env = crate::runner::runner_env([
+            ("PATH".into(), "/usr/bin:/bin".into()),
+            ("HERD_SECRET_TOKEN".into(), "s3cr3t".into()),
+            ("GGML_SCHED_MAX_COPIES".into(), "1".into()),
+        ]);
+        assert!(quantize_layer(&blobs, &src, "F16", "Q8_0", &opts, &mut |_| {}).is_err());
+        let env = std::fs::read_to_string(&seen_env).unwrap();
+        assert!(env.lines().any(|l| l == "GGML_SCHED_MAX_COPIES=1"), "{env}");
+        assert!(!env.contains("s3cr3t"), "{env}");
+        // The test process's own variables (cargo sets CARGO_MANIFEST_DIR) are not inherited.
+        assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+        assert!(!env.contains("CARGO_MANIFEST_DIR"), "{env}");
+    }
+
+    #[test]
     fn progress_lines_scale_to_the_source_size() {
         let (t, blobs, src) = blobs_with_source();
         let opts = fake(
@@ -379,6 +405,7 @@ mod tests {
         let opts = QuantizeOptions {
             runner: t.path().join("no-such-runner"),
             threads: 1,
+            ..Default::default()
         };
         let mut seen = Vec::new();
         let err =

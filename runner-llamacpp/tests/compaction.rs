@@ -1,0 +1,73 @@
+//! Slot compaction: when a request in the middle of the busy slots finishes, the engine moves
+//! the highest busy request down into the hole (a KV stream copy), so a step stays one
+//! micro-batch. The moved request must go on exactly as if nothing happened: gemma-3-270m at
+//! temperature 0, weights unrepacked (the batch-invariant mode), on one thread.
+
+mod common;
+
+use common::*;
+use http_body_util::BodyExt;
+use serde_json::Value;
+
+/// Stream `body` to the end; `first` fires when the first chunk has arrived.
+async fn stream(
+    socket: std::path::PathBuf,
+    body: Value,
+    first: tokio::sync::oneshot::Sender<()>,
+) -> Completion {
+    let resp = send(&socket, "POST", "/completion", Some(body)).await;
+    assert_eq!(resp.status(), hyper::StatusCode::OK);
+    let mut body = resp.into_body();
+    let mut bytes = Vec::new();
+    let mut first = Some(first);
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame.unwrap().into_data() {
+            bytes.extend_from_slice(&data);
+            if let Some(tx) = first.take() {
+                let _ = tx.send(());
+            }
+        }
+    }
+    parse_stream(&bytes)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_moved_into_a_finished_slot_continues_unchanged() {
+    let _guard = serial().await;
+    let flags = ["--ctx-size", "256", "--parallel", "4", "--no-repack"];
+    let reqs = [
+        greedy("The capital of France is", 40),
+        greedy("1, 2, 3, 4,", 12),
+        greedy("Once upon a time, in a small village,", 40),
+    ];
+    let solo = {
+        let r = Runner::spawn(&gemma(), &flags);
+        r.wait_ready().await;
+        let mut out = Vec::new();
+        for q in &reqs {
+            out.push(complete(&r.socket, q.clone()).await.text);
+        }
+        out
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("runner.log");
+    let r = Runner::spawn_logged(&gemma(), &flags, &log);
+    r.wait_ready().await;
+    // Admit A, B, C one after the other (slots 0, 1, 2); B stops first and leaves a hole.
+    let mut handles = Vec::new();
+    for q in &reqs {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        handles.push(tokio::spawn(stream(r.socket.clone(), q.clone(), tx)));
+        rx.await.expect("first chunk");
+    }
+    let mut got = Vec::new();
+    for h in handles {
+        got.push(h.await.unwrap().text);
+    }
+    let lines = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        lines.contains("runner-llamacpp: moved slot 2 to slot 1"),
+        "no compaction logged:\n{lines}"
+    );
+    assert_eq!(got, solo);
+}
