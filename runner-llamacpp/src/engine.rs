@@ -1,11 +1,16 @@
 //! The engine thread: owns the llama context and its slots, and runs continuous batching.
 //!
-//! Each step builds one batch holding one token for every generating slot plus as much pending
-//! prompt as fits in `n_batch` (one request's prompt only, with `prompt_per_step`), decodes once,
-//! and samples every slot whose logits were requested: from the device's top-K candidates when
-//! the request allows it (sampling/device.rs), else in place on llama.cpp's logits rows and, for
-//! large steps, on several threads.
+//! Each step builds one batch, decodes once, and samples every slot whose logits were requested:
+//! from the device's top-K candidates when the request allows it (sampling/device.rs), else in
+//! place on llama.cpp's logits rows and, for large steps, on several threads. A step is either a
+//! decode step (one token for every generating slot) or a prefill step (as much of one request's
+//! pending prompt as fits in `n_batch`, nothing else); when both are waiting they alternate.
 //! Invariants:
+//! - Batch invariance (CPU, with patches/llama.cpp): a request's tokens do not depend on what else
+//!   is running. A prompt is therefore cut into the same chunks, each decoded alone, as when it
+//!   runs alone (llama.cpp picks kernels by rows per sequence: flash attention tiles at >= 64, and
+//!   a prompt beside others is split into equal per-sequence ubatches); decode rows use
+//!   row-invariant kernels whatever their number (src/numerics.rs).
 //! - `slot.cache[i]` is the token at KV position `i` of sequence `slot.seq`, for every `i`; every
 //!   KV edit (reuse, shift, clear) edits `cache` the same way.
 //! - A sampled token is streamed when sampled and enters the KV on the next step; a cancelled or
@@ -89,17 +94,14 @@ pub struct Engine {
     /// Threads that may sample slots in parallel (llama.cpp's generation thread count: those
     /// cores are idle while the engine thread samples).
     sample_threads: usize,
-    /// At most one request's prompt per step. Together with unrepacked weights this keeps every
-    /// sequence's numerics independent of the others on CPU (src/numerics.rs: a prompt chunk
-    /// beside other prompts is rounded differently by llamafile's sgemm tiles, one beside
-    /// decode tokens is not).
-    prompt_per_step: bool,
+    /// The last step was a prefill step: the next one decodes if any slot waits to.
+    prefilled_last: bool,
     /// K of the device top-k; None = every row comes whole to the host.
     k_dev: Option<usize>,
 }
 
 impl Engine {
-    pub fn new(ctx: Context, parallel: usize, n_batch: usize, prompt_per_step: bool) -> Engine {
+    pub fn new(ctx: Context, parallel: usize, n_batch: usize) -> Engine {
         let n_ctx_seq = ctx.n_ctx_seq() as usize;
         let model = ctx.model().clone();
         let sample_threads = ctx.n_threads();
@@ -118,7 +120,7 @@ impl Engine {
             queue: VecDeque::new(),
             n_ctx_seq,
             sample_threads,
-            prompt_per_step,
+            prefilled_last: false,
             k_dev,
         }
     }
@@ -303,52 +305,52 @@ impl Engine {
         self.compact();
         self.batch.clear();
         let mut in_prefill = vec![false; self.slots.len()];
-        // Every generating slot gets its token; prompts share what is left. Tokens go in in slot
-        // (= sequence) order, which llama.cpp needs to keep a step in one micro-batch.
-        let decoding = self
-            .slots
-            .iter()
-            .filter(|s| s.active.as_ref().is_some_and(|a| a.next.is_some()))
-            .count();
-        let mut prompt_room = self.batch.capacity().saturating_sub(decoding);
-        let mut prompts = 0;
+        // Tokens go in in slot (= sequence) order, which llama.cpp needs to keep a step in one
+        // micro-batch.
+        let waiting =
+            |f: fn(&Active) -> bool| self.slots.iter().any(|s| s.active.as_ref().is_some_and(f));
+        let decoders = waiting(|a| a.next.is_some());
+        let prefill = waiting(|a| !a.pending.is_empty()) && !(decoders && self.prefilled_last);
+        self.prefilled_last = prefill;
         for (k, slot) in self.slots.iter_mut().enumerate() {
             let Some(a) = slot.active.as_mut() else {
                 continue;
             };
             a.logits_at = None;
-            if let Some(t) = a.next {
-                if slot.cache.len() >= self.n_ctx_seq && !make_room(&mut self.ctx, slot) {
-                    finish(slot, DoneReason::Length);
+            if prefill {
+                // The first slot with a pending prompt gets the whole batch.
+                if a.pending.is_empty() || !self.batch.is_empty() {
                     continue;
                 }
-                let a = slot.active.as_mut().expect("checked above");
-                let Some(idx) = self.batch.push(t, slot.cache.len() as i32, slot.seq, true) else {
-                    break;
-                };
-                a.next = None;
-                a.logits_at = Some(idx);
-                slot.cache.push(t);
-                continue;
-            }
-            if a.pending.is_empty() || prompt_room == 0 || (self.prompt_per_step && prompts > 0) {
-                continue;
-            }
-            let n = a.pending.len().min(prompt_room);
-            prompt_room -= n;
-            prompts += 1;
-            for j in 0..n {
-                let last = j + 1 == a.pending.len();
-                let idx = self
-                    .batch
-                    .push(a.pending[j], slot.cache.len() as i32, slot.seq, last);
-                if last {
-                    a.logits_at = idx;
+                let n = a.pending.len().min(self.batch.capacity());
+                for j in 0..n {
+                    let last = j + 1 == a.pending.len();
+                    let idx =
+                        self.batch
+                            .push(a.pending[j], slot.cache.len() as i32, slot.seq, last);
+                    if last {
+                        a.logits_at = idx;
+                    }
+                    slot.cache.push(a.pending[j]);
                 }
-                slot.cache.push(a.pending[j]);
+                a.pending.drain(..n);
+                in_prefill[k] = true;
+                continue;
             }
-            a.pending.drain(..n);
-            in_prefill[k] = true;
+            let Some(t) = a.next else {
+                continue;
+            };
+            if slot.cache.len() >= self.n_ctx_seq && !make_room(&mut self.ctx, slot) {
+                finish(slot, DoneReason::Length);
+                continue;
+            }
+            let a = slot.active.as_mut().expect("checked above");
+            let Some(idx) = self.batch.push(t, slot.cache.len() as i32, slot.seq, true) else {
+                break;
+            };
+            a.next = None;
+            a.logits_at = Some(idx);
+            slot.cache.push(t);
         }
         if self.batch.is_empty() {
             return true;

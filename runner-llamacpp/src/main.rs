@@ -67,9 +67,8 @@ struct Args {
     threads: u32,
     #[arg(long)]
     no_mmap: bool,
-    /// Keep weights in their file layout (llama-server's --no-repack) and prefill one prompt per
-    /// step: slower on CPU, but then a request's tokens do not depend on what else shares its
-    /// batch.
+    /// Keep weights in their file layout (llama-server's --no-repack): slower on CPU. Output is
+    /// batch-invariant either way (patches/llama.cpp); this only changes the kernels.
     #[arg(long)]
     no_repack: bool,
     #[arg(long)]
@@ -289,13 +288,7 @@ fn load_and_run(args: &Args, state: &State, jobs: std::sync::mpsc::Receiver<engi
         Ok(loaded) => {
             let _ = state.loaded.set(loaded.0);
             state.health.send_replace(Health::Ready);
-            engine::Engine::new(
-                loaded.1,
-                args.parallel as usize,
-                args.batch as usize,
-                args.no_repack,
-            )
-            .run(jobs);
+            engine::Engine::new(loaded.1, args.parallel as usize, args.batch as usize).run(jobs);
         }
         Err(e) => {
             fail(state, e.kind, e.message.clone());

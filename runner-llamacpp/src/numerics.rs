@@ -1,14 +1,26 @@
 //! Experiment (ignored test): does one sequence's logits row depend on what else shares its
-//! batch? It decodes the same token of the same sequence alone and beside other sequences'
-//! tokens, on gemma-3-270m (CPU, one thread), with llama.cpp's weight repacking on and off, and
-//! prints how many logits differ. Run with
+//! batch? It decodes the same tokens of the same sequence alone and beside other sequences'
+//! tokens (or cut into other chunks), on gemma-3-270m (CPU, one thread), with llama.cpp's weight
+//! repacking on and off, and prints how many logits differ. Run with
 //! `cargo test -p runner-llamacpp --bins batch_composition -- --ignored --nocapture`.
+//!
+//! What it found, and what keeps the runner batch-invariant (AVX2, b11434):
+//! - Matmul kernels chosen by the number of rows: repacked Q4_K gemm (rows in fours) vs gemv (the
+//!   rest) accumulated differently (patches/llama.cpp/0001); so did the tiled K-quant matmul
+//!   (>= 8 rows, here the Q6_K tensors) and vec_dot (0002). llamafile's sgemm (Q5_0/Q8_0, >= 2
+//!   rows) and vec_dot agree bit for bit. With the patches every decode-row and prompt-chunk case
+//!   is 0 (unpatched: a decode row beside 3 others differed in all logits, max 0.28; a prompt cut
+//!   at 4..10 tokens, max 0.70).
+//! - Flash attention: a single-row split-KV path (0003) and a tiled path for >= 64 query rows of
+//!   one sequence; the tiled path stays (about 2x faster prefill) and is not row-invariant with
+//!   the one-chunk path, so the engine decodes each prompt chunk alone, cut as when the request
+//!   runs alone (src/engine.rs). The long-prompt case below shows why.
 
 use crate::ffi::{self, Batch, Context, ContextParams, KvType, Model, ModelParams, Token};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-const SEQS: usize = 4;
+const SEQS: usize = 8;
 
 /// A batch entry: (token, position, sequence).
 type Entry = (Token, i32, i32);
@@ -67,8 +79,24 @@ fn differing(a: &[f32], b: &[f32]) -> (usize, f32) {
     (n, max)
 }
 
-/// The same decode step of sequence 0 (one token at the same position, same KV) alone, then
-/// with 1..=3 other sequences' tokens, then beside a 7-token prompt chunk of sequence 1.
+/// Entries prefilling `p` for `seq` from position 0.
+fn prompt_entries(p: &[Token], seq: i32) -> Vec<Entry> {
+    (0..p.len()).map(|i| (p[i], i as i32, seq)).collect()
+}
+
+/// Prefill `e` (one sequence, from an empty KV) in the chunks that start at `cuts`; the last row.
+fn chunked(ctx: &mut Context, batch: &mut Batch, e: &[Entry], cuts: &[usize]) -> Vec<f32> {
+    ctx.seq_rm(e[0].2, 0, -1);
+    let mut from = 0;
+    let mut last = Vec::new();
+    for &to in cuts.iter().chain(std::iter::once(&e.len())) {
+        last = decode(ctx, batch, &e[from..to]).pop().expect("row");
+        from = to;
+    }
+    last
+}
+
+/// Every case: (name, logits that differ from the reference, max |diff|).
 fn probe(repack: bool) -> Vec<(String, usize, f32)> {
     let mut ctx = context(repack);
     let model = ctx.model().clone();
@@ -78,6 +106,10 @@ fn probe(repack: bool) -> Vec<(String, usize, f32)> {
         "1, 2, 3, 4,",
         "Once upon a time, in a small village,",
         "The chemical symbol for gold is",
+        "def fib(n):",
+        "Water boils at",
+        "Roses are red,",
+        "The quick brown fox",
     ];
     let prompts: Vec<Vec<Token>> = texts
         .iter()
@@ -85,8 +117,7 @@ fn probe(repack: bool) -> Vec<(String, usize, f32)> {
         .collect();
     // Prefill every sequence on its own, so the KV state is the same in every case below.
     for (s, p) in prompts.iter().enumerate() {
-        let e: Vec<_> = (0..p.len()).map(|i| (p[i], i as i32, s as i32)).collect();
-        decode(&mut ctx, &mut batch, &e);
+        decode(&mut ctx, &mut batch, &prompt_entries(p, s as i32));
     }
     let next: Vec<Entry> = prompts
         .iter()
@@ -99,92 +130,93 @@ fn probe(repack: bool) -> Vec<(String, usize, f32)> {
             ctx.seq_rm(seq, pos, -1);
         }
     };
+    let mut out = Vec::new();
     let alone = decode(&mut ctx, &mut batch, &next[..1]).remove(0);
     undo(&mut ctx);
-    let mut out = Vec::new();
     for n in 2..=SEQS {
         let rows = decode(&mut ctx, &mut batch, &next[..n]);
         undo(&mut ctx);
         let (d, m) = differing(&alone, &rows[0]);
-        out.push((format!("with {} other decode token(s)", n - 1), d, m));
+        out.push((format!("decode row with {} other(s)", n - 1), d, m));
     }
     let p1 = &prompts[1];
     let mut mixed = vec![next[0]];
     mixed.extend((0..7).map(|i| (p1[i % p1.len()], p1.len() as i32 + i as i32, 1)));
     let rows = decode(&mut ctx, &mut batch, &mixed);
     let (d, m) = differing(&alone, &rows[0]);
-    out.push(("beside a 7-token prompt chunk".into(), d, m));
+    out.push(("decode row beside a 7-token chunk".into(), d, m));
     undo(&mut ctx);
     ctx.seq_rm(1, p1.len() as i32, -1);
-    // A whole prompt (sequence 2) prefilled alone, then beside the others' decode tokens, then
-    // beside all other prompts: its last row each time.
-    let p2 = &prompts[2];
-    let prefill: Vec<_> = (0..p2.len()).map(|i| (p2[i], i as i32, 2)).collect();
-    ctx.seq_rm(2, 0, -1);
-    let solo = decode(&mut ctx, &mut batch, &prefill).pop().expect("row");
-    let mut cases: Vec<(String, Vec<Entry>)> = Vec::new();
+
+    // Sequence 2's prompt: whole, then cut into other chunks, then beside other sequences.
+    let prefill = prompt_entries(&prompts[2], 2);
+    let solo = chunked(&mut ctx, &mut batch, &prefill, &[]);
+    for k in 1..prefill.len() {
+        let last = chunked(&mut ctx, &mut batch, &prefill, &[k]);
+        let (d, m) = differing(&solo, &last);
+        out.push((format!("prompt in chunks {k}+rest"), d, m));
+    }
+    let every: Vec<usize> = (1..prefill.len()).collect();
+    let (d, m) = differing(&solo, &chunked(&mut ctx, &mut batch, &prefill, &every));
+    out.push(("prompt token by token".into(), d, m));
     let mut with_decode = vec![next[0], next[1], next[3]];
     with_decode.extend(&prefill);
-    cases.push(("prompt beside 3 decode tokens".into(), with_decode));
     let mut with_prompts = prefill.clone();
     for s in [0usize, 1, 3] {
-        with_prompts.extend((0..prompts[s].len()).map(|i| (prompts[s][i], i as i32, s as i32)));
+        with_prompts.extend(prompt_entries(&prompts[s], s as i32));
     }
-    cases.push(("prompt beside 3 prompts".into(), with_prompts));
-    for (name, e) in cases {
-        for s in 0..SEQS as i32 {
-            let keep = if s == 2 {
-                0
-            } else {
-                prompts[s as usize].len() as i32
-            };
+    for (name, e) in [
+        ("prompt beside 3 decode rows", with_decode),
+        ("prompt beside 3 prompts", with_prompts),
+    ] {
+        // Empty the KV of every sequence that starts over in `e`, and undo the decode rows.
+        for s in 0..4 {
             let keep = if e.iter().any(|x| x.2 == s && x.1 == 0) {
                 0
             } else {
-                keep
+                prompts[s as usize].len() as i32
             };
             ctx.seq_rm(s, keep, -1);
         }
         let rows = decode(&mut ctx, &mut batch, &e);
         let at = e.iter().rposition(|x| x.2 == 2).expect("seq 2 row");
         let (d, m) = differing(&solo, &rows[at]);
-        out.push((name, d, m));
+        out.push((name.into(), d, m));
     }
+
+    // A prompt of >= 64 tokens: whole (flash attention's tiled path) vs cut into 8 + the rest
+    // (both chunks under 64 rows: the one-chunk path), as an equal-split ubatch beside an 8-token
+    // prompt would cut it. (A first chunk of one token would not show it: a row attending to
+    // itself only gets exactly its V on both paths.)
+    let long: Vec<Token> = (0..6).flat_map(|_| prompts[2].iter().copied()).collect();
+    assert!(long.len() >= 64, "long prompt has {} tokens", long.len());
+    let e = prompt_entries(&long, 2);
+    let whole = chunked(&mut ctx, &mut batch, &e, &[]);
+    let (d, m) = differing(&whole, &chunked(&mut ctx, &mut batch, &e, &[8]));
+    out.push(("64+-token prompt in chunks 8+rest".into(), d, m));
     out
 }
 
 #[test]
 #[ignore = "experiment report (loads gemma-3-270m twice); see the module doc"]
-fn batch_composition_changes_a_rows_logits_only_with_repacked_weights() {
+fn batch_composition_leaves_rows_unchanged_but_attention_tiles_cut_prompts() {
     let with = probe(true);
     let without = probe(false);
     for (name, rows) in [("repack on", &with), ("repack off", &without)] {
         for (case, d, m) in rows {
-            println!("{name:10} {case:34} {d:>7} logits differ, max |diff| {m:e}");
+            println!("{name:10} {case:36} {d:>7} logits differ, max |diff| {m:e}");
         }
     }
-    // Measured on AVX2 (b11434): a decode row in a 4-row step goes through the repacked gemm
-    // and differs from the same row alone (gemv); without repacking every decode-row case and
-    // a prompt beside decode tokens match bit for bit. A prompt prefilled beside other prompts
-    // still differs without repacking: llama.cpp's llamafile sgemm (Q5_0/Q8_0 tensors, n >= 2)
-    // picks its tile kernels by the token count, so a column's rounding depends on the batch.
-    let n = |rows: &[(String, usize, f32)], case: &str| {
-        rows.iter()
-            .find(|r| r.0.starts_with(case))
-            .map(|r| r.1)
-            .expect("case")
-    };
-    assert!(
-        n(&with, "with 3 other") > 0,
-        "repacked 4-row gemm must differ"
-    );
-    for case in [
-        "with 1 other",
-        "with 2 other",
-        "with 3 other",
-        "beside a 7",
-        "prompt beside 3 decode",
-    ] {
-        assert_eq!(n(&without, case), 0, "repack off: {case}");
+    for (layout, rows) in [("repack on", &with), ("repack off", &without)] {
+        for (case, d, _) in rows {
+            if case.starts_with("64+") {
+                assert!(
+                    *d > 0,
+                    "{layout}: {case}: attention tiling became row-invariant"
+                );
+            } else {
+                assert_eq!(*d, 0, "{layout}: {case}");
+            }
+        }
     }
 }

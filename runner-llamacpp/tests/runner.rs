@@ -40,45 +40,57 @@ async fn greedy_is_byte_identical_cold_and_warm_with_prefix_reuse() {
     }
 }
 
-// Why `--no-repack`: on CPU, llama.cpp's kernels round a row differently depending on how many
-// rows share the matmul, and that count depends on which requests share a step (arrival
-// timing). Measured (src/numerics.rs, an ignored experiment, and this test at 16 tokens):
-// - the repacked Q4_K kernels (AVX2 8x8 interleave) compute rows [0, N - N%4) of an N-row
-//   matmul with a 4-row gemm and the rest with a gemv: a decode row beside 3 others differs from
-//   the same row alone in all 262144 logits (max 0.28); with default flags this test failed
-//   6 runs in 6 on the loaded 2-core box;
-// - unrepacked, every decode-row case matches bit for bit, but a prompt prefilled beside other
-//   prompts still differs (max 0.66: llamafile's sgemm, used for this model's Q5_0/Q8_0 tensors
-//   at N >= 2 rows, picks tile kernels by the row count); the test then failed 2 runs in 10;
-// - `--no-repack` therefore also prefills one prompt per step: 10 runs in 10 passed.
-// The default (repacked, prompts batched together) stays faster and is not batch-invariant.
+// Batch invariance with the default flags (repacked weights, prompts of several requests in
+// flight): on CPU llama.cpp picks kernels by how many rows share an op, and that depends on
+// which requests share a step (arrival timing). patches/llama.cpp make the matmul and decode
+// attention rows independent of that count, and the engine decodes each prompt chunk alone, cut
+// as when its request runs alone (src/numerics.rs measures every case). Unpatched, an earlier
+// short-prompt version of this test failed 6 runs in 6 with the default flags; with the patches
+// but prompt chunks batched beside decode rows, this one failed 2 in 2 (on the 64+-token
+// prompt). Prompt caching is off so that every concurrent round prefills its prompts while the
+// others decode; one prompt is over 64 tokens (flash attention's tiled path), the others over 8
+// (where the tiled K-quant matmul starts).
 #[tokio::test]
 async fn four_concurrent_streams_equal_their_solo_runs() {
     let _g = serial().await;
-    let r = Runner::spawn(
-        &gemma(),
-        &["--ctx-size", "256", "--parallel", "4", "--no-repack"],
-    );
+    let r = Runner::spawn(&gemma(), &["--ctx-size", "256", "--parallel", "4"]);
     r.wait_ready().await;
+    let long = "Once upon a time, in a small village by the sea, there lived an old \
+                fisherman who went out every morning before dawn. One day his nets came \
+                back heavier than ever, and among the fish he found a small golden box \
+                with a strange mark on its lid. He carried it home, set it on the table \
+                beside the window, and waited until his wife came back from the market. \
+                When she saw the mark she went pale, because she had seen it once before, \
+                long ago, on";
     let prompts = [
-        "The capital of France is",
-        "1, 2, 3, 4,",
-        "Once upon a time, in a small village,",
-        "The chemical symbol for gold is",
+        "The capital of France is Paris, and the capital of Italy is",
+        "1, 2, 3, 4, 5, 6, 7, 8,",
+        long,
+        "The chemical symbol for gold is Au; the chemical symbol for iron is",
     ];
+    let req = |p: &str| {
+        let mut req = greedy(p, 16);
+        req["cache_prompt"] = json!(false);
+        req
+    };
     let mut solo = Vec::new();
     for p in prompts {
-        solo.push(complete(&r.socket, greedy(p, 16)).await.text);
+        let c = complete(&r.socket, req(p)).await;
+        assert_eq!(c.timings.eval_count, 16);
+        assert!(c.timings.prompt_eval_count >= if p == long { 64 } else { 8 });
+        solo.push(c.text);
     }
-    let handles: Vec<_> = prompts
-        .iter()
-        .map(|p| {
-            let (socket, req) = (r.socket.clone(), greedy(p, 16));
-            tokio::spawn(async move { complete(&socket, req).await })
-        })
-        .collect();
-    for (i, h) in handles.into_iter().enumerate() {
-        assert_eq!(h.await.unwrap().text, solo[i], "prompt {i}");
+    for round in 0..5 {
+        let handles: Vec<_> = prompts
+            .iter()
+            .map(|p| {
+                let (socket, req) = (r.socket.clone(), req(p));
+                tokio::spawn(async move { complete(&socket, req).await })
+            })
+            .collect();
+        for (i, h) in handles.into_iter().enumerate() {
+            assert_eq!(h.await.unwrap().text, solo[i], "round {round}, prompt {i}");
+        }
     }
 }
 

@@ -111,8 +111,8 @@ pub struct ModelParams {
     pub main_gpu: Option<u32>,
     pub mmap: bool,
     /// Repack weights into the CPU's interleaved layouts (llama.cpp's extra buffer types; on by
-    /// default there). Faster on CPU, but a repacked matmul row's rounding depends on how many
-    /// rows share the batch (see numerics.rs).
+    /// default there). Faster on CPU; rows stay batch-invariant with patches/llama.cpp/0001
+    /// (see numerics.rs).
     pub repack: bool,
 }
 
