@@ -2,11 +2,13 @@
 //!
 //! Each step builds one batch, decodes once, and samples every slot whose logits were requested:
 //! from the device's top-K candidates when the request allows it (sampling/device.rs), else in
-//! place on llama.cpp's logits rows and, for large steps, on several threads. A step is either a
-//! decode step (one token for every generating slot) or a prefill step (as much of one request's
-//! pending prompt as fits in `n_batch`, nothing else); when both are waiting they alternate.
+//! place on llama.cpp's logits rows and, for large steps, on several threads. On the CPU a step is
+//! either a decode step (one token for every generating slot) or a prefill step (as much of one
+//! request's pending prompt as fits in `n_batch`, nothing else), alternating when both wait; on a
+//! GPU a step decodes every waiting token and fills the rest with pending prompts
+//! (`plan::compose`).
 //! Invariants:
-//! - Batch invariance (CPU, with patches/llama.cpp): a request's tokens do not depend on what else
+//! - Batch invariance (CPU only, with patches/llama.cpp): a request's tokens do not depend on what else
 //!   is running. A prompt is therefore cut into the same chunks, each decoded alone, as when it
 //!   runs alone (llama.cpp picks kernels by rows per sequence: flash attention tiles at >= 64, and
 //!   a prompt beside others is split into equal per-sequence ubatches); decode rows use
@@ -23,7 +25,7 @@
 //!   since every attach or detach costs a graph reserve.
 
 use crate::ffi::{Batch, Context, DecodeError, Model, Row, Token};
-use crate::plan;
+use crate::plan::{self, Take};
 use crate::sampling::{needs_row, Choice, Sampler, TokenMask};
 use crate::text::TextStream;
 use runner_protocol::{
@@ -94,14 +96,17 @@ pub struct Engine {
     /// Threads that may sample slots in parallel (llama.cpp's generation thread count: those
     /// cores are idle while the engine thread samples).
     sample_threads: usize,
-    /// The last step was a prefill step: the next one decodes if any slot waits to.
+    /// Steps either decode or prefill one prompt chunk (`plan::compose`): CPU batch invariance.
+    isolate_prompts: bool,
+    /// The last step was a prefill step: with `isolate_prompts`, the next one decodes if any
+    /// slot waits to.
     prefilled_last: bool,
     /// K of the device top-k; None = every row comes whole to the host.
     k_dev: Option<usize>,
 }
 
 impl Engine {
-    pub fn new(ctx: Context, parallel: usize, n_batch: usize) -> Engine {
+    pub fn new(ctx: Context, parallel: usize, n_batch: usize, isolate_prompts: bool) -> Engine {
         let n_ctx_seq = ctx.n_ctx_seq() as usize;
         let model = ctx.model().clone();
         let sample_threads = ctx.n_threads();
@@ -120,6 +125,7 @@ impl Engine {
             queue: VecDeque::new(),
             n_ctx_seq,
             sample_threads,
+            isolate_prompts,
             prefilled_last: false,
             k_dev,
         }
@@ -307,50 +313,59 @@ impl Engine {
         let mut in_prefill = vec![false; self.slots.len()];
         // Tokens go in in slot (= sequence) order, which llama.cpp needs to keep a step in one
         // micro-batch.
-        let waiting =
-            |f: fn(&Active) -> bool| self.slots.iter().any(|s| s.active.as_ref().is_some_and(f));
-        let decoders = waiting(|a| a.next.is_some());
-        let prefill = waiting(|a| !a.pending.is_empty()) && !(decoders && self.prefilled_last);
+        let state: Vec<(bool, usize)> = self
+            .slots
+            .iter()
+            .map(|s| {
+                s.active
+                    .as_ref()
+                    .map_or((false, 0), |a| (a.next.is_some(), a.pending.len()))
+            })
+            .collect();
+        let (takes, prefill) = plan::compose(
+            &state,
+            self.batch.capacity(),
+            self.isolate_prompts,
+            self.prefilled_last,
+        );
         self.prefilled_last = prefill;
-        for (k, slot) in self.slots.iter_mut().enumerate() {
+        for (k, (slot, take)) in self.slots.iter_mut().zip(takes).enumerate() {
             let Some(a) = slot.active.as_mut() else {
                 continue;
             };
             a.logits_at = None;
-            if prefill {
-                // The first slot with a pending prompt gets the whole batch.
-                if a.pending.is_empty() || !self.batch.is_empty() {
-                    continue;
-                }
-                let n = a.pending.len().min(self.batch.capacity());
-                for j in 0..n {
-                    let last = j + 1 == a.pending.len();
-                    let idx =
-                        self.batch
-                            .push(a.pending[j], slot.cache.len() as i32, slot.seq, last);
-                    if last {
-                        a.logits_at = idx;
+            match take {
+                Take::Nothing => {}
+                Take::Prompt(n) => {
+                    for j in 0..n {
+                        let last = j + 1 == a.pending.len();
+                        let idx =
+                            self.batch
+                                .push(a.pending[j], slot.cache.len() as i32, slot.seq, last);
+                        if last {
+                            a.logits_at = idx;
+                        }
+                        slot.cache.push(a.pending[j]);
                     }
-                    slot.cache.push(a.pending[j]);
+                    a.pending.drain(..n);
+                    in_prefill[k] = true;
                 }
-                a.pending.drain(..n);
-                in_prefill[k] = true;
-                continue;
+                Take::Decode => {
+                    let Some(t) = a.next else { continue };
+                    if slot.cache.len() >= self.n_ctx_seq && !make_room(&mut self.ctx, slot) {
+                        finish(slot, DoneReason::Length);
+                        continue;
+                    }
+                    let a = slot.active.as_mut().expect("checked above");
+                    let Some(idx) = self.batch.push(t, slot.cache.len() as i32, slot.seq, true)
+                    else {
+                        break;
+                    };
+                    a.next = None;
+                    a.logits_at = Some(idx);
+                    slot.cache.push(t);
+                }
             }
-            let Some(t) = a.next else {
-                continue;
-            };
-            if slot.cache.len() >= self.n_ctx_seq && !make_room(&mut self.ctx, slot) {
-                finish(slot, DoneReason::Length);
-                continue;
-            }
-            let a = slot.active.as_mut().expect("checked above");
-            let Some(idx) = self.batch.push(t, slot.cache.len() as i32, slot.seq, true) else {
-                break;
-            };
-            a.next = None;
-            a.logits_at = Some(idx);
-            slot.cache.push(t);
         }
         if self.batch.is_empty() {
             return true;

@@ -288,7 +288,16 @@ fn load_and_run(args: &Args, state: &State, jobs: std::sync::mpsc::Receiver<engi
         Ok(loaded) => {
             let _ = state.loaded.set(loaded.0);
             state.health.send_replace(Health::Ready);
-            engine::Engine::new(loaded.1, args.parallel as usize, args.batch as usize).run(jobs);
+            // CPU batch invariance needs isolated prompt steps; the patches behind it are
+            // CPU-only, and on a GPU mixed steps start many streams sooner.
+            let isolate = !(ffi::supports_gpu_offload() && args.gpu_layers != 0);
+            engine::Engine::new(
+                loaded.1,
+                args.parallel as usize,
+                args.batch as usize,
+                isolate,
+            )
+            .run(jobs);
         }
         Err(e) => {
             fail(state, e.kind, e.message.clone());

@@ -1,6 +1,6 @@
 //! Pure slot policy: which slot a prompt goes to, how much of its cache is reused, how a long
-//! prompt is truncated, how a full context is shifted, and which slots move so the busy ones
-//! stay on consecutive sequence ids. The engine applies these decisions to
+//! prompt is truncated, how a full context is shifted, which slots move so the busy ones stay on
+//! consecutive sequence ids, and what each slot puts into a step. The engine applies these decisions to
 //! the KV cache; keeping them pure keeps them table-tested.
 
 use crate::ffi::Token;
@@ -52,6 +52,65 @@ pub fn compaction(busy: &[bool]) -> Vec<(usize, usize)> {
         busy[hi] = false;
         moves.push((hi, hole));
     }
+}
+
+/// What one slot puts into a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Take {
+    Nothing,
+    /// Its sampled token.
+    Decode,
+    /// The next `n` tokens of its pending prompt.
+    Prompt(usize),
+}
+
+/// Composes a step from each slot's state `(has a sampled token to decode, pending prompt
+/// tokens)`, in slot order, for a batch of `capacity` tokens. Returns each slot's part and
+/// whether the step prefills.
+///
+/// `isolate` (CPU, batch-invariant): a step either decodes every waiting token or prefills one
+/// chunk of the first pending prompt, nothing else, alternating when both wait
+/// (`prefilled_last`), so a prompt is cut into the same chunks as when it runs alone (llama.cpp
+/// picks CPU attention kernels by rows per sequence). Otherwise (GPU) every waiting token is
+/// decoded and the pending prompts fill the rest of the batch in slot order.
+pub fn compose(
+    slots: &[(bool, usize)],
+    capacity: usize,
+    isolate: bool,
+    prefilled_last: bool,
+) -> (Vec<Take>, bool) {
+    let decoders = slots.iter().filter(|s| s.0).count();
+    let prompts = slots.iter().any(|s| s.1 > 0);
+    let mut out = vec![Take::Nothing; slots.len()];
+    if isolate {
+        if prompts && !(decoders > 0 && prefilled_last) {
+            let i = slots
+                .iter()
+                .position(|s| s.1 > 0)
+                .expect("a pending prompt");
+            out[i] = Take::Prompt(slots[i].1.min(capacity));
+            return (out, true);
+        }
+        for (o, s) in out.iter_mut().zip(slots) {
+            if s.0 {
+                *o = Take::Decode;
+            }
+        }
+        return (out, false);
+    }
+    let mut room = capacity.saturating_sub(decoders);
+    let mut prefill = false;
+    for (o, s) in out.iter_mut().zip(slots) {
+        if s.0 {
+            *o = Take::Decode;
+        } else if s.1 > 0 && room > 0 {
+            let n = s.1.min(room);
+            room -= n;
+            *o = Take::Prompt(n);
+            prefill = true;
+        }
+    }
+    (out, prefill)
 }
 
 /// A prompt that does not fit a slot and may not be truncated.
@@ -167,6 +226,74 @@ mod tests {
             }
             let ids: Vec<usize> = (0..after.len()).filter(|&i| after[i]).collect();
             assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "{busy}: {ids:?}");
+        }
+    }
+
+    #[test]
+    fn steps_are_composed_isolated_on_cpu_and_mixed_on_gpu() {
+        use Take::*;
+        let st = [(true, 0), (false, 700), (false, 0), (true, 0), (false, 30)];
+        let cases: &[(bool, bool, usize, &[Take], bool)] = &[
+            // isolated: a prefill step holds one prompt chunk only...
+            (
+                true,
+                false,
+                512,
+                &[Nothing, Prompt(512), Nothing, Nothing, Nothing],
+                true,
+            ),
+            // ...and after one, the waiting decoders go next.
+            (
+                true,
+                true,
+                512,
+                &[Decode, Nothing, Nothing, Decode, Nothing],
+                false,
+            ),
+            // mixed: decoders first, prompts share the rest in slot order.
+            (
+                false,
+                false,
+                512,
+                &[Decode, Prompt(510), Nothing, Decode, Nothing],
+                true,
+            ),
+            (
+                false,
+                false,
+                2048,
+                &[Decode, Prompt(700), Nothing, Decode, Prompt(30)],
+                true,
+            ),
+            (
+                false,
+                false,
+                2,
+                &[Decode, Nothing, Nothing, Decode, Nothing],
+                false,
+            ),
+        ];
+        for &(isolate, last, cap, want, prefill) in cases {
+            let (got, p) = compose(&st, cap, isolate, last);
+            assert_eq!(
+                (got.as_slice(), p),
+                (want, prefill),
+                "{isolate} {last} {cap}"
+            );
+        }
+        // Only prompts waiting: isolated keeps prefilling, one prompt per step.
+        let st = [(false, 10), (false, 20)];
+        assert_eq!(
+            compose(&st, 512, true, true),
+            (vec![Prompt(10), Nothing], true)
+        );
+        // Only decoders: both modes decode.
+        let st = [(true, 0), (false, 0), (true, 0)];
+        for isolate in [true, false] {
+            assert_eq!(
+                compose(&st, 512, isolate, false),
+                (vec![Decode, Nothing, Decode], false)
+            );
         }
     }
 

@@ -1,7 +1,7 @@
 //! Slot compaction: when a request in the middle of the busy slots finishes, the engine moves
 //! the highest busy request down into the hole (a KV stream copy), so a step stays one
 //! micro-batch. The moved request must go on exactly as if nothing happened: gemma-3-270m at
-//! temperature 0, weights unrepacked (the batch-invariant mode), on one thread.
+//! temperature 0 with the default (batch-invariant) flags, on one thread.
 
 mod common;
 
@@ -34,7 +34,7 @@ async fn stream(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_moved_into_a_finished_slot_continues_unchanged() {
     let _guard = serial().await;
-    let flags = ["--ctx-size", "256", "--parallel", "4", "--no-repack"];
+    let flags = ["--ctx-size", "256", "--parallel", "4"];
     let reqs = [
         greedy("The capital of France is", 40),
         greedy("1, 2, 3, 4,", 12),
