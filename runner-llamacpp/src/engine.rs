@@ -8,8 +8,8 @@
 //! GPU a step decodes every waiting token and fills the rest with pending prompts
 //! (`plan::compose`).
 //! Invariants:
-//! - Batch invariance (CPU only, with patches/llama.cpp): a request's tokens do not depend on what else
-//!   is running. A prompt is therefore cut into the same chunks, each decoded alone, as when it
+//! - Batch invariance (CPU only, with patches/llama.cpp): a request's tokens do not depend on
+//!   what else is running. A prompt is therefore cut into the same chunks, each decoded alone, as when it
 //!   runs alone (llama.cpp picks kernels by rows per sequence: flash attention tiles at >= 64, and
 //!   a prompt beside others is split into equal per-sequence ubatches); decode rows use
 //!   row-invariant kernels whatever their number (src/numerics.rs).

@@ -1,7 +1,7 @@
 //! Pure slot policy: which slot a prompt goes to, how much of its cache is reused, how a long
 //! prompt is truncated, how a full context is shifted, which slots move so the busy ones stay on
-//! consecutive sequence ids, and what each slot puts into a step. The engine applies these decisions to
-//! the KV cache; keeping them pure keeps them table-tested.
+//! consecutive sequence ids, and what each slot puts into a step. The engine applies these
+//! decisions to the KV cache; keeping them pure keeps them table-tested.
 
 use crate::ffi::Token;
 
