@@ -33,6 +33,7 @@ use runner_protocol::{
     TokenLogprob, TopLogprob,
 };
 use sample::sample_all;
+use stats::{Phase, StepStats};
 use std::collections::VecDeque;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
@@ -40,6 +41,7 @@ use std::time::Instant;
 use tokio::sync::{mpsc::UnboundedSender, oneshot};
 
 mod sample;
+mod stats;
 
 pub struct CompleteJob {
     /// Already tokenized and fitted to the slot size (`plan::fit_prompt`).
@@ -93,9 +95,8 @@ pub struct Engine {
     slots: Vec<Slot>,
     queue: VecDeque<Job>,
     n_ctx_seq: usize,
-    /// Threads that may sample slots in parallel (llama.cpp's generation thread count: those
-    /// cores are idle while the engine thread samples).
-    sample_threads: usize,
+    /// Threads that sample large steps (`sample::pool`).
+    pool: Option<rayon::ThreadPool>,
     /// Steps either decode or prefill one prompt chunk (`plan::compose`): CPU batch invariance.
     isolate_prompts: bool,
     /// The last step was a prefill step: with `isolate_prompts`, the next one decodes if any
@@ -103,13 +104,14 @@ pub struct Engine {
     prefilled_last: bool,
     /// K of the device top-k; None = every row comes whole to the host.
     k_dev: Option<usize>,
+    stats: StepStats,
 }
 
 impl Engine {
     pub fn new(ctx: Context, parallel: usize, n_batch: usize, isolate_prompts: bool) -> Engine {
         let n_ctx_seq = ctx.n_ctx_seq() as usize;
         let model = ctx.model().clone();
-        let sample_threads = ctx.n_threads();
+        let pool = sample::pool(ctx.n_threads());
         let k_dev = ctx.device_top_k();
         Engine {
             ctx,
@@ -124,11 +126,18 @@ impl Engine {
                 .collect(),
             queue: VecDeque::new(),
             n_ctx_seq,
-            sample_threads,
+            pool,
             isolate_prompts,
             prefilled_last: false,
             k_dev,
+            stats: StepStats::new(0),
         }
+    }
+
+    /// Print per-phase step timings every `every` decode steps (0 = off).
+    pub fn with_step_stats(mut self, every: u32) -> Engine {
+        self.stats = StepStats::new(every);
+        self
     }
 
     /// Serve jobs until `Shutdown`, a closed channel, or an abort.
@@ -136,6 +145,7 @@ impl Engine {
         loop {
             let busy = self.slots.iter().any(|s| s.active.is_some());
             if !busy && self.queue.is_empty() {
+                self.stats.idle();
                 match rx.recv() {
                     Ok(job) => self.queue.push_back(job),
                     Err(_) => return self.shutdown(),
@@ -308,6 +318,7 @@ impl Engine {
 
     /// One batched decode. Returns false when the engine must stop (aborted).
     fn step(&mut self) -> bool {
+        self.stats.lap(Phase::Loop);
         self.compact();
         self.batch.clear();
         let mut in_prefill = vec![false; self.slots.len()];
@@ -370,10 +381,17 @@ impl Engine {
         if self.batch.is_empty() {
             return true;
         }
+        let prefill_step = in_prefill.iter().any(|&p| p);
+        self.stats.lap(Phase::Build);
 
         let started = Instant::now();
-        let res = self.ctx.decode(&self.batch);
+        let res = self.ctx.launch(&self.batch);
+        self.stats.lap(Phase::Launch);
+        if res.is_ok() {
+            self.ctx.synchronize();
+        }
         let took = started.elapsed().as_nanos() as u64;
+        self.stats.lap(Phase::Wait);
         if let Err(e) = res {
             let (kind, msg) = match e {
                 DecodeError::Aborted => return false,
@@ -416,6 +434,7 @@ impl Engine {
                 rows_at.push((idx, self.ctx.device_sampling(slot.seq)));
             }
         }
+        let n_rows = rows_at.len();
         let Some(rows) = self.ctx.output_rows(&rows_at) else {
             for slot in &mut self.slots {
                 if slot.active.as_ref().is_some_and(|a| a.logits_at.is_some()) {
@@ -431,8 +450,10 @@ impl Engine {
             .filter_map(|s| s.active.as_mut().filter(|a| a.logits_at.is_some()))
             .zip(rows)
             .collect();
-        let choices = sample_all(&mut work, self.sample_threads);
+        self.stats.lap(Phase::Rows);
+        let choices = sample_all(&mut work, self.pool.as_ref());
         drop(work);
+        self.stats.lap(Phase::Sample);
         let sampled = self
             .slots
             .iter_mut()
@@ -447,6 +468,8 @@ impl Engine {
                 ),
             }
         }
+        self.stats.lap(Phase::Emit);
+        self.stats.end(n_rows, prefill_step);
         true
     }
 

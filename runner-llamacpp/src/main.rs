@@ -85,6 +85,10 @@ struct Args {
     /// Unix socket to serve on (created 0600; a stale file is replaced).
     #[arg(long)]
     socket: PathBuf,
+    /// Print where decode steps spend their time (per-phase means) to stderr every N decode
+    /// steps; 0 = off.
+    #[arg(long, hide = true, default_value_t = 0)]
+    step_stats: u32,
     /// Test hook: slow the load down by this many ms, so the loading state is observable.
     #[arg(long, hide = true, default_value_t = 0)]
     load_delay_ms: u64,
@@ -297,6 +301,7 @@ fn load_and_run(args: &Args, state: &State, jobs: std::sync::mpsc::Receiver<engi
                 args.batch as usize,
                 isolate,
             )
+            .with_step_stats(args.step_stats)
             .run(jobs);
         }
         Err(e) => {

@@ -63,26 +63,43 @@ fn better(a: &TokenData, b: &TokenData) -> std::cmp::Ordering {
 
 /// The `k` largest finite logits, best first (ties: lower id first), into `out` (cleared).
 ///
-/// One pass over the vocabulary with a buffer of at most 2k entries: an entry is kept only when
-/// it beats the current k-th best, and the buffer is cut back to k when it fills, so the cost is
-/// O(V) compares plus O(k log k) per cut.
+/// Two passes over the vocabulary, no array of it: the first takes each block's max (a vector
+/// scan). The k-th largest block max is reached by k distinct entries, so it bounds the k-th
+/// largest logit from below, and only blocks whose max reaches it can hold a winner: the second
+/// pass looks into those (about k blocks) alone. With +inf in the row (no finite entry behind
+/// it) or fewer than k blocks, one pass looks into every block that beats the running k-th best.
 pub fn top_k(logits: &[f32], k: usize, out: &mut Vec<TokenData>) {
     out.clear();
     if k == 0 {
         return;
     }
+    if logits.len().div_ceil(BLOCK) > k {
+        let maxes: Vec<f32> = logits.chunks(BLOCK).map(max_of).collect();
+        if !maxes.contains(&f32::INFINITY) {
+            let mut order = maxes.clone();
+            let (_, &mut bound, _) = order.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
+            return scan(logits, k, out, Some(&maxes), bound);
+        }
+    }
+    scan(logits, k, out, None, f32::NEG_INFINITY)
+}
+
+/// The `top_k` scan over entries `>= bound`, with a buffer of at most 2k entries: an entry is
+/// kept only when it beats the current k-th best, and the buffer is cut back to k when it fills.
+/// `maxes`: the blocks' maxima when known.
+fn scan(logits: &[f32], k: usize, out: &mut Vec<TokenData>, maxes: Option<&[f32]>, bound: f32) {
     let cap = 2 * k.max(16);
     // The k-th best logit once k entries have been seen; entries not above it cannot enter
     // (an equal logit has a higher id than the one it ties, so it loses the tie).
     let mut floor = f32::NEG_INFINITY;
     for (ci, block) in logits.chunks(BLOCK).enumerate() {
-        // Most blocks hold nothing above the floor once k entries are in: one vector max
-        // rejects the whole block.
-        if max_of(block) <= floor {
+        let top = maxes.map_or_else(|| max_of(block), |m| m[ci]);
+        // Most blocks hold nothing above the floor once k entries are in.
+        if top < bound || top <= floor {
             continue;
         }
         for (j, &l) in block.iter().enumerate() {
-            if l > floor && l.is_finite() {
+            if l > floor && l >= bound && l.is_finite() {
                 out.push(TokenData {
                     id: (ci * BLOCK + j) as Token,
                     logit: l,
@@ -241,7 +258,13 @@ mod tests {
     #[test]
     fn top_k_matches_a_full_sort_including_ties_and_masks() {
         let mut out = Vec::new();
-        for (n, grid) in [(10, 0.001), (1000, 1.0), (5000, 0.5), (70_000, 0.01)] {
+        for (n, grid) in [
+            (10, 0.001),
+            (1000, 1.0),
+            (5000, 0.5),
+            (70_000, 0.01),
+            (130_000, 1e-4),
+        ] {
             for seed in 0..4 {
                 let mut l = logits(n, seed, grid);
                 // Mask a stretch, as a grammar would.
@@ -249,7 +272,10 @@ mod tests {
                     *x = f32::NEG_INFINITY;
                 }
                 l[n / 2] = f32::NAN;
-                l[n - 1] = f32::INFINITY;
+                if seed % 2 == 0 {
+                    // +inf hides no finite entry: the one-pass fallback.
+                    l[n - 1] = f32::INFINITY;
+                }
                 for k in [1, 2, 40, 100, n, n + 5] {
                     top_k(&l, k, &mut out);
                     let got: Vec<(Token, f32)> = out.iter().map(|c| (c.id, c.logit)).collect();

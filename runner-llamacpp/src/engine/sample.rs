@@ -1,18 +1,35 @@
 //! Sampling one step's rows: each slot's sampler on its own row (whole logits or the device's
-//! candidates), split over threads when the rows are large.
+//! candidates), on a pool of threads when the rows are large.
 
 use super::Active;
 use crate::ffi::Row;
 use crate::sampling::Choice;
+use rayon::prelude::*;
 
-/// Logits one sampling worker should scan per step at least (about 4 rows of a 128k vocabulary):
-/// below that, spawning the worker costs more than it saves.
-const SAMPLING_PER_WORKER: usize = 1 << 19;
+/// Logits a step must scan at least (two rows of a 128k vocabulary) before its rows go to the
+/// pool: below that, handing them over costs more than it saves.
+const PARALLEL_MIN: usize = 1 << 18;
 
-/// Sample every `(slot, row)` pair; the result is in the same order. With `threads` > 1 and a
-/// large step, the pairs are split over scoped threads (the engine thread takes the first
-/// share): each sampler owns its row and state, so the choices equal sequential sampling's.
-pub(super) fn sample_all(work: &mut [(&mut Active, Row)], threads: usize) -> Vec<Option<Choice>> {
+/// The sampling threads: llama.cpp's thread count, since those cores wait while the engine
+/// samples (on a GPU they wait anyway). None with one thread.
+pub(super) fn pool(threads: usize) -> Option<rayon::ThreadPool> {
+    if threads < 2 {
+        return None;
+    }
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("sample-{i}"))
+        .build()
+        .ok()
+}
+
+/// Sample every `(slot, row)` pair; the result is in the same order. With a pool and a large
+/// step every row is its own task: each sampler owns its row and state, so the choices equal
+/// sequential sampling's.
+pub(super) fn sample_all(
+    work: &mut [(&mut Active, Row)],
+    pool: Option<&rayon::ThreadPool>,
+) -> Vec<Option<Choice>> {
     let elems: usize = work
         .iter()
         .map(|(_, r)| match r {
@@ -20,23 +37,12 @@ pub(super) fn sample_all(work: &mut [(&mut Active, Row)], threads: usize) -> Vec
             Row::Top { ids, .. } => ids.len(),
         })
         .sum();
-    let workers = threads.min(work.len()).min(elems / SAMPLING_PER_WORKER);
-    if workers < 2 {
-        return work.iter_mut().map(one).collect();
-    }
-    let per = work.len().div_ceil(workers);
-    std::thread::scope(|s| {
-        let mut chunks = work.chunks_mut(per);
-        let first = chunks.next().unwrap_or_default();
-        let handles: Vec<_> = chunks
-            .map(|chunk| s.spawn(move || chunk.iter_mut().map(one).collect::<Vec<_>>()))
-            .collect();
-        let mut out: Vec<Option<Choice>> = first.iter_mut().map(one).collect();
-        for h in handles {
-            out.extend(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+    match pool {
+        Some(p) if work.len() > 1 && elems >= PARALLEL_MIN => {
+            p.install(|| work.par_iter_mut().with_max_len(1).map(one).collect())
         }
-        out
-    })
+        _ => work.iter_mut().map(one).collect(),
+    }
 }
 
 fn one((a, row): &mut (&mut Active, Row)) -> Option<Choice> {
@@ -99,7 +105,8 @@ mod tests {
                     .collect()
             })
             .collect();
-        let run = |threads: usize| {
+        let pool = pool(4);
+        let run = |pool: Option<&rayon::ThreadPool>| {
             let mut act: Vec<Active> = (0..slots as i64).map(active).collect();
             let mut all = Vec::new();
             for _ in 0..4 {
@@ -108,13 +115,12 @@ mod tests {
                     .iter_mut()
                     .zip(r.iter_mut().map(|r| Row::Logits(r.as_mut_slice())))
                     .collect();
-                all.push(sample_all(&mut work, threads));
+                all.push(sample_all(&mut work, pool));
             }
             all
         };
-        // 8 rows of 150k: three workers at 4 threads.
-        assert!(slots * vocab / SAMPLING_PER_WORKER >= 2);
-        let (seq, par) = (run(1), run(4));
+        assert!(slots * vocab >= PARALLEL_MIN);
+        let (seq, par) = (run(None), run(pool.as_ref()));
         assert!(seq.iter().flatten().all(|c| c.is_some()));
         assert_eq!(seq, par);
     }

@@ -433,14 +433,21 @@ impl Context {
     }
 
     pub fn decode(&mut self, batch: &Batch) -> Result<(), DecodeError> {
+        self.launch(batch)?;
+        // On GPU backends llama_decode returns before the device finishes; wait here so
+        // the caller's timings (prompt_eval/eval durations) cover the real compute.
+        self.synchronize();
+        Ok(())
+    }
+
+    /// `llama_decode` without waiting for the device (on a CPU backend it computes in full):
+    /// the outputs are valid after `synchronize`.
+    pub fn launch(&mut self, batch: &Batch) -> Result<(), DecodeError> {
         if batch.is_empty() {
             return Ok(());
         }
         match unsafe { sys::llama_decode(self.ptr.as_ptr(), batch.raw) } {
-            // On GPU backends llama_decode returns before the device finishes; wait here so
-            // the caller's timings (prompt_eval/eval durations) cover the real compute.
             0 => {
-                unsafe { sys::llama_synchronize(self.ptr.as_ptr()) };
                 self.device.decoded();
                 Ok(())
             }
@@ -448,6 +455,11 @@ impl Context {
             2 => Err(DecodeError::Aborted),
             c => Err(DecodeError::Failed(c)),
         }
+    }
+
+    /// Wait until the device has finished the last `launch`.
+    pub fn synchronize(&mut self) {
+        unsafe { sys::llama_synchronize(self.ptr.as_ptr()) };
     }
 
     /// Per-token embedding of batch entry `i` (pooling none).

@@ -1,0 +1,142 @@
+//! Where a decode step's wall time goes (`--step-stats N`): the engine marks phase boundaries,
+//! and every N decode-only steps one line of per-phase mean milliseconds goes to stderr. Steps
+//! that carry prompt tokens are only counted (their time is prefill, not per-token overhead).
+//! Off (N = 0) each mark is one branch; no clock is read.
+
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy)]
+pub(super) enum Phase {
+    /// Between steps: the job channel, cancellations, admission.
+    Loop,
+    /// Compaction, composition and filling the batch.
+    Build,
+    /// `llama_decode`'s host side (on a CPU backend: all of it).
+    Launch,
+    /// Waiting for the device to finish the step.
+    Wait,
+    /// Locating the output rows.
+    Rows,
+    Sample,
+    /// Detokenizing, stop strings, sending chunks.
+    Emit,
+}
+
+const N: usize = 7;
+const NAMES: [&str; N] = ["loop", "build", "launch", "wait", "rows", "sample", "emit"];
+
+pub(super) struct StepStats {
+    every: u32,
+    mark: Option<Instant>,
+    cur: [Duration; N],
+    sum: [Duration; N],
+    steps: u32,
+    rows: u64,
+    prefill_steps: u32,
+}
+
+impl StepStats {
+    pub(super) fn new(every: u32) -> StepStats {
+        StepStats {
+            every,
+            mark: None,
+            cur: [Duration::ZERO; N],
+            sum: [Duration::ZERO; N],
+            steps: 0,
+            rows: 0,
+            prefill_steps: 0,
+        }
+    }
+
+    /// Close `phase` at now: the time since the previous mark is charged to it.
+    pub(super) fn lap(&mut self, phase: Phase) {
+        if self.every == 0 {
+            return;
+        }
+        let now = Instant::now();
+        if let Some(m) = self.mark {
+            self.cur[phase as usize] += now - m;
+        }
+        self.mark = Some(now);
+    }
+
+    /// A step ended with `rows` sampled rows; `prefill` when it carried prompt tokens.
+    pub(super) fn end(&mut self, rows: usize, prefill: bool) {
+        if self.every == 0 {
+            return;
+        }
+        let cur = std::mem::take(&mut self.cur);
+        if prefill {
+            self.prefill_steps += 1;
+            return;
+        }
+        for (s, c) in self.sum.iter_mut().zip(cur) {
+            *s += c;
+        }
+        self.steps += 1;
+        self.rows += rows as u64;
+        if self.steps == self.every {
+            eprintln!("{}", self.report());
+            *self = StepStats::new(self.every);
+        }
+    }
+
+    /// The engine went idle: the wait for the next job is not step overhead.
+    pub(super) fn idle(&mut self) {
+        self.mark = None;
+        self.cur = [Duration::ZERO; N];
+    }
+
+    fn report(&self) -> String {
+        let n = self.steps.max(1) as f64;
+        let ms = |d: Duration| d.as_secs_f64() * 1e3 / n;
+        let total: Duration = self.sum.iter().sum();
+        let parts: Vec<String> = NAMES
+            .iter()
+            .zip(self.sum)
+            .map(|(name, d)| format!("{name} {:.3}", ms(d)))
+            .collect();
+        format!(
+            "runner-llamacpp: step stats: {} decode steps ({} prefill steps between), {:.1} rows/step, ms/step: {} | total {:.3}",
+            self.steps,
+            self.prefill_steps,
+            self.rows as f64 / n,
+            parts.join(" "),
+            ms(total)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phases_are_charged_and_prefill_steps_only_counted() {
+        let mut s = StepStats::new(1000);
+        s.lap(Phase::Loop);
+        std::thread::sleep(Duration::from_millis(3));
+        s.lap(Phase::Launch);
+        s.end(16, false);
+        s.lap(Phase::Loop);
+        std::thread::sleep(Duration::from_millis(2));
+        s.lap(Phase::Sample);
+        s.end(4, true);
+        assert_eq!((s.steps, s.prefill_steps, s.rows), (1, 1, 16));
+        assert!(s.sum[Phase::Launch as usize] >= Duration::from_millis(3));
+        assert_eq!(s.sum[Phase::Sample as usize], Duration::ZERO);
+        assert!(s
+            .report()
+            .contains("1 decode steps (1 prefill steps between), 16.0 rows/step"));
+    }
+
+    #[test]
+    fn off_reads_no_clock_and_keeps_nothing() {
+        let mut s = StepStats::new(0);
+        s.lap(Phase::Loop);
+        s.lap(Phase::Launch);
+        s.end(16, false);
+        assert!(s.mark.is_none());
+        assert_eq!(s.steps, 0);
+    }
+}
