@@ -64,15 +64,22 @@ pub enum Take {
     Prompt(usize),
 }
 
+/// Query rows of one sequence from which llama.cpp's CPU flash attention switches to its tiled
+/// kernel (GGML_FA_TILE_Q in b11434), whose rounding depends on how the rows are cut.
+pub const ATTN_TILE_ROWS: usize = 64;
+
 /// Composes a step from each slot's state `(has a sampled token to decode, pending prompt
 /// tokens)`, in slot order, for a batch of `capacity` tokens. Returns each slot's part and
 /// whether the step prefills.
 ///
-/// `isolate` (CPU, batch-invariant): a step either decodes every waiting token or prefills one
-/// chunk of the first pending prompt, nothing else, alternating when both wait
-/// (`prefilled_last`), so a prompt is cut into the same chunks as when it runs alone (llama.cpp
-/// picks CPU attention kernels by rows per sequence). Otherwise (GPU) every waiting token is
-/// decoded and the pending prompts fill the rest of the batch in slot order.
+/// `isolate` (CPU, batch-invariant): a step either decodes every waiting token or prefills,
+/// nothing else, alternating when both wait (`prefilled_last`). A prefill step holds one chunk
+/// of the first pending prompt, so a prompt is cut into the same chunks as when it runs alone
+/// (llama.cpp's CPU attention tiles a sequence's rows from [`ATTN_TILE_ROWS`] on, and a step of
+/// several sequences is cut into equal per-sequence micro-batches). Short prompts (fewer rows
+/// than a tile, whole in the batch) are the exception: their rows are attended row by row
+/// wherever they are cut, so all of them share one prefill step. Otherwise (GPU) every waiting
+/// token is decoded and the pending prompts fill the rest of the batch in slot order.
 pub fn compose(
     slots: &[(bool, usize)],
     capacity: usize,
@@ -84,11 +91,22 @@ pub fn compose(
     let mut out = vec![Take::Nothing; slots.len()];
     if isolate {
         if prompts && !(decoders > 0 && prefilled_last) {
+            let short = |n: usize| n > 0 && n < ATTN_TILE_ROWS && n <= capacity;
             let i = slots
                 .iter()
                 .position(|s| s.1 > 0)
                 .expect("a pending prompt");
-            out[i] = Take::Prompt(slots[i].1.min(capacity));
+            if !short(slots[i].1) {
+                out[i] = Take::Prompt(slots[i].1.min(capacity));
+                return (out, true);
+            }
+            let mut room = capacity;
+            for (o, s) in out.iter_mut().zip(slots) {
+                if short(s.1) && s.1 <= room {
+                    room -= s.1;
+                    *o = Take::Prompt(s.1);
+                }
+            }
             return (out, true);
         }
         for (o, s) in out.iter_mut().zip(slots) {
@@ -281,11 +299,27 @@ mod tests {
                 "{isolate} {last} {cap}"
             );
         }
-        // Only prompts waiting: isolated keeps prefilling, one prompt per step.
-        let st = [(false, 10), (false, 20)];
+        // Only prompts waiting: isolated keeps prefilling; short prompts (whole, under a tile)
+        // share a step, a long one goes alone, one chunk at a time.
+        let st = [(false, 10), (false, 20), (false, 64), (false, 63)];
         assert_eq!(
             compose(&st, 512, true, true),
-            (vec![Prompt(10), Nothing], true)
+            (vec![Prompt(10), Prompt(20), Nothing, Prompt(63)], true)
+        );
+        assert_eq!(
+            compose(&st, 40, true, true),
+            (vec![Prompt(10), Prompt(20), Nothing, Nothing], true)
+        );
+        let st = [(false, 0), (false, 64), (false, 5)];
+        assert_eq!(
+            compose(&st, 512, true, false),
+            (vec![Nothing, Prompt(64), Nothing], true)
+        );
+        // A short prompt longer than the batch is cut like a long one.
+        let st = [(false, 50), (false, 5)];
+        assert_eq!(
+            compose(&st, 32, true, false),
+            (vec![Prompt(32), Nothing], true)
         );
         // Only decoders: both modes decode.
         let st = [(true, 0), (false, 0), (true, 0)];
