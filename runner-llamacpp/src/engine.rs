@@ -2,16 +2,17 @@
 //!
 //! Each step builds one batch, decodes once, and samples every slot whose logits were requested:
 //! from the device's top-K candidates when the request allows it (sampling/device.rs), else in
-//! place on llama.cpp's logits rows and, for large steps, on several threads. On the CPU a step is
+//! place on llama.cpp's logits rows and, for large steps, on a thread pool. On the CPU a step is
 //! either a decode step (one token for every generating slot) or a prefill step (as much of one
-//! request's pending prompt as fits in `n_batch`, nothing else), alternating when both wait; on a
-//! GPU a step decodes every waiting token and fills the rest with pending prompts
+//! request's pending prompt as fits in `n_batch`, or every short prompt), alternating when both
+//! wait; on a GPU a step decodes every waiting token and fills the rest with pending prompts
 //! (`plan::compose`).
 //! Invariants:
 //! - Batch invariance (CPU only, with patches/llama.cpp): a request's tokens do not depend on
-//!   what else is running. A prompt is therefore cut into the same chunks, each decoded alone, as when it
-//!   runs alone (llama.cpp picks kernels by rows per sequence: flash attention tiles at >= 64, and
-//!   a prompt beside others is split into equal per-sequence ubatches); decode rows use
+//!   what else is running. A prompt is therefore cut into the same chunks, each decoded alone, as
+//!   when it runs alone (llama.cpp picks kernels by rows per sequence: flash attention tiles at
+//!   >= 64, and a prompt beside others is split into equal per-sequence ubatches), except short
+//!   prompts, whose rows are attended row by row however they are cut; decode rows use
 //!   row-invariant kernels whatever their number (src/numerics.rs).
 //! - `slot.cache[i]` is the token at KV position `i` of sequence `slot.seq`, for every `i`; every
 //!   KV edit (reuse, shift, clear) edits `cache` the same way.

@@ -30,17 +30,29 @@ fn max_of(xs: &[f32]) -> f32 {
         .fold(f32::NEG_INFINITY, |m, &x| if x > m { x } else { m })
 }
 
-/// Index of the largest finite logit; ties go to the lowest id.
+/// Index of the largest finite logit; ties go to the lowest id. The row is read once (each
+/// block's max, a vector scan); only the first block holding the max is looked into again,
+/// which matters when a GPU has just written the row and it comes from memory.
 pub fn argmax(logits: &[f32]) -> Option<Token> {
-    let max = max_of(logits);
-    if max == f32::INFINITY {
+    let (mut best, mut at) = (f32::NEG_INFINITY, 0);
+    for (ci, block) in logits.chunks(BLOCK).enumerate() {
+        let m = max_of(block);
+        if m > best {
+            (best, at) = (m, ci);
+        }
+    }
+    if best == f32::INFINITY {
         // +inf is not a usable logit: the slow scan below skips it.
         return argmax_finite(logits);
     }
-    if max == f32::NEG_INFINITY {
+    if best == f32::NEG_INFINITY {
         return None;
     }
-    logits.iter().position(|&l| l == max).map(|i| i as Token)
+    let start = at * BLOCK;
+    logits[start..]
+        .iter()
+        .position(|&l| l == best)
+        .map(|i| (start + i) as Token)
 }
 
 fn argmax_finite(logits: &[f32]) -> Option<Token> {

@@ -7,10 +7,14 @@ same model, same threads, same slots. Measures, from the client's wall clock:
 
 at 1 and 4 concurrent streams, prompt caching off on both sides. Each rate is given per wall
 second and per CPU second of the engine process (utime + stime from /proc): on a shared machine
-the CPU-second rate is the steadier comparison. Both engines stay loaded and every measurement
-runs the runner, then llama-server, back to back. Prints a table per round and the ratios
-runner / llama-server (> 1 means the runner is faster); with --rounds N also the median ratio.
-One small warm-up request per engine.
+the CPU-second rate is the steadier comparison. Both engines stay loaded. Within a round each
+measurement runs four times in an ABBA order (runner, server, server, runner; the next round
+starts with the server), and an engine's rate is its two runs together: whatever drifts during a
+block, and whoever goes first after an idle spell, weighs on both engines alike (with one run
+each, always the runner first, the prefill x1 ratio read 0.92 over 5 rounds; back-to-back runs of
+one engine differ by up to 12 % on this VM). One-stream measurements take two ABBA blocks.
+Prints a table per round and the ratios runner / llama-server (> 1 means the runner is faster);
+with --rounds N also the median ratio. One small warm-up request per engine.
 """
 
 import argparse
@@ -180,15 +184,22 @@ def main():
             eng.complete(prompts_short[0], 4)  # warm-up
         for rnd in range(1, a.rounds + 1):
             rows = {}
+            order = engines + engines[::-1] if rnd % 2 else engines[::-1] + engines
             for streams in (1, 4):
-                for eng in engines:
-                    p, _, t, c = concurrent(eng, prompts_long[:streams], 1)
-                    rows[(eng.name, "prefill", streams)] = (p / t, p / c)
-                for eng in engines:
-                    _, g, t2, c2 = concurrent(eng, prompts_short[:streams], a.decode_tokens)
-                    rows[(eng.name, "decode", streams)] = (g / t2, g / c2)
+                for kind, prompts, n in (("prefill", prompts_long, 1), ("decode", prompts_short, a.decode_tokens)):
+                    acc = {}
+                    # One-stream runs are short (2-4 s) and swing most: two ABBA blocks.
+                    for eng in order * (2 if streams == 1 else 1):
+                        p, g, t, c = concurrent(eng, prompts[:streams], n)
+                        done = p if kind == "prefill" else g
+                        x = acc.setdefault(eng.name, [0, 0.0, 0.0])
+                        x[0] += done
+                        x[1] += t
+                        x[2] += c
+                    for name, (done, t, c) in acc.items():
+                        rows[(name, kind, streams)] = (done / t, done / c)
             print(f"\nround {rnd}: gemma-3-270m Q4_K_M, CPU, threads={a.threads}, prompt {a.prompt_tokens} tok, "
-                  f"decode {a.decode_tokens} tok; tok/s per wall second | per CPU second")
+                  f"decode {a.decode_tokens} tok; tok/s per wall second | per CPU second (ABBA: x1 4 runs each, x4 2)")
             print(f"{'metric':12s} {'runner':>17s} {'llama-server':>17s} {'ratio wall':>11s} {'ratio CPU':>10s}")
             for kind in ("prefill", "decode"):
                 for streams in (1, 4):
