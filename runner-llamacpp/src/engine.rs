@@ -10,10 +10,10 @@
 //! Invariants:
 //! - Batch invariance (CPU only, with patches/llama.cpp): a request's tokens do not depend on
 //!   what else is running. A prompt is therefore cut into the same chunks, each decoded alone, as
-//!   when it runs alone (llama.cpp picks kernels by rows per sequence: flash attention tiles at
-//!   >= 64, and a prompt beside others is split into equal per-sequence ubatches), except short
-//!   prompts, whose rows are attended row by row however they are cut; decode rows use
-//!   row-invariant kernels whatever their number (src/numerics.rs).
+//!   when it runs alone (llama.cpp picks kernels by rows per sequence: flash attention tiles
+//!   from 64 rows on, and a prompt beside others is split into equal per-sequence ubatches),
+//!   except short prompts, whose rows are attended row by row however they are cut; decode rows
+//!   use row-invariant kernels whatever their number (src/numerics.rs).
 //! - `slot.cache[i]` is the token at KV position `i` of sequence `slot.seq`, for every `i`; every
 //!   KV edit (reuse, shift, clear) edits `cache` the same way.
 //! - A sampled token is streamed when sampled and enters the KV on the next step; a cancelled or
