@@ -83,6 +83,25 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Which file a path named when it was looked at (device, inode): survives renames, tells a
+/// replaced file from the original.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileId(u64, u64);
+
+impl FileId {
+    pub fn of(file: &std::fs::File) -> std::io::Result<FileId> {
+        use std::os::unix::fs::MetadataExt;
+        let m = file.metadata()?;
+        Ok(FileId(m.dev(), m.ino()))
+    }
+
+    fn of_path(path: &Path) -> std::io::Result<FileId> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::symlink_metadata(path)?;
+        Ok(FileId(m.dev(), m.ino()))
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct BlobStore {
     dir: PathBuf,
@@ -257,9 +276,21 @@ impl BlobStore {
     /// As `commit_partial`, for a download that hashed `partial_path(expected)` while writing
     /// it: `got` must be the sha256 of exactly the bytes in that file (the registry client's
     /// trailing hasher only hashes bytes after they were written, in file order). Saves the second
-    /// full read of the blob.
-    pub async fn commit_partial_hashed(&self, expected: &Digest, got: &Digest) -> Result<()> {
+    /// full read of the blob. `hashed` identifies the file that was hashed: if another process
+    /// (a second herd, or Ollama, on the same store) replaced the file at that path meanwhile,
+    /// nothing is committed or deleted, since the bytes there are not the ones hashed.
+    pub async fn commit_partial_hashed(
+        &self,
+        expected: &Digest,
+        got: &Digest,
+        hashed: FileId,
+    ) -> Result<()> {
         let partial = self.partial_path(expected);
+        if FileId::of_path(&partial).ok() != Some(hashed) {
+            return Err(Error::Internal(format!(
+                "the partial download of {expected} was replaced by another process; pull again"
+            )));
+        }
         if got != expected {
             drop(TempGuard::new(partial));
             return Err(Error::DigestMismatch {
@@ -273,6 +304,8 @@ impl BlobStore {
         })
         .await
         .map_err(|e| Error::Internal(format!("blob fsync task: {e}")))??;
+        // A replacement between the check above and this rename is not excluded; the window is
+        // the fsync, and each herd process downloads a digest once (the shared-download map).
         self.commit(TempGuard::new(partial), expected).await
     }
 
@@ -544,18 +577,50 @@ mod tests {
     async fn commit_partial_hashed_trusts_only_a_matching_digest() {
         let (_t, b) = store();
         let d = Digest::of_bytes(b"downloaded");
-        std::fs::write(b.partial_path(&d), b"downloaded").unwrap();
+        let write = |b: &BlobStore| {
+            std::fs::write(b.partial_path(&d), b"downloaded").unwrap();
+            FileId::of(&std::fs::File::open(b.partial_path(&d)).unwrap()).unwrap()
+        };
+        let id = write(&b);
         let other = Digest::of_bytes(b"other");
-        let err = b.commit_partial_hashed(&d, &other).await.unwrap_err();
+        let err = b.commit_partial_hashed(&d, &other, id).await.unwrap_err();
         assert!(matches!(err, Error::DigestMismatch { .. }));
         assert!(
             entries(b.dir()).is_empty(),
             "a mismatched partial is deleted"
         );
-        std::fs::write(b.partial_path(&d), b"downloaded").unwrap();
-        b.commit_partial_hashed(&d, &d).await.unwrap();
+        let id = write(&b);
+        b.commit_partial_hashed(&d, &d, id).await.unwrap();
         assert_eq!(entries(b.dir()), vec![d.blob_file_name()]);
         assert_eq!(std::fs::read(b.path(&d)).unwrap(), b"downloaded");
+    }
+
+    #[tokio::test]
+    async fn a_partial_replaced_by_another_process_is_neither_committed_nor_deleted() {
+        let (_t, b) = store();
+        let d = Digest::of_bytes(b"downloaded");
+        let partial = b.partial_path(&d);
+        std::fs::write(&partial, b"downloaded").unwrap();
+        let hashed = FileId::of(&std::fs::File::open(&partial).unwrap()).unwrap();
+        // Another process starts over: a new file (still incomplete) takes the path.
+        let theirs = b.dir().join("theirs");
+        std::fs::write(&theirs, b"down").unwrap();
+        std::fs::rename(&theirs, &partial).unwrap();
+        let err = b.commit_partial_hashed(&d, &d, hashed).await.unwrap_err();
+        assert!(
+            err.to_string().contains("replaced by another process"),
+            "{err}"
+        );
+        assert!(!b.path(&d).exists(), "nothing committed");
+        assert_eq!(
+            std::fs::read(&partial).unwrap(),
+            b"down",
+            "theirs left alone"
+        );
+        // Also with a wrong digest: their file is not ours to delete.
+        let other = Digest::of_bytes(b"other");
+        assert!(b.commit_partial_hashed(&d, &other, hashed).await.is_err());
+        assert!(partial.exists());
     }
 
     #[test]

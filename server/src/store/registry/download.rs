@@ -32,6 +32,7 @@ use super::hashing::Trailing;
 use super::partfile::{open_nofollow, write_state_to, DataFile, PartState, PartWriter};
 use super::policy::{self, Origin};
 use crate::error::{Error, Result};
+use crate::store::blobs::FileId;
 use crate::store::{BlobStore, Digest, Layer};
 
 /// How often written data is pushed towards the disk while downloading.
@@ -179,8 +180,9 @@ async fn download(session: &Session, layer: &Layer, completed: &AtomicU64) -> Re
             .map_err(|e| Error::Internal(format!("hash task: {e}")))??
             .ok_or_else(|| Error::Internal(format!("download of {d} ended incomplete")))?
     };
+    let hashed = FileId::of(&file.buffered)?;
     drop(file);
-    match blobs.commit_partial_hashed(d, &got).await {
+    match blobs.commit_partial_hashed(d, &got, hashed).await {
         Ok(()) => {
             remove_states(&blobs, d, n_parts);
             Ok(())
