@@ -75,8 +75,9 @@ struct Args {
     embedding: bool,
     /// Choose each row's top candidates on the device that computes the logits and copy only
     /// those to the host (requests that need whole rows still get them). auto = when the output
-    /// layer is on a GPU. Off by default: with b11434's CUDA top-k (a full sort of each row) it
-    /// measured level with host sampling on an H200 (native/gpu-results.md, run D).
+    /// layer is on a GPU. Off by default: even with patch 0004's radix top-k it measured level
+    /// with host sampling on an H200 (+1.5 % at 1 stream, -1 % at 16; native/gpu-results.md,
+    /// run G).
     #[arg(long, value_enum, default_value_t = DeviceSampling::Off)]
     device_sampling: DeviceSampling,
     /// Candidates per row with device sampling.
