@@ -7,11 +7,10 @@ use crate::sampling::Choice;
 use rayon::prelude::*;
 
 /// Logits a step must scan at least (two rows of a 128k vocabulary) before its rows go to the
-/// pool: below that, handing them over costs more than it saves...
+/// pool: below that, handing them over costs more than it saves. Waking the pool's sleeping
+/// threads alone takes ~0.25 ms in the H200 VM, as long as 16 rows of the device's 256
+/// candidates take on one thread (native/gpu-results.md, runs E, G, H).
 const PARALLEL_MIN: usize = 1 << 18;
-/// ...unless there are this many rows: the chain on a row of device candidates costs ~10 µs
-/// (penalties, cut, the llama.cpp chain), 15 of them 0.15–0.2 ms on one thread (H200 run E).
-const PARALLEL_ROWS: usize = 8;
 
 /// The sampling threads: llama.cpp's thread count, since those cores wait while the engine
 /// samples (on a GPU they wait anyway). None with one thread.
@@ -41,7 +40,7 @@ pub(super) fn sample_all(
         })
         .sum();
     match pool {
-        Some(p) if work.len() > 1 && (elems >= PARALLEL_MIN || work.len() >= PARALLEL_ROWS) => {
+        Some(p) if work.len() > 1 && elems >= PARALLEL_MIN => {
             p.install(|| work.par_iter_mut().with_max_len(1).map(one).collect())
         }
         _ => work.iter_mut().map(one).collect(),
