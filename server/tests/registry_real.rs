@@ -253,6 +253,47 @@ async fn concurrent_pulls_share_one_download_and_replaced_layers_are_pruned() {
         .any(|p| p.status == "removing unused layers"));
 }
 
+#[tokio::test]
+async fn two_processes_pulling_one_blob_download_it_once() {
+    let Some(reg) = RealRegistry::start() else {
+        return;
+    };
+    let src = tempfile::tempdir().unwrap();
+    let src_store = Store::open(src.path()).unwrap();
+    let name = reg.name("library/twice:latest");
+    let bytes = make_model(&src_store, &name, 21, 6 << 20);
+    registry(&src_store, test_options(None))
+        .push(&name, true, progress::discard())
+        .await
+        .unwrap();
+
+    // Two registry clients on one store share nothing in memory: two herd processes.
+    let t = tempfile::tempdir().unwrap();
+    let store = Store::open(t.path()).unwrap();
+    let (r1, r2) = (
+        registry(&store, test_options(None)),
+        registry(&store, test_options(None)),
+    );
+    let (a, b) = tokio::join!(
+        r1.pull(&name, true, progress::discard()),
+        r2.pull(&name, true, progress::discard())
+    );
+    a.unwrap();
+    b.unwrap();
+    let size = store.read(&name).unwrap().unwrap().size;
+    assert_eq!(
+        r1.bytes_downloaded() + r2.bytes_downloaded(),
+        size,
+        "the second waits for the first and finds the blobs stored"
+    );
+    assert_eq!(store.read(&name).unwrap().unwrap().bytes, bytes);
+    let left: Vec<String> = files(t.path())
+        .into_iter()
+        .filter(|f| f.contains("partial"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
 /// The `scripts/bench registry` section (run it in release):
 /// `cargo test --release -p server --test registry_real -- --ignored --nocapture pull_throughput`.
 /// One run measures, on a 1 GiB random blob: `cp` of the blob file (and the `sync` after it: the

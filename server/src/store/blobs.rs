@@ -129,6 +129,12 @@ impl BlobStore {
             .join(format!("{}-partial", digest.blob_file_name()))
     }
 
+    /// `blobs/sha256-<hex>-partial.lock`: held (flock) by the one process downloading the blob.
+    pub fn lock_path(&self, digest: &Digest) -> PathBuf {
+        self.dir
+            .join(format!("{}-partial.lock", digest.blob_file_name()))
+    }
+
     /// `blobs/sha256-<hex>-partial-<n>`: per-part resume state of a download.
     pub fn partial_part_path(&self, digest: &Digest, part: usize) -> PathBuf {
         self.dir

@@ -102,6 +102,38 @@ pub(crate) fn start(session: &Arc<Session>, layer: &Layer) -> Arc<Inflight> {
     inflight
 }
 
+/// The cross-process side of "one download per digest" (within a process the shared-download
+/// map gives it): an exclusive flock on `-partial.lock`, so a second herd on the same store waits
+/// instead of writing the same `-partial` files, then finds the blob stored. Whoever gets the
+/// lock checks for the blob first; the file is removed before the lock is released, so a waiter
+/// may hold the lock of an unlinked file while a newcomer locks a new one — both then see the
+/// finished blob, or (after a failure) both download, which `commit_partial_hashed` keeps safe.
+struct DigestLock {
+    _file: std::fs::File,
+    path: PathBuf,
+}
+
+impl DigestLock {
+    async fn acquire(blobs: &BlobStore, d: &Digest) -> Result<DigestLock> {
+        let path = blobs.lock_path(d);
+        let p = path.clone();
+        let file = tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
+            let f = open_nofollow(&p, true)?;
+            rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive)?;
+            Ok(f)
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("download lock task: {e}")))??;
+        Ok(DigestLock { _file: file, path })
+    }
+}
+
+impl Drop for DigestLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 /// Where a blob's bytes come from: the URL after redirects, and whether it is off-registry.
 struct Source {
     url: Url,
@@ -113,6 +145,12 @@ async fn download(session: &Session, layer: &Layer, completed: &AtomicU64) -> Re
     let blobs = session.reg.store().blobs().clone();
     let d = &layer.digest;
     if blobs.exists(d) {
+        completed.store(layer.size, Ordering::Relaxed);
+        return Ok(());
+    }
+    let _lock = DigestLock::acquire(&blobs, d).await?;
+    if blobs.exists(d) {
+        // Another process (a second herd on this store) downloaded it meanwhile.
         completed.store(layer.size, Ordering::Relaxed);
         return Ok(());
     }
