@@ -98,7 +98,8 @@ pub struct Engine {
     n_ctx_seq: usize,
     /// Threads that sample large steps (`sample::pool`).
     pool: Option<rayon::ThreadPool>,
-    /// Steps either decode or prefill one prompt chunk (`plan::compose`): CPU batch invariance.
+    /// Steps either decode or prefill (one prompt chunk, or every short prompt; `plan::compose`):
+    /// CPU batch invariance.
     isolate_prompts: bool,
     /// The last step was a prefill step: with `isolate_prompts`, the next one decodes if any
     /// slot waits to.
@@ -382,7 +383,6 @@ impl Engine {
         if self.batch.is_empty() {
             return true;
         }
-        let prefill_step = in_prefill.iter().any(|&p| p);
         self.stats.lap(Phase::Build);
 
         let started = Instant::now();
@@ -470,7 +470,7 @@ impl Engine {
             }
         }
         self.stats.lap(Phase::Emit);
-        self.stats.end(n_rows, prefill_step);
+        self.stats.end(n_rows, prefill);
         true
     }
 
