@@ -157,3 +157,66 @@ async fn generate_splits_thinking_and_formats_the_answer() {
     let v: Value = serde_json::from_str(raw["response"].as_str().unwrap().trim()).unwrap();
     assert!(v["colour"].is_string(), "{v}");
 }
+
+/// Ollama's schema meaning (llama.cpp's json_schema_to_grammar): an object schema without
+/// `additionalProperties` admits only its listed keys, and whitespace is bounded, so a sampled
+/// small model returns compact objects and stops. Before objects were closed, half of these ran
+/// to num_predict adding keys (issue 14, item 1).
+#[tokio::test]
+async fn schema_without_additional_properties_gives_compact_objects_that_stop() {
+    let (Some(runner), Some(path)) = (native_runner(), test_model(SMOL)) else {
+        return;
+    };
+    let h = Harness::with_runner(
+        runner,
+        |c| c.load_timeout = Some(Duration::from_secs(120)),
+        Default::default(),
+    );
+    register_file(&h.ts, "smol", &path, &[]);
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "age": {"type": "integer"},
+            "city": {"type": "string"}
+        },
+        "required": ["name", "age"]
+    });
+    let people = [
+        "Alice, 31, lives in Paris",
+        "Bob is 45 and from Berlin",
+        "Carla (27) lives in Rome",
+        "Dan, aged 60, Madrid",
+        "Eve is a 22 year old from Oslo",
+        "Frank, 38, Lisbon",
+        "Grace, 51, from Vienna",
+        "Hank is 19 and lives in Prague",
+        "Ivy, 44, Dublin",
+        "Jack is 33, from Athens",
+    ];
+    for (i, p) in people.iter().enumerate() {
+        let b = h
+            .post(
+                "/api/chat",
+                json!({"model": "smol", "stream": false, "format": schema,
+                       "messages": [{"role": "user", "content": format!("Extract the person as JSON: {p}")}],
+                       "options": {"temperature": 0.8, "seed": i, "num_predict": 96, "num_thread": 1}}),
+            )
+            .await;
+        assert_eq!(b.status, StatusCode::OK, "{}", b.text());
+        let b = b.json();
+        let content = b["message"]["content"].as_str().unwrap();
+        assert_eq!(b["done_reason"], "stop", "ran to num_predict: {content:?}");
+        let v: Value = serde_json::from_str(content)
+            .unwrap_or_else(|e| panic!("{p}: not JSON ({e}): {content:?}"));
+        let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+        for k in &keys {
+            assert!(
+                ["name", "age", "city"].contains(&k.as_str()),
+                "unlisted key {k:?}: {content}"
+            );
+        }
+        assert!(v["name"].is_string() && v["age"].is_i64(), "{content}");
+        assert!(!content.contains("\n\n"), "blank lines: {content:?}");
+    }
+}

@@ -34,16 +34,63 @@ pub fn any_json_object() -> Value {
     json!({"type": "object"})
 }
 
-/// The schema as compiled: our whitespace bound and `oneOf` as `anyOf` (llama.cpp's converter does
-/// the same), unless the caller set its own llguidance options.
+/// The schema as compiled: objects closed as llama.cpp closes them ([`close_objects`]), our
+/// whitespace bound and `oneOf` as `anyOf` (llama.cpp's converter does the same), unless the
+/// caller set its own llguidance options.
 pub fn with_options(schema: &Value) -> Value {
     let mut s = schema.clone();
+    close_objects(&mut s, false);
     if let Value::Object(m) = &mut s {
         m.entry("x-guidance").or_insert_with(
             || json!({"whitespace_pattern": JSON_WHITESPACE, "coerce_one_of": true}),
         );
     }
     s
+}
+
+/// Ollama's schema semantics (llama.cpp's json_schema_to_grammar): an object schema that lists
+/// `properties` admits only those keys unless it says `additionalProperties` itself (true or a
+/// schema) or has `patternProperties`. JSON Schema proper (and llguidance) leave such objects
+/// open, which lets a small model add keys until it runs out of tokens. An object without
+/// `properties` stays any object, as in llama.cpp. Members of an `allOf` are left open: closing
+/// each would make their intersection admit only the keys they share, where llama.cpp merges them.
+pub fn close_objects(schema: &mut Value, in_all_of: bool) {
+    let Value::Object(m) = schema else { return };
+    if !in_all_of
+        && m.contains_key("properties")
+        && !m.contains_key("additionalProperties")
+        && !m.contains_key("patternProperties")
+        && !m.contains_key("unevaluatedProperties")
+    {
+        m.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    for (key, v) in m.iter_mut() {
+        match key.as_str() {
+            // Maps of name -> subschema.
+            "properties" | "$defs" | "definitions" | "patternProperties" | "dependentSchemas" => {
+                if let Value::Object(sub) = v {
+                    sub.values_mut().for_each(|s| close_objects(s, false));
+                }
+            }
+            "allOf" => {
+                if let Value::Array(list) = v {
+                    list.iter_mut().for_each(|s| close_objects(s, true));
+                }
+            }
+            "anyOf" | "oneOf" | "prefixItems" => {
+                if let Value::Array(list) = v {
+                    list.iter_mut().for_each(|s| close_objects(s, false));
+                }
+            }
+            // A single subschema (an `items` array is the old tuple form).
+            "items" | "additionalProperties" | "not" | "contains" | "then" | "else" | "if"
+            | "additionalItems" | "unevaluatedItems" => match v {
+                Value::Array(list) => list.iter_mut().for_each(|s| close_objects(s, false)),
+                other => close_objects(other, false),
+            },
+            _ => {}
+        }
+    }
 }
 
 /// Lark for `schema` behind the closing strings. `special` maps a closing string to a special
@@ -226,6 +273,62 @@ mod tests {
         assert_eq!(s["x-guidance"]["whitespace_pattern"], JSON_WHITESPACE);
         let mine = json!({"type": "object", "x-guidance": {"whitespace_flexible": false}});
         assert_eq!(with_options(&mine), mine);
+    }
+
+    #[test]
+    fn objects_with_properties_are_closed_as_llama_cpp_closes_them() {
+        let closed = |s: Value| {
+            let mut s = s;
+            close_objects(&mut s, false);
+            s
+        };
+        let p = json!({"a": {"type": "string"}});
+        let cases = [
+            // (input, expected)
+            (
+                json!({"type": "object", "properties": p}),
+                json!({"type": "object", "properties": p, "additionalProperties": false}),
+            ),
+            // The caller's own choice stays, true or a schema.
+            (
+                json!({"properties": p, "additionalProperties": true}),
+                json!({"properties": p, "additionalProperties": true}),
+            ),
+            (
+                json!({"properties": p, "additionalProperties": {"type": "integer"}}),
+                json!({"properties": p, "additionalProperties": {"type": "integer"}}),
+            ),
+            // No properties: any object (format "json" is this schema).
+            (json!({"type": "object"}), json!({"type": "object"})),
+            (
+                json!({"properties": p, "patternProperties": {"^x": {}}}),
+                json!({"properties": p, "patternProperties": {"^x": {}}}),
+            ),
+            // Nested: properties, items, $defs, anyOf.
+            (
+                json!({"type": "array", "items": {"properties": p}}),
+                json!({"type": "array", "items": {"properties": p, "additionalProperties": false}}),
+            ),
+            (
+                json!({"$defs": {"D": {"properties": p}}, "anyOf": [{"properties": p}]}),
+                json!({"$defs": {"D": {"properties": p, "additionalProperties": false}},
+                       "anyOf": [{"properties": p, "additionalProperties": false}]}),
+            ),
+            (
+                json!({"properties": {"o": {"properties": p}}}),
+                json!({"properties": {"o": {"properties": p, "additionalProperties": false}},
+                       "additionalProperties": false}),
+            ),
+            // allOf members stay open (their keys are merged, not intersected).
+            (
+                json!({"allOf": [{"properties": p}, {"properties": {"b": {}}}]}),
+                json!({"allOf": [{"properties": p}, {"properties": {"b": {}}}]}),
+            ),
+            (json!(true), json!(true)),
+        ];
+        for (input, want) in cases {
+            assert_eq!(closed(input.clone()), want, "{input}");
+        }
     }
 
     #[test]

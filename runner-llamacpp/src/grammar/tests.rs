@@ -103,6 +103,54 @@ fn required_and_additional_properties_are_enforced() {
 }
 
 #[test]
+fn objects_without_additional_properties_admit_only_their_keys() {
+    let g = grammars();
+    let open = |extra: serde_json::Value| {
+        let mut s = json!({
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+            "required": ["name"]
+        });
+        if !extra.is_null() {
+            s["additionalProperties"] = extra;
+        }
+        s
+    };
+    // Unset: closed, as llama.cpp's json_schema_to_grammar (and so Ollama) closes it.
+    let mut m = g.mask(&schema(open(serde_json::Value::Null), &[])).unwrap();
+    feed(&mut m, r#"{"name": "a", ""#);
+    assert!(!allowed(&mut m, b'z' as Token), "an unlisted key started");
+    assert!(allowed(&mut m, b'a' as Token), "a listed key refused");
+    // Nested objects close too.
+    let nested = json!({"type": "object", "properties": {"o": open(serde_json::Value::Null)}});
+    let mut m = g.mask(&schema(nested, &[])).unwrap();
+    feed(&mut m, r#"{"o": {""#);
+    assert!(!allowed(&mut m, b'z' as Token), "an unlisted nested key");
+    // true or a schema keep the object open.
+    let mut m = g.mask(&schema(open(json!(true)), &[])).unwrap();
+    feed(&mut m, r#"{"name": "a", "zz": [1]}"#);
+    assert!(allowed(&mut m, EOS));
+    let mut m = g.mask(&schema(open(json!({"type": "integer"})), &[])).unwrap();
+    feed(&mut m, r#"{"name": "a", "zz": "#);
+    assert!(!allowed(&mut m, b'"' as Token), "extra value must be an integer");
+    feed(&mut m, "7}");
+    assert!(allowed(&mut m, EOS));
+}
+
+#[test]
+fn whitespace_between_tokens_is_bounded() {
+    let g = grammars();
+    let s = json!({"type": "object", "properties": {"a": {"type": "integer"}}});
+    let mut m = g.mask(&schema(s, &[])).unwrap();
+    feed(&mut m, "{\n");
+    assert!(!allowed(&mut m, b'\n' as Token), "a second newline");
+    feed(&mut m, &" ".repeat(20));
+    assert!(!allowed(&mut m, b' ' as Token), "indentation past 20");
+    feed(&mut m, "\"a\": 1 }");
+    assert!(allowed(&mut m, EOS));
+}
+
+#[test]
 fn format_json_is_any_object() {
     let g = grammars();
     let c = Constraint::Json {
