@@ -77,6 +77,8 @@ struct Active {
     /// Logprobs of tokens whose text is still held back.
     lp_held: Vec<TokenLogprob>,
     limit: u32,
+    /// The whole prompt's length, until the first token chunk carries it.
+    announce: Option<u32>,
     timings: Timings,
     logits_at: Option<i32>,
     /// The request needs whole logits rows (no device sampling for it).
@@ -270,6 +272,7 @@ impl Engine {
             sampler,
             lp_held: Vec::new(),
             limit,
+            announce: Some(job.tokens.len() as u32),
             timings,
             logits_at: None,
             needs_row,
@@ -558,6 +561,7 @@ fn on_token(model: &Model, slot: &mut Slot, choice: Choice) {
         let _ = a.out.send(CompletionChunk::Token {
             content: step.text,
             logprobs,
+            prompt_tokens: a.announce.take(),
         });
     }
     if step.stopped {
@@ -579,6 +583,7 @@ fn finish(slot: &mut Slot, reason: DoneReason) {
         let _ = a.out.send(CompletionChunk::Token {
             content: rest,
             logprobs: std::mem::take(&mut a.lp_held),
+            prompt_tokens: a.announce.take(),
         });
     }
     let _ = a.out.send(CompletionChunk::Done {

@@ -390,7 +390,9 @@ async fn request_fields_reach_the_runner() {
     let mut text = String::new();
     for item in &items[..items.len() - 1] {
         match item {
-            Ok(CompletionChunk::Token { content, logprobs }) => {
+            Ok(CompletionChunk::Token {
+                content, logprobs, ..
+            }) => {
                 text.push_str(content);
                 assert_eq!(logprobs.len(), 1);
                 assert_eq!(logprobs[0].top_logprobs.len(), 2);

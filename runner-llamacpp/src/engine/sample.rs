@@ -90,6 +90,7 @@ mod tests {
             text: TextStream::new(&[]),
             lp_held: Vec::new(),
             limit: 100,
+            announce: None,
             timings: Timings::default(),
             logits_at: Some(0),
             needs_row: true,

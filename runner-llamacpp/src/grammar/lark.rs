@@ -83,8 +83,15 @@ pub fn close_objects(schema: &mut Value, in_all_of: bool) {
                 }
             }
             // A single subschema (an `items` array is the old tuple form).
-            "items" | "additionalProperties" | "not" | "contains" | "then" | "else" | "if"
-            | "additionalItems" | "unevaluatedItems" => match v {
+            "items"
+            | "additionalProperties"
+            | "not"
+            | "contains"
+            | "then"
+            | "else"
+            | "if"
+            | "additionalItems"
+            | "unevaluatedItems" => match v {
                 Value::Array(list) => list.iter_mut().for_each(|s| close_objects(s, false)),
                 other => close_objects(other, false),
             },

@@ -130,9 +130,14 @@ fn objects_without_additional_properties_admit_only_their_keys() {
     let mut m = g.mask(&schema(open(json!(true)), &[])).unwrap();
     feed(&mut m, r#"{"name": "a", "zz": [1]}"#);
     assert!(allowed(&mut m, EOS));
-    let mut m = g.mask(&schema(open(json!({"type": "integer"})), &[])).unwrap();
+    let mut m = g
+        .mask(&schema(open(json!({"type": "integer"})), &[]))
+        .unwrap();
     feed(&mut m, r#"{"name": "a", "zz": "#);
-    assert!(!allowed(&mut m, b'"' as Token), "extra value must be an integer");
+    assert!(
+        !allowed(&mut m, b'"' as Token),
+        "extra value must be an integer"
+    );
     feed(&mut m, "7}");
     assert!(allowed(&mut m, EOS));
 }

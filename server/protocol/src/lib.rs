@@ -264,6 +264,7 @@ pub enum DoneReason {
 /// Final counters of one completion. Durations are integer nanoseconds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct Timings {
+    /// Prompt tokens evaluated by this request (the cached ones are `cached_tokens`).
     pub prompt_eval_count: u32,
     pub prompt_eval_duration_ns: u64,
     pub eval_count: u32,
@@ -282,6 +283,10 @@ pub enum CompletionChunk {
         content: String,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         logprobs: Vec<TokenLogprob>,
+        /// On a request's first token chunk only: the whole prompt's token count (cached
+        /// included), so a client can report input tokens before the stream ends.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prompt_tokens: Option<u32>,
     },
     Done {
         done_reason: DoneReason,

@@ -87,14 +87,18 @@ pub fn done_reason(r: DoneReason) -> &'static str {
 }
 
 /// The final chunk's metrics: runner timings plus the server-measured load and total times.
+/// `prompt_eval_count` is the whole prompt, cached tokens included (Ollama since 0.30); the
+/// cached part rides along for the layers that report it separately.
 pub fn metrics(t: &Timings, load: Duration, total: Duration) -> Metrics {
     Metrics {
         total_duration: total.as_nanos() as u64,
         load_duration: load.as_nanos() as u64,
-        prompt_eval_count: u64::from(t.prompt_eval_count),
+        prompt_eval_count: u64::from(t.prompt_eval_count) + u64::from(t.cached_tokens),
+        prompt_cached: u64::from(t.cached_tokens),
         prompt_eval_duration: t.prompt_eval_duration_ns,
         eval_count: u64::from(t.eval_count),
         eval_duration: t.eval_duration_ns,
+        prompt_announced: 0,
     }
 }
 
@@ -187,9 +191,11 @@ mod tests {
             cached_tokens: 3,
         };
         let m = metrics(&t, Duration::from_millis(1), Duration::from_millis(20));
+        // The whole prompt: 10 evaluated + 3 from the cache (Ollama since 0.30).
+        assert_eq!(m.prompt_cached, 3);
         assert_eq!(
             serde_json::to_value(m).unwrap(),
-            json!({"total_duration": 20_000_000, "load_duration": 1_000_000, "prompt_eval_count": 10,
+            json!({"total_duration": 20_000_000, "load_duration": 1_000_000, "prompt_eval_count": 13,
                    "prompt_eval_duration": 2000, "eval_count": 5, "eval_duration": 9000})
         );
         assert_eq!(

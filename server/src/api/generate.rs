@@ -10,7 +10,7 @@ use axum::Json;
 use futures_util::StreamExt;
 
 use super::inference::{
-    check_capabilities, engine, resolve_model, ChatJob, GenerateJob, NameErrors,
+    check_capabilities, check_images, engine, resolve_model, ChatJob, GenerateJob, NameErrors,
 };
 use super::options::Options;
 use super::request::{
@@ -51,6 +51,7 @@ async fn generate_inner(state: AppState, req: GenerateRequest) -> Result<Respons
         wanted.push("insert");
     }
     check_capabilities(&model, &req.model, "generate", &wanted)?;
+    check_images(&model, !req.images.is_empty())?;
     let options = Options::resolve(
         state.defaults.context_length,
         &model.view.options,
@@ -120,6 +121,7 @@ async fn chat_inner(state: AppState, req: ChatRequest) -> Result<Response> {
     }
     let think = effective_think(think, model.can("thinking"), &req.model)?;
     check_capabilities(&model, &req.model, "chat", &wanted)?;
+    check_images(&model, req.messages.iter().any(|m| !m.images.is_empty()))?;
     let options = Options::resolve(
         state.defaults.context_length,
         &model.view.options,

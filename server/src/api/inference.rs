@@ -254,6 +254,24 @@ pub fn check_capabilities(
     }
 }
 
+/// Images are never dropped in silence. A model without the vision capability gets Ollama's
+/// error (its runner's text, which clients match on to fall back to text-only); a vision model
+/// is refused too while no runner evaluates images (its projector is not loaded).
+pub fn check_images(model: &ResolvedModel, has_images: bool) -> Result<()> {
+    if !has_images {
+        Ok(())
+    } else if !model.can("vision") {
+        Err(Error::BadRequest(
+            "this model is missing data required for image input".into(),
+        ))
+    } else {
+        Err(Error::BadRequest(format!(
+            "{}: image input is not supported by this server yet",
+            model.name
+        )))
+    }
+}
+
 /// The engine, or a clear error while none is wired in.
 pub fn engine(state: &AppState) -> Result<Arc<dyn Inference>> {
     state

@@ -141,6 +141,10 @@ pub async fn respond_generate(chunks: ChunkStream<GenerateResponse>, stream: boo
     }
 }
 
+/// The prompt's token count, known when a chat stream's first chunk is (see `respond_chat`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PromptTokens(pub u64);
+
 /// Streams or folds a chat stream, per the request's `stream` flag.
 pub async fn respond_chat(
     chunks: ChunkStream<ChatResponse>,
@@ -148,7 +152,19 @@ pub async fn respond_chat(
     request_has_tools: bool,
 ) -> Response {
     if stream {
-        ndjson(chunks).await
+        // The first chunk's prompt size rides along as a response extension for the in-process
+        // translation layers (the Anthropic stream's message_start); the wire never shows it.
+        let mut chunks = chunks;
+        let first = chunks.next().await;
+        let announced = match &first {
+            Some(Ok(c)) => c.metrics.prompt_announced.max(c.metrics.prompt_eval_count),
+            _ => 0,
+        };
+        let mut resp = ndjson(Box::pin(futures_util::stream::iter(first).chain(chunks))).await;
+        if announced > 0 {
+            resp.extensions_mut().insert(PromptTokens(announced));
+        }
+        resp
     } else {
         match collect_chat(chunks, request_has_tools).await {
             Ok(r) => (StatusCode::OK, Json(r)).into_response(),

@@ -221,6 +221,14 @@ pub struct Metrics {
     pub eval_count: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub eval_duration: u64,
+    /// Of `prompt_eval_count`, the tokens reused from the runner's cache. Not on Ollama's wire;
+    /// `/v1/responses` reports it as `input_tokens_details.cached_tokens`.
+    #[serde(skip)]
+    pub prompt_cached: u64,
+    /// On a stream's first content chunk: the prompt's token count, known before the final
+    /// metrics (the Anthropic stream's `message_start` reports it). Not on Ollama's wire.
+    #[serde(skip)]
+    pub prompt_announced: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -360,6 +368,9 @@ mod tests {
             prompt_eval_duration: 40_000,
             eval_count: 2,
             eval_duration: 90_000,
+            // Internal: never on the wire.
+            prompt_cached: 2,
+            prompt_announced: 3,
         };
         assert_eq!(
             serde_json::to_string(&chunk).unwrap(),

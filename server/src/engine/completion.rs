@@ -20,6 +20,8 @@ pub enum Step {
     Text {
         content: String,
         logprobs: Vec<TokenLogprob>,
+        /// The whole prompt's token count, on the first text step (when the runner says it).
+        prompt_tokens: Option<u64>,
     },
     Done {
         reason: DoneReason,
@@ -36,7 +38,15 @@ pub fn steps(
 ) -> impl Stream<Item = Result<Step>> + Send {
     stream.map(move |item| {
         item.and_then(|chunk| match chunk {
-            CompletionChunk::Token { content, logprobs } => Ok(Step::Text { content, logprobs }),
+            CompletionChunk::Token {
+                content,
+                logprobs,
+                prompt_tokens,
+            } => Ok(Step::Text {
+                content,
+                logprobs,
+                prompt_tokens: prompt_tokens.map(u64::from),
+            }),
             CompletionChunk::Done {
                 done_reason,
                 timings,
@@ -58,6 +68,8 @@ pub enum Event {
     Text {
         parsed: Parsed,
         logprobs: Vec<TokenLogprob>,
+        /// The prompt's token count, on the first event after the runner reported it.
+        prompt_tokens: Option<u64>,
     },
     Done {
         /// What the parser held back until the end.
@@ -77,13 +89,23 @@ pub fn events(
     prompt: String,
 ) -> impl Stream<Item = Result<Event>> + Send {
     let mut transcript = prompt;
+    // Held until an event goes out: the parser may hold the first text back.
+    let mut announce = None;
     steps.filter_map(move |item| {
         let event = item.map(|step| match step {
-            Step::Text { content, logprobs } => {
+            Step::Text {
+                content,
+                logprobs,
+                prompt_tokens,
+            } => {
                 transcript.push_str(&content);
+                announce = announce.or(prompt_tokens);
                 let parsed = parser.add(&content, false);
-                (!parsed.is_empty() || !logprobs.is_empty())
-                    .then_some(Event::Text { parsed, logprobs })
+                (!parsed.is_empty() || !logprobs.is_empty()).then(|| Event::Text {
+                    parsed,
+                    logprobs,
+                    prompt_tokens: announce.take(),
+                })
             }
             Step::Done { reason, metrics } => Some(Event::Done {
                 parsed: parser.add("", true),

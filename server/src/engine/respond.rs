@@ -45,7 +45,9 @@ pub fn generate_chunks(
         let runner = context_from.clone();
         async move {
             Ok(match item? {
-                Event::Text { parsed, logprobs } => {
+                Event::Text {
+                    parsed, logprobs, ..
+                } => {
                     let mut r = generate_chunk(None);
                     r.response = parsed.content;
                     r.thinking = parsed.thinking;
@@ -92,10 +94,15 @@ async fn context_tokens(runner: &Runner, content: String) -> Vec<i64> {
 pub fn chat_chunks(events: Events) -> ChunkStream<ChatResponse> {
     Box::pin(events.map(|item| {
         item.map(|e| match e {
-            Event::Text { parsed, logprobs } => {
+            Event::Text {
+                parsed,
+                logprobs,
+                prompt_tokens,
+            } => {
                 let mut r = chat_chunk(None);
                 parsed_into(&mut r.message, parsed);
                 r.logprobs = api_convert::logprobs(&logprobs);
+                r.metrics.prompt_announced = prompt_tokens.unwrap_or(0);
                 r
             }
             Event::Done {

@@ -159,7 +159,9 @@ async fn drive(plan: Plan, tx: &Tx) -> Result<()> {
                 let _ = tx.send(Ok(done)).await;
                 return Ok(());
             }
-            Some(Ok(Step::Text { content, logprobs })) => (content, logprobs),
+            Some(Ok(Step::Text {
+                content, logprobs, ..
+            })) => (content, logprobs),
         };
         p1.first_token.get_or_insert_with(Instant::now);
         p1.tokens += 1;
@@ -176,7 +178,14 @@ async fn drive(plan: Plan, tx: &Tx) -> Result<()> {
             logprobs
         };
         if (!parsed.is_empty() || !logprobs.is_empty())
-            && tx.send(Ok(Event::Text { parsed, logprobs })).await.is_err()
+            && tx
+                .send(Ok(Event::Text {
+                    parsed,
+                    logprobs,
+                    prompt_tokens: None,
+                }))
+                .await
+                .is_err()
         {
             return Ok(());
         }

@@ -48,6 +48,8 @@ const METRICS: Metrics = Metrics {
     prompt_eval_duration: 200,
     eval_count: 2,
     eval_duration: 500,
+    prompt_cached: 0,
+    prompt_announced: 0,
 };
 
 impl Inference for Fake {

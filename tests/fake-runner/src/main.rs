@@ -322,6 +322,7 @@ async fn completion(state: Arc<State>, req: CompletionRequest) -> Response<BoxBo
             let chunk = CompletionChunk::Token {
                 content: tok,
                 logprobs,
+                prompt_tokens: None,
             };
             if tx.send(line(&chunk)).await.is_err() {
                 return cancelled(eval_count);

@@ -138,10 +138,13 @@ impl Frames<ChatResponse> for EventFrames {
         let mut out = String::new();
         if !self.started {
             self.started = true;
+            // The first chunk carries the prompt's size (or, if it is also the last, the final
+            // count); Anthropic's clients read input tokens from message_start.
+            let input = c.metrics.prompt_announced.max(c.metrics.prompt_eval_count);
             let message = json!({
                 "id": self.id, "type": "message", "role": "assistant", "model": c.model,
                 "content": [], "stop_reason": null, "stop_sequence": null,
-                "usage": {"input_tokens": 0, "output_tokens": 0},
+                "usage": {"input_tokens": input, "output_tokens": 0},
             });
             out += &sse::event(
                 "message_start",

@@ -46,8 +46,25 @@ impl<T: Send + 'static> Reply<T> {
     }
 }
 
+/// A streamed reply's first chunk gets `metrics.prompt_announced` from the native response.
 pub async fn chat(state: &AppState, req: ChatRequest) -> Result<Reply<ChatResponse>, ApiError> {
-    read(crate::api::generate::chat(State(state.clone()), OJson(req)).await).await
+    use crate::api::stream::PromptTokens;
+    let resp = crate::api::generate::chat(State(state.clone()), OJson(req)).await;
+    let announced = resp.extensions().get::<PromptTokens>().map(|p| p.0);
+    Ok(match read(resp).await? {
+        Reply::Stream(s) if announced.is_some() => {
+            let mut first = true;
+            Reply::Stream(Box::pin(s.map(move |item| {
+                item.map(|mut c: ChatResponse| {
+                    if std::mem::take(&mut first) {
+                        c.metrics.prompt_announced = announced.unwrap_or(0);
+                    }
+                    c
+                })
+            })))
+        }
+        other => other,
+    })
 }
 
 pub async fn generate(

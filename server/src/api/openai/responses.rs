@@ -363,7 +363,7 @@ fn status_of(done_reason: Option<&str>) -> &'static str {
 
 fn usage(r: &ChatResponse) -> Value {
     let (i, o) = (r.metrics.prompt_eval_count, r.metrics.eval_count);
-    json!({"input_tokens": i, "input_tokens_details": {"cached_tokens": 0},
+    json!({"input_tokens": i, "input_tokens_details": {"cached_tokens": r.metrics.prompt_cached},
            "output_tokens": o, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": i + o})
 }
 
