@@ -233,13 +233,15 @@ async fn chat_request_translation_reaches_the_prompt() {
                     {"role": "tool", "tool_call_id": "call_1", "content": "R"}
                 ],
                 "tools": [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}],
-                "unknown_field": [1, 2, 3]
+                "unknown_field": [1, 2, 3],
+                // Images reach a model only with vision; rendering shows where they go.
+                "_debug_render_only": true
             }),
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(
-        r.json()["choices"][0]["message"]["content"],
+        r.json()["_debug_info"]["rendered_template"],
         "[tools:1][system]S[user][img-0]look(img)[assistant]<call lookup>[tool:lookup]R"
     );
     env.done().await;

@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::de::DeserializeOwned;
 
+use super::gojson;
 use crate::error::Error;
 
 /// The message of a 5xx, carried to `log_server_errors` in the response extensions so the log
@@ -71,17 +72,43 @@ where
     }
 }
 
-/// Decode the first JSON value in `bytes` with the native API's error texts.
+/// Decode the first JSON value in `bytes` with the native API's error texts: Go's
+/// `encoding/json` wording for syntax errors and for type mismatches in Ollama's request
+/// structs (`gojson`), serde's text for anything else.
 pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
     if bytes.trim_ascii().is_empty() {
         return Err(Error::BadRequest("missing request body".into()));
     }
-    let mut values = serde_json::Deserializer::from_slice(bytes).into_iter::<T>();
-    match values.next() {
-        Some(Ok(v)) => Ok(v),
-        Some(Err(e)) if e.is_eof() => Err(Error::BadRequest("unexpected EOF".into())),
-        Some(Err(e)) => Err(Error::BadRequest(e.to_string())),
-        None => Err(Error::BadRequest("missing request body".into())),
+    if let Some(msg) = gojson::syntax_error(bytes) {
+        return Err(Error::BadRequest(msg));
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    match serde_path_to_error::deserialize::<_, T>(&mut de) {
+        Ok(v) => Ok(v),
+        Err(e) if e.inner().is_eof() => Err(Error::BadRequest("unexpected EOF".into())),
+        Err(e) => {
+            let path: Vec<gojson::Step> = e
+                .path()
+                .iter()
+                .filter_map(|s| match s {
+                    serde_path_to_error::Segment::Map { key } => {
+                        Some(gojson::Step::Key(key.clone()))
+                    }
+                    serde_path_to_error::Segment::Seq { .. } => Some(gojson::Step::Index),
+                    _ => None,
+                })
+                .collect();
+            let inner = e.into_inner();
+            // serde_json appends " at line L column C"; Go's text has no position.
+            let text = inner.to_string();
+            let msg = text
+                .rsplit_once(" at line ")
+                .map_or(text.as_str(), |(m, _)| m);
+            let go = gojson::go_struct(std::any::type_name::<T>()).and_then(|root| {
+                gojson::found_kind(msg).and_then(|k| gojson::type_error(root, &path, &k))
+            });
+            Err(Error::BadRequest(go.unwrap_or(text)))
+        }
     }
 }
 
@@ -101,7 +128,10 @@ mod tests {
         assert_eq!(err(b" \n\t"), "missing request body");
         assert_eq!(err(b"{\"model\":"), "unexpected EOF");
         assert!(err(b"{\"model\": 1}").contains("invalid type"));
-        assert!(err(b"nope").contains("expected"));
+        assert_eq!(
+            err(b"nope"),
+            "invalid character 'o' in literal null (expecting 'u')"
+        );
         // First value only, unknown fields ignored (Go's Decoder semantics).
         let r: Req = decode_json(b"{\"model\":\"a\",\"x\":1} trailing").unwrap();
         assert_eq!(r.model, "a");

@@ -51,7 +51,8 @@ async fn generate_inner(state: AppState, req: GenerateRequest) -> Result<Respons
         wanted.push("insert");
     }
     check_capabilities(&model, &req.model, "generate", &wanted)?;
-    check_images(&model, !req.images.is_empty())?;
+    // A render-only request shows where images go; no model looks at them.
+    check_images(&model, !req.images.is_empty() && !req.debug_render_only)?;
     let options = Options::resolve(
         state.defaults.context_length,
         &model.view.options,
@@ -121,7 +122,10 @@ async fn chat_inner(state: AppState, req: ChatRequest) -> Result<Response> {
     }
     let think = effective_think(think, model.can("thinking"), &req.model)?;
     check_capabilities(&model, &req.model, "chat", &wanted)?;
-    check_images(&model, req.messages.iter().any(|m| !m.images.is_empty()))?;
+    check_images(
+        &model,
+        !req.debug_render_only && req.messages.iter().any(|m| !m.images.is_empty()),
+    )?;
     let options = Options::resolve(
         state.defaults.context_length,
         &model.view.options,

@@ -16,6 +16,7 @@ pub mod create;
 pub mod embed;
 pub mod error;
 pub mod generate;
+pub mod gojson;
 pub mod guard;
 pub mod inference;
 pub mod models;

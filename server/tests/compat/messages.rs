@@ -154,7 +154,7 @@ async fn anthropic_messages() {
         (r.status.as_u16(), anthropic_error(&r)),
         (
             400,
-            json!({"type": "error", "error": {"type": "invalid_request_error", "message": "max_tokens: field required"}})
+            json!({"type": "error", "error": {"type": "invalid_request_error", "message": "max_tokens is required and must be positive"}})
         )
     );
     // A model that cannot think: `thinking` is dropped, not refused.

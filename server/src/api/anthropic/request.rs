@@ -63,15 +63,18 @@ pub fn thinking(v: Option<&Value>, output_config: Option<&Value>) -> Option<Valu
 }
 
 /// `think` is what survives the model's capability check (see `super`).
+/// Checked in Ollama's order and words (its Anthropic middleware): model, max_tokens, messages.
 pub fn to_native(req: MessagesRequest, think: Option<Value>) -> Result<ChatRequest, ApiError> {
+    if req.model.is_empty() {
+        return Err(bad("model is required"));
+    }
     let max_tokens = match req.max_tokens {
         Some(n) if n > 0 => n,
-        Some(_) => return Err(bad("max_tokens: must be greater than or equal to 1")),
-        None => return Err(bad("max_tokens: field required")),
+        _ => return Err(bad("max_tokens is required and must be positive")),
     };
     let input = req.messages.unwrap_or_default();
     if input.is_empty() {
-        return Err(bad("messages: at least one message is required"));
+        return Err(bad("messages is required"));
     }
     let mut messages = Vec::new();
     let system = system_text(req.system.as_ref())?;
@@ -392,7 +395,19 @@ mod tests {
         let err = |v: Value| to_native(req(v), None).unwrap_err();
         assert_eq!(
             err(json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]})).message,
-            "max_tokens: field required"
+            "max_tokens is required and must be positive"
+        );
+        assert_eq!(
+            err(json!({"model": "m", "max_tokens": 0, "messages": [{"role": "user", "content": "hi"}]})).message,
+            "max_tokens is required and must be positive"
+        );
+        assert_eq!(
+            err(json!({"max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]})).message,
+            "model is required"
+        );
+        assert_eq!(
+            err(json!({"model": "m", "max_tokens": 5, "messages": []})).message,
+            "messages is required"
         );
         assert_eq!(
             err(json!({"model": "m", "max_tokens": 5, "messages": []})).status,
