@@ -272,8 +272,10 @@ fn load_and_run(args: &Args, state: &State, jobs: std::sync::mpsc::Receiver<engi
         .ok()
         .and_then(|p| p.parent().map(Path::to_path_buf))
         .unwrap_or_else(|| PathBuf::from("."));
-    let log = if std::env::var_os("OLLAMA_DEBUG").is_some_and(|v| !v.is_empty() && v != "0") {
-        ffi::LogLevel::Info
+    let log = if std::env::var_os("OLLAMA_DEBUG")
+        .is_some_and(|v| !v.is_empty() && v != "0" && v != "false")
+    {
+        ffi::LogLevel::Debug
     } else {
         ffi::LogLevel::Warn
     };

@@ -89,6 +89,17 @@ pub enum LogLevel {
     Trace,
 }
 
+impl LogLevel {
+    /// `OLLAMA_DEBUG` as runners read it: 0, 1 (debug) or 2 (trace).
+    pub fn ollama_debug(self) -> &'static str {
+        match self {
+            LogLevel::Error | LogLevel::Warn | LogLevel::Info => "0",
+            LogLevel::Debug => "1",
+            LogLevel::Trace => "2",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Text,

@@ -9,6 +9,10 @@ use server::config::Cli;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     server::telemetry::init(&cli.log);
+    // Runners inherit OLLAMA_DEBUG (the supervisor's allow-list): give them the level this
+    // process resolved from `--debug` or the environment, in one spelling. Set before the
+    // runtime starts its threads.
+    std::env::set_var("OLLAMA_DEBUG", cli.log.level.ollama_debug());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

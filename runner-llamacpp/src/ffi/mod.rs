@@ -44,8 +44,8 @@ pub type Token = i32;
 /// Which messages llama.cpp/ggml may print to stderr (the server forwards runner stderr).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogLevel {
-    /// Info and above (OLLAMA_DEBUG).
-    Info,
+    /// Everything llama.cpp and ggml print, debug included (OLLAMA_DEBUG).
+    Debug,
     /// Warnings and errors only.
     Warn,
 }
@@ -70,7 +70,7 @@ unsafe extern "C" fn log_cb(level: sys::ggml_log_level, text: *const c_char, _: 
     }
 }
 
-/// Whether info-level messages are shown (`LogLevel::Info`).
+/// Whether info-level messages are shown (`LogLevel::Debug`).
 pub fn log_debug() -> bool {
     LOG_MIN.load(Ordering::Relaxed) <= 2
 }
@@ -82,7 +82,7 @@ pub fn init_backends(lib_dir: &Path, log: LogLevel) -> usize {
     static INIT: Once = Once::new();
     LOG_MIN.store(
         match log {
-            LogLevel::Info => 2,
+            LogLevel::Debug => 1,
             LogLevel::Warn => 3,
         },
         Ordering::Relaxed,

@@ -54,6 +54,9 @@ pub const ENV_ALLOW_LIST: &[&str] = &[
     "OMP_NUM_THREADS",
     "RUST_BACKTRACE",
     "RUST_LOG",
+    // The server's log level, normalized by `main` (0, 1 = debug, 2 = trace): runners then
+    // print llama.cpp's own log at debug level (device placement, kernel selection).
+    "OLLAMA_DEBUG",
 ];
 /// Prefixes of further inherited variables (engine tuning knobs).
 pub const ENV_ALLOW_PREFIXES: &[&str] = &["GGML_", "CUDA_", "HERD_RUNNER_"];

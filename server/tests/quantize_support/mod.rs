@@ -45,6 +45,8 @@ pub struct Serve {
     addr: String,
     pub home: tempfile::TempDir,
     pub models: PathBuf,
+    /// Every stderr line the server (and the runner output it forwards) wrote so far.
+    pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Serve {
@@ -68,8 +70,11 @@ impl Serve {
         let mut child = cmd.spawn().expect("spawn herd serve");
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = log.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push(line.clone());
                 if let Some(rest) = line.split("Listening on ").nth(1) {
                     let addr = rest.split_whitespace().next().unwrap_or_default();
                     let _ = tx.send(addr.to_owned());
@@ -85,6 +90,7 @@ impl Serve {
             addr,
             home,
             models,
+            log,
         }
     }
 
