@@ -3,6 +3,8 @@
 //! quantize refusal for a quantized source. Passes with a notice when the model is absent.
 
 mod create_util;
+#[path = "prereq/mod.rs"]
+mod prereq;
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -23,10 +25,7 @@ fn smollm2() -> Option<PathBuf> {
     if p.exists() {
         Some(p)
     } else {
-        eprintln!(
-            "SKIP: {} not present (run scripts/fetch-test-models)",
-            p.display()
-        );
+        prereq::missing(format!("{} (scripts/fetch-test-models)", p.display()));
         None
     }
 }

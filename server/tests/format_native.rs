@@ -26,7 +26,6 @@ const THINKING_GO: &[u8] = b"{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ i
 /// (skipped) when the runner or the model is missing.
 fn smolthink(settings: server::engine::Settings) -> Option<Harness> {
     let (Some(runner), Some(path)) = (native_runner(), test_model(SMOL)) else {
-        eprintln!("skipped: runner-llamacpp or {SMOL} missing");
         return None;
     };
     let h = Harness::with_runner(

@@ -143,7 +143,7 @@ fn openssl(args: &[&str], key: Option<&Path>, stdin: &[u8]) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn token_auth_against_real_registry() {
     if !Path::new(REGISTRY_BIN).exists() || !Path::new("/usr/bin/openssl").exists() {
-        eprintln!("SKIP: needs {REGISTRY_BIN} and openssl");
+        registry_support::prereq::missing(format!("{REGISTRY_BIN} and openssl"));
         return;
     }
     let certs = tempfile::tempdir().unwrap();

@@ -238,7 +238,7 @@ async fn pulled_gemma3_answers_like_the_original() {
     let gguf = home.join(".cache/herd/models/gemma-3-270m-q4_k_m.gguf");
     let runner = Path::new(HERD).parent().unwrap().join("runner-llamacpp");
     if !gguf.exists() || !runner.exists() {
-        eprintln!("SKIP: needs {} and {}", gguf.display(), runner.display());
+        registry_support::prereq::missing(format!("{} and {}", gguf.display(), runner.display()));
         return;
     }
     let a = tempfile::tempdir().unwrap();
@@ -313,7 +313,7 @@ async fn pulled_gemma3_answers_like_the_original() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn disk_full_pull_under_serve_is_clean_and_the_server_stays_up() {
     if nix::unistd::geteuid().as_raw() != 0 {
-        eprintln!("SKIP: needs root to mount a tmpfs");
+        registry_support::prereq::missing("root, to mount a tmpfs");
         return;
     }
     let Some(reg) = RealRegistry::start() else {
@@ -340,7 +340,7 @@ async fn disk_full_pull_under_serve_is_clean_and_the_server_stays_up() {
         .status()
         .is_ok_and(|s| s.success());
     if !ok {
-        eprintln!("SKIP: cannot mount a tmpfs here");
+        registry_support::prereq::missing("a tmpfs mount (mount -t tmpfs failed)");
         return;
     }
     struct Unmount(std::path::PathBuf);

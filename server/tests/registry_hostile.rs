@@ -305,7 +305,7 @@ async fn signed_token_auth_flow() {
 #[tokio::test]
 async fn disk_full_is_a_clean_error() {
     if nix::unistd::geteuid().as_raw() != 0 {
-        eprintln!("SKIP: disk-full test needs root to mount a tmpfs");
+        registry_support::prereq::missing("root, to mount a tmpfs for the disk-full test");
         return;
     }
     let (manifest, blobs, m) = model();
@@ -318,7 +318,7 @@ async fn disk_full_is_a_clean_error() {
         .status()
         .is_ok_and(|s| s.success());
     if !ok {
-        eprintln!("SKIP: cannot mount a tmpfs here");
+        registry_support::prereq::missing("a tmpfs mount (mount -t tmpfs failed)");
         return;
     }
     struct Unmount(std::path::PathBuf);

@@ -459,7 +459,10 @@ async fn real_gguf_round_trip() {
         .unwrap_or_default();
     let gguf = home.join(".cache/herd/models/SmolLM2-135M-Instruct.Q4_1.gguf");
     if !gguf.exists() {
-        eprintln!("SKIP: {} not fetched", gguf.display());
+        registry_support::prereq::missing(format!(
+            "{} (scripts/fetch-test-models)",
+            gguf.display()
+        ));
         return;
     }
     let src = tempfile::tempdir().unwrap();

@@ -167,7 +167,7 @@ fn run_with_piped_stdin_then_ps_and_stop() {
 #[test]
 fn run_in_a_terminal_is_a_repl() {
     if Command::new("script").arg("--version").output().is_err() {
-        eprintln!("skipped: util-linux `script` not installed");
+        serve_support::prereq::missing("util-linux `script`");
         return;
     }
     let ts = store();

@@ -25,7 +25,6 @@ type Registration<'a> = (&'a str, &'a str, &'a [(&'a str, &'a [u8])]);
 
 fn native(models: &[Registration<'_>]) -> Option<Harness> {
     let Some(runner) = native_runner() else {
-        eprintln!("skipped: runner-llamacpp not built (cargo build -p runner-llamacpp)");
         return None;
     };
     let h = Harness::with_runner(
@@ -35,7 +34,6 @@ fn native(models: &[Registration<'_>]) -> Option<Harness> {
     );
     for (name, file, extra) in models {
         let Some(path) = test_model(file) else {
-            eprintln!("skipped: {file} missing (scripts/fetch-test-models)");
             return None;
         };
         register_file(&h.ts, name, &path, extra);

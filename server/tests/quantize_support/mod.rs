@@ -3,6 +3,8 @@
 //! runner lookup and a tiny HTTP helper. Skips (returns `None`) when the runner is not built.
 #![allow(dead_code)]
 
+#[path = "../prereq/mod.rs"]
+pub mod prereq;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -20,7 +22,7 @@ pub fn native_runner() -> Option<PathBuf> {
     if p.exists() {
         Some(p)
     } else {
-        eprintln!("SKIP: runner-llamacpp not built (cargo build -p runner-llamacpp)");
+        prereq::missing("runner-llamacpp not built (cargo build -p runner-llamacpp)");
         None
     }
 }
@@ -34,7 +36,7 @@ pub fn test_model(file: &str) -> Option<PathBuf> {
     if p.exists() {
         Some(p)
     } else {
-        eprintln!("SKIP: {} missing (scripts/fetch-test-models)", p.display());
+        prereq::missing(format!("{} (scripts/fetch-test-models)", p.display()));
         None
     }
 }

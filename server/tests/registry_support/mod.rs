@@ -2,6 +2,8 @@
 //! loopback port with filesystem storage in a temp dir, and builds tiny models in a temp store.
 #![allow(dead_code)]
 
+#[path = "../prereq/mod.rs"]
+pub mod prereq;
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -47,7 +49,9 @@ impl RealRegistry {
     /// As `start`, with extra top-level YAML appended to the config (e.g. an `auth:` section).
     pub fn start_with(extra: &str) -> Option<RealRegistry> {
         if !Path::new(REGISTRY_BIN).exists() {
-            eprintln!("SKIP: {REGISTRY_BIN} not installed (apt-get install docker-registry)");
+            prereq::missing(format!(
+                "{REGISTRY_BIN} not installed (apt-get install docker-registry)"
+            ));
             return None;
         }
         let dir = tempfile::tempdir().unwrap();

@@ -5,6 +5,8 @@
 
 #[path = "../api_support/mod.rs"]
 pub mod api_support;
+#[path = "../prereq/mod.rs"]
+pub mod prereq;
 #[path = "../scheduler_support/mod.rs"]
 pub mod scheduler_support;
 
@@ -141,6 +143,9 @@ pub fn native_runner() -> Option<std::path::PathBuf> {
     }
     let exe = std::env::current_exe().ok()?;
     let p = exe.parent()?.parent()?.join("runner-llamacpp");
+    if !p.exists() {
+        prereq::missing("runner-llamacpp not built (cargo build -p runner-llamacpp)");
+    }
     p.exists().then_some(p)
 }
 
@@ -154,6 +159,9 @@ pub fn test_model(file: &str) -> Option<std::path::PathBuf> {
         std::path::PathBuf::from,
     );
     let p = cache.join("models").join(file);
+    if !p.exists() {
+        prereq::missing(format!("{} (scripts/fetch-test-models)", p.display()));
+    }
     p.exists().then_some(p)
 }
 
