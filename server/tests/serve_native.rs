@@ -24,18 +24,14 @@ const SMOL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 type Registration<'a> = (&'a str, &'a str, &'a [(&'a str, &'a [u8])]);
 
 fn native(models: &[Registration<'_>]) -> Option<Harness> {
-    let Some(runner) = native_runner() else {
-        return None;
-    };
+    let runner = native_runner()?;
     let h = Harness::with_runner(
         runner,
         |c| c.load_timeout = Some(Duration::from_secs(120)),
         Default::default(),
     );
     for (name, file, extra) in models {
-        let Some(path) = test_model(file) else {
-            return None;
-        };
+        let path = test_model(file)?;
         register_file(&h.ts, name, &path, extra);
     }
     Some(h)
