@@ -62,6 +62,32 @@ fn cli_push_rm_pull_round_trip() {
     );
 }
 
+/// `--insecure` with a plain `host:port/…` name speaks HTTP, as Ollama's request helper does
+/// (issue 14, item 4): push and pull to a local registry without TLS work; without `--insecure`
+/// the same name is tried over TLS and fails.
+#[test]
+fn insecure_host_port_names_speak_plain_http() {
+    let Some(reg) = RealRegistry::start() else {
+        return;
+    };
+    let t = tempfile::tempdir().unwrap();
+    let models = t.path().join("models");
+    let store = Store::open(&models).unwrap();
+    let text = format!("127.0.0.1:{}/library/plain:v1", reg.port);
+    let name = ModelName::parse(&text).unwrap();
+    let manifest = make_model(&store, &name, 9, 200_000);
+    let serve = Serve::start(&models, t.path());
+    let (ok, err) = serve.herd(&["push", &text]);
+    assert!(!ok, "TLS to a plain-HTTP registry cannot work: {err}");
+    let (ok, err) = serve.herd(&["push", &text, "--insecure"]);
+    assert!(ok && err.contains("success"), "{err}");
+    let (ok, err) = serve.herd(&["rm", &text]);
+    assert!(ok, "{err}");
+    let (ok, err) = serve.herd(&["pull", &text, "--insecure"]);
+    assert!(ok && err.contains("success"), "{err}");
+    assert_eq!(store.read(&name).unwrap().unwrap().bytes, manifest);
+}
+
 /// Every visible blob's bytes hash to its name.
 fn assert_blobs_verify(blobs: &Path) {
     for f in files(blobs) {

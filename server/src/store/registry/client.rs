@@ -90,13 +90,15 @@ pub(crate) struct Session {
 }
 
 impl Session {
-    /// Checks the scheme (`http://` names need `insecure`, as in Ollama) and classifies the
-    /// registry's resolved addresses.
+    /// Checks the scheme and classifies the registry's resolved addresses. As in Ollama, an
+    /// `http://` name needs `insecure`, and `insecure` speaks plain HTTP to any registry
+    /// (its request helper switches the scheme), so `host:port/…` names reach a local registry
+    /// without TLS.
     pub async fn new(reg: Registry, name: &ModelName, insecure: bool) -> Result<Session> {
-        let scheme = if name.is_insecure() { "http" } else { "https" };
-        if scheme == "http" && !insecure {
+        if name.is_insecure() && !insecure {
             return Err(Error::BadRequest("insecure protocol http".into()));
         }
+        let scheme = if insecure { "http" } else { "https" };
         let base = Url::parse(&format!("{scheme}://{}/", name.host()))
             .map_err(|_| Error::InvalidModelName)?;
         let host = base.host_str().ok_or(Error::InvalidModelName)?.to_owned();
