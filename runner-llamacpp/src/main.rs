@@ -73,6 +73,9 @@ struct Args {
     no_repack: bool,
     #[arg(long)]
     embedding: bool,
+    /// A LoRA adapter GGUF to apply (repeatable; the model's ADAPTER layers).
+    #[arg(long)]
+    lora: Vec<PathBuf>,
     /// Choose each row's top candidates on the device that computes the logits and copy only
     /// those to the host (requests that need whole rows still get them). auto = when the output
     /// layer is on a GPU. Off by default: even with patch 0004's radix top-k it measured level
@@ -387,6 +390,8 @@ fn load(args: &Args, state: &State) -> Result<(Loaded, ffi::Context), RunnerErro
     let mut ctx =
         ffi::Context::with_device_top_k(model.clone(), &cp, device.then_some(args.device_top_k))
             .map_err(|m| RunnerError::new(ErrorKind::OutOfMemory, m))?;
+    ctx.apply_lora(&args.lora)
+        .map_err(|m| RunnerError::new(ErrorKind::ModelLoad, m))?;
     let why = match args.device_sampling {
         DeviceSampling::Auto if device => "auto: the output layer is on a GPU",
         DeviceSampling::Auto => "auto: the output layer is on the CPU",

@@ -24,6 +24,7 @@ mod sys {
 
 mod backend_sampling;
 mod chain;
+mod lora;
 mod quantize;
 mod rows;
 

@@ -89,6 +89,9 @@ pub struct LoadOptions {
     pub mmap: bool,
     /// Load for embeddings (pooling) instead of generation.
     pub embedding: bool,
+    /// LoRA adapters applied at load (the model's `ADAPTER` layers), in order.
+    #[serde(default)]
+    pub lora: Vec<PathBuf>,
 }
 
 impl Default for LoadOptions {
@@ -106,6 +109,7 @@ impl Default for LoadOptions {
             threads: 0,
             mmap: true,
             embedding: false,
+            lora: Vec::new(),
         }
     }
 }
@@ -142,6 +146,10 @@ impl LoadOptions {
         }
         if self.embedding {
             a.push("--embedding".into());
+        }
+        for l in &self.lora {
+            a.push("--lora".into());
+            a.push(l.to_string_lossy().into_owned());
         }
         a
     }

@@ -65,6 +65,8 @@ pub fn load_options(opts: &Options, model: &Model, settings: &Settings) -> LoadO
         flash_attention: settings.flash_attention,
         kv_cache_type: settings.kv_cache_type,
         embedding,
+        // A model never runs without its adapter: the runner applies these or fails to load.
+        lora: model.view.adapter_paths.clone(),
         ..LoadOptions::default()
     };
     opts.apply_to_load(&mut load);

@@ -136,3 +136,37 @@ pub fn tiny_llama(ty: GgmlType, seed: u64) -> Vec<u8> {
     }
     b.build().expect("tiny llama fixture")
 }
+
+/// A LoRA adapter GGUF for [`tiny_llama`] (llama.cpp's adapter layout: `general.type` adapter,
+/// `adapter.type` lora, `<tensor>.lora_a` [in, rank] and `.lora_b` [rank, out], F32), on the
+/// output projection, with weights large enough that greedy output changes. `arch` lets a test
+/// build one that does not fit the model.
+pub fn tiny_lora(seed: u64, arch: &str) -> Vec<u8> {
+    const RANK: u64 = 4;
+    let n_vocab = vocab().0.len() as u64;
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut f32s = |n: u64, scale: f32| -> Vec<u8> {
+        (0..n)
+            .flat_map(|_| (rng.weight() * scale).to_le_bytes())
+            .collect()
+    };
+    GgufBuilder::new()
+        .kv("general.architecture", arch)
+        .kv("general.type", "adapter")
+        .kv("adapter.type", "lora")
+        .kv("adapter.lora.alpha", RANK as f32)
+        .tensor(
+            "output.weight.lora_a",
+            GgmlType::F32,
+            &[EMBD, RANK],
+            f32s(EMBD * RANK, 50.0),
+        )
+        .tensor(
+            "output.weight.lora_b",
+            GgmlType::F32,
+            &[RANK, n_vocab],
+            f32s(RANK * n_vocab, 50.0),
+        )
+        .build()
+        .expect("tiny lora fixture")
+}
