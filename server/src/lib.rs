@@ -19,3 +19,7 @@ pub mod telemetry;
 
 /// Version reported by `herd --version` and `/api/version`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The Ollama release whose API and model format herd implements: a model whose `REQUIRES` is
+/// newer cannot be served faithfully and is refused.
+pub const OLLAMA_COMPAT_VERSION: &str = "0.30.0";

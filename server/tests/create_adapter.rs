@@ -20,7 +20,10 @@ async fn greedy(serve: &Serve, name: &str) -> (u16, Value) {
                    "options": {"num_predict": 12, "temperature": 0, "num_ctx": 256, "num_thread": 1}}),
         )
         .await;
-    (st, serde_json::from_str(&body).unwrap_or(Value::String(body)))
+    (
+        st,
+        serde_json::from_str(&body).unwrap_or(Value::String(body)),
+    )
 }
 
 #[tokio::test]
@@ -29,15 +32,16 @@ async fn adapters_change_the_output_and_a_misfit_fails_the_load() {
     let serve = Serve::start(&runner, &[]);
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path();
-    std::fs::write(p.join("tiny.gguf"), tiny_llama::tiny_llama(GgmlType::F16, 5)).unwrap();
+    std::fs::write(
+        p.join("tiny.gguf"),
+        tiny_llama::tiny_llama(GgmlType::F16, 5),
+    )
+    .unwrap();
     std::fs::write(p.join("lora.gguf"), tiny_llama::tiny_lora(7, "llama")).unwrap();
     std::fs::write(p.join("bad.gguf"), tiny_llama::tiny_lora(7, "gemma3")).unwrap();
     let create = |name: &str, modelfile: &str| {
         std::fs::write(p.join(format!("{name}.Modelfile")), modelfile).unwrap();
-        let (ok, _, err) = serve.herd(
-            &["create", name, "-f", &format!("{name}.Modelfile")],
-            p,
-        );
+        let (ok, _, err) = serve.herd(&["create", name, "-f", &format!("{name}.Modelfile")], p);
         assert!(ok, "{name}: {err}");
     };
     create("bare", "FROM ./tiny.gguf\n");
@@ -66,10 +70,16 @@ async fn adapters_change_the_output_and_a_misfit_fails_the_load() {
     );
 
     let (st, misfit) = greedy(&serve, "misfit").await;
-    assert!(st >= 400, "a model whose adapter cannot load must not run: {misfit}");
+    assert!(
+        st >= 400,
+        "a model whose adapter cannot load must not run: {misfit}"
+    );
     let msg = misfit["error"].as_str().unwrap_or_default();
     assert!(msg.contains("adapter"), "{misfit}");
-    assert!(!msg.contains("/blobs/"), "errors name no server paths: {msg}");
+    assert!(
+        !msg.contains("/blobs/"),
+        "errors name no server paths: {msg}"
+    );
     // The server is fine afterwards.
     let (st, _) = greedy(&serve, "bare").await;
     assert_eq!(st, 200);

@@ -122,6 +122,7 @@ async fn prepare(
     // keep_alive is validated before the model is looked up, as Ollama orders its errors.
     let keep_alive = parse_keep_alive(keep_alive)?;
     let model = resolve_model(state, name, NameErrors::TryPulling).await?;
+    super::inference::check_requires(&model)?;
     let options = Options::resolve(state.defaults.context_length, &model.view.options, options)?;
     Ok(Prepared {
         model,

@@ -10,7 +10,8 @@ use axum::Json;
 use futures_util::StreamExt;
 
 use super::inference::{
-    check_capabilities, check_images, engine, resolve_model, ChatJob, GenerateJob, NameErrors,
+    check_capabilities, check_images, check_requires, engine, resolve_model, ChatJob, GenerateJob,
+    NameErrors,
 };
 use super::options::Options;
 use super::request::{
@@ -51,6 +52,7 @@ async fn generate_inner(state: AppState, req: GenerateRequest) -> Result<Respons
         wanted.push("insert");
     }
     check_capabilities(&model, &req.model, "generate", &wanted)?;
+    check_requires(&model)?;
     // A render-only request shows where images go; no model looks at them.
     check_images(&model, !req.images.is_empty() && !req.debug_render_only)?;
     let options = Options::resolve(
@@ -122,6 +124,7 @@ async fn chat_inner(state: AppState, req: ChatRequest) -> Result<Response> {
     }
     let think = effective_think(think, model.can("thinking"), &req.model)?;
     check_capabilities(&model, &req.model, "chat", &wanted)?;
+    check_requires(&model)?;
     check_images(
         &model,
         !req.debug_render_only && req.messages.iter().any(|m| !m.images.is_empty()),

@@ -254,6 +254,20 @@ pub fn check_capabilities(
     }
 }
 
+/// A model whose `REQUIRES` names a newer Ollama than herd implements is refused (its layers
+/// may mean what this server cannot do), with the registry's wording for the same case.
+pub fn check_requires(model: &ResolvedModel) -> Result<()> {
+    let required = &model.view.config.requires;
+    if required.is_empty() || crate::modelfile::satisfies(crate::OLLAMA_COMPAT_VERSION, required) {
+        return Ok(());
+    }
+    Err(Error::BadRequest(format!(
+        "this model requires a newer version of Ollama ({required} or later; this server \
+         implements {})",
+        crate::OLLAMA_COMPAT_VERSION
+    )))
+}
+
 /// Images are never dropped in silence. A model without the vision capability gets Ollama's
 /// error (its runner's text, which clients match on to fall back to text-only); a vision model
 /// is refused too while no runner evaluates images (its projector is not loaded).

@@ -120,6 +120,22 @@ pub fn precheck(req: &CreateRequest) -> Result<ModelName> {
         &req.model
     };
     let name = ModelName::parse(name)?;
+    // A RENDERER or PARSER herd has nothing for would be stored and then ignored: refuse it.
+    if !req.renderer.is_empty()
+        && !crate::prompt::parsers::RENDERERS.contains(&req.renderer.as_str())
+    {
+        return Err(Error::BadRequest(format!(
+            "renderer {:?} is not supported by this server (it renders the model's TEMPLATE)",
+            req.renderer
+        )));
+    }
+    if !req.parser.is_empty() && !crate::prompt::parsers::NAMED.contains(&req.parser.as_str()) {
+        return Err(Error::BadRequest(format!(
+            "parser {:?} is not supported by this server (supported: {})",
+            req.parser,
+            crate::prompt::parsers::NAMED.join(", ")
+        )));
+    }
     // An unknown type is refused before anything (e.g. a conversion) streams progress.
     let q = quantize::requested(req);
     if !q.is_empty() {

@@ -167,6 +167,7 @@ async fn generate(engine: Engine, job: GenerateJob) -> Result<ChunkStream<Genera
             &prompt::parsers::Options {
                 think: think.as_ref(),
                 prompt: &rendered,
+                named: &model.view.config.parser,
                 ..Default::default()
             },
         );
@@ -234,6 +235,7 @@ async fn generate(engine: Engine, job: GenerateJob) -> Result<ChunkStream<Genera
                 think: think.as_ref(),
                 last: Some(&prefill),
                 prompt: &prompt,
+                named: &model.view.config.parser,
                 ..Default::default()
             },
         );
@@ -371,6 +373,7 @@ async fn chat(engine: Engine, job: ChatJob) -> Result<ChunkStream<ChatResponse>>
             tools: &names,
             last: kept.last(),
             prompt: &prompt_text,
+            named: &model.view.config.parser,
         },
     );
     let creq = completion(
@@ -400,6 +403,7 @@ async fn chat(engine: Engine, job: ChatJob) -> Result<ChunkStream<ChatResponse>>
                     tools: &names,
                     last: Some(&prefill),
                     prompt: &prompt,
+                    named: &model.view.config.parser,
                 },
             );
             Ok(two_pass::Second {

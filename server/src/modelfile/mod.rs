@@ -18,7 +18,8 @@ use std::fmt;
 
 pub(crate) use params::go_float_json;
 pub use params::{
-    format_param, parameters, validate_requires, ParamKind, ParamsOut, DEPRECATED_PARAMETERS,
+    format_param, parameters, satisfies, validate_requires, ParamKind, ParamsOut,
+    DEPRECATED_PARAMETERS,
 };
 pub use parse::{parse, parse_bytes, ParseError};
 

@@ -133,6 +133,30 @@ pub fn validate_requires(v: &str) -> Result<String, String> {
     }
 }
 
+/// Whether a model that `REQUIRES` version `required` runs on a server implementing `have`
+/// (both valid semver, `v` optional): semver precedence on MAJOR.MINOR.PATCH (missing parts are
+/// 0); a prerelease of the same triple is older than the release. Unparsable → true (the
+/// requirement was validated at create; a foreign store's odd value is not a reason to refuse).
+pub fn satisfies(have: &str, required: &str) -> bool {
+    fn key(v: &str) -> Option<([u64; 3], bool)> {
+        let v = v.strip_prefix('v').unwrap_or(v);
+        let v = v.split('+').next()?;
+        let (core, pre) = match v.split_once('-') {
+            Some((c, _)) => (c, true),
+            None => (v, false),
+        };
+        let mut n = [0u64; 3];
+        for (i, p) in core.split('.').enumerate() {
+            *n.get_mut(i)? = p.parse().ok()?;
+        }
+        Some((n, !pre))
+    }
+    match (key(have), key(required)) {
+        (Some(h), Some(r)) => h >= r,
+        _ => true,
+    }
+}
+
 /// `MAJOR[.MINOR[.PATCH[-pre][+build]]]`, numbers without leading zeros (Go's x/mod/semver,
 /// which allows the short forms but a prerelease or build only after a full triple).
 fn is_semver(s: &str) -> bool {

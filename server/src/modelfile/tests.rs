@@ -338,3 +338,20 @@ fn requires_is_semver_without_v() {
         );
     }
 }
+
+#[test]
+fn requires_compares_by_semver_precedence() {
+    for (have, required, ok) in [
+        ("0.30.0", "0.14.0", true),
+        ("0.30.0", "v0.30.0", true),
+        ("0.30.0", "0.30.1", false),
+        ("0.30.0", "0.31", false),
+        ("0.30.0", "1", false),
+        ("0.30.0", "0.9.9", true),
+        ("0.30.0", "0.30.0-rc1", true),
+        ("0.30.0-rc1", "0.30.0", false),
+        ("0.30.0", "0.30.0+build.7", true),
+    ] {
+        assert_eq!(satisfies(have, required), ok, "{have} vs {required}");
+    }
+}

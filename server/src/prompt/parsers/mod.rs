@@ -72,7 +72,24 @@ pub struct Options<'a> {
     pub last: Option<&'a Message>,
     /// The rendered prompt: a prompt ending in the opening thinking tag pre-opens it.
     pub prompt: &'a str,
+    /// The model's Modelfile `PARSER` (its config's `parser`); empty = inferred from the
+    /// template. One of [`NAMED`].
+    pub named: &'a str,
 }
+
+/// Modelfile `PARSER` names herd has a built-in parser for (create refuses others): Ollama's
+/// harmony parser, and its `<think>`-tag families.
+pub const NAMED: &[&str] = &[
+    "harmony",
+    "qwen3",
+    "qwen3-thinking",
+    "deepseek-r1",
+    "cogito",
+];
+
+/// Modelfile `RENDERER` names herd renders with a built-in renderer (none yet: herd renders the
+/// template), so create refuses every RENDERER rather than ignore it.
+pub const RENDERERS: &[&str] = &[];
 
 impl Options<'_> {
     fn thinking_on(&self) -> bool {
@@ -101,12 +118,17 @@ pub fn tool_names(tools: &[serde_json::Value]) -> Vec<String> {
 
 /// The parser for a model's responses to one request.
 pub fn for_model(t: &Template, o: &Options) -> Box<dyn Parser> {
-    if is_harmony(t) {
+    if o.named == "harmony" || (o.named.is_empty() && is_harmony(t)) {
         return Box::new(harmony::Harmony::new(o.tools, o.prefill()));
     }
     let tools = (!o.tools.is_empty())
         .then(|| Box::new(tools::ToolParser::new(&t.tool_call_tag(), o.tools)) as Box<dyn Parser>);
-    let thinking = match t.thinking_tags() {
+    // A named `<think>` family parses those tags whatever the template shows.
+    let tags = match o.named {
+        "" => t.thinking_tags(),
+        _ => Some(("<think>".to_string(), "</think>".to_string())),
+    };
+    let thinking = match tags {
         Some((open, close)) if o.thinking_on() && !o.prefill() => {
             let pre_opened = o.prompt.trim_end().ends_with(open.as_str());
             Some(Box::new(thinking::TagThinking::new(&open, &close, pre_opened)) as Box<dyn Parser>)

@@ -115,3 +115,35 @@ fn partial_tag_len_finds_the_longest_held_suffix() {
     assert_eq!(partial_tag_len("</think>", &["</think>"]), 0);
     assert_eq!(partial_tag_len("é<", &["<a"]), 1);
 }
+
+#[test]
+fn a_named_parser_splits_thinking_whatever_the_template_shows() {
+    use crate::prompt::Think;
+    let plain = Template::parse_go("{{ .Prompt }}").unwrap();
+    let think = Think::Bool(true);
+    let mut p = for_model(
+        &plain,
+        &Options {
+            think: Some(&think),
+            named: "qwen3",
+            ..Default::default()
+        },
+    );
+    let out = p.add("<think>hmm</think>Hello", true);
+    assert_eq!(
+        (out.thinking.as_str(), out.content.as_str()),
+        ("hmm", "Hello")
+    );
+    // Without the name the same template parses nothing.
+    let mut p = for_model(
+        &plain,
+        &Options {
+            think: Some(&think),
+            ..Default::default()
+        },
+    );
+    assert_eq!(
+        p.add("<think>hmm</think>Hello", true).content,
+        "<think>hmm</think>Hello"
+    );
+}
