@@ -493,8 +493,10 @@ mod tests {
             threads: 3,
             mmap: false,
             embedding: true,
+            lora: vec!["/m/a.gguf".into(), "/m/b.gguf".into()],
         };
         let a = parse(&o);
+        assert_eq!(a.lora, o.lora, "every adapter reaches the runner, in order");
         assert_eq!(
             (
                 a.ctx_size,
