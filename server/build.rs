@@ -45,7 +45,12 @@ fn main() {
 
 /// `git -C root ARGS` stdout, trimmed; None when git is absent or fails (not a checkout).
 fn git(root: &Path, args: &[&str]) -> Option<String> {
-    let out = Command::new("git").arg("-C").arg(root).args(args).output().ok()?;
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(args)
+        .output()
+        .ok()?;
     if !out.status.success() {
         return None;
     }

@@ -98,10 +98,16 @@ pub fn compare(a: &[Record], b: &[Record], scorer: Option<&Scorer>) -> anyhow::R
     for ra in a {
         let rb = by_key[&ra.key()];
         if ra.prompt_hash != rb.prompt_hash {
-            bail!("cannot pair item {}: its prompt differs between A and B", ra.id);
+            bail!(
+                "cannot pair item {}: its prompt differs between A and B",
+                ra.id
+            );
         }
         if ra.gold != rb.gold {
-            bail!("cannot pair item {}: its gold differs between A and B", ra.id);
+            bail!(
+                "cannot pair item {}: its gold differs between A and B",
+                ra.id
+            );
         }
         let s: Scorer = match (scorer, &ra.scorer) {
             (Some(s), _) => s.clone(),
@@ -181,8 +187,14 @@ pub fn render(r: &Report) -> String {
         ("A only", r.a_only.to_string()),
         ("B only", r.b_only.to_string()),
         ("McNemar exact p", format!("{:.3}", r.mcnemar_p)),
-        ("predictions identical", pct(r.predictions_identical, r.items)),
-        ("responses byte-identical", pct(r.responses_identical, r.items)),
+        (
+            "predictions identical",
+            pct(r.predictions_identical, r.items),
+        ),
+        (
+            "responses byte-identical",
+            pct(r.responses_identical, r.items),
+        ),
     ];
     for (k, v) in rows {
         out.push_str(&format!("{k:<26}{v}\n"));

@@ -136,7 +136,10 @@ mod tests {
                 r#"{"id":1,"prompt":"a","messages":[]}"#,
                 "line 1: both messages and prompt",
             ),
-            ("{\"id\":1,\"prompt\":\"a\"}\n{\"id\":1,\"prompt\":\"b\"}", "line 2: duplicate id 1"),
+            (
+                "{\"id\":1,\"prompt\":\"a\"}\n{\"id\":1,\"prompt\":\"b\"}",
+                "line 2: duplicate id 1",
+            ),
             ("{\"id\":1,\"prompt\":\"a\",\"nope\":1}", "dataset line 1"),
             ("not json", "dataset line 1"),
         ];

@@ -95,7 +95,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             eval_duration: 0,
             provenance: provenance.clone(),
         };
-        match client.json::<_, Value>(Method::POST, path, Some(&body)).await {
+        match client
+            .json::<_, Value>(Method::POST, path, Some(&body))
+            .await
+        {
             Ok(resp) => rec.fill(&resp),
             // No server: stop so that the rest is not recorded as errors (resume continues).
             Err(e) if e.to_string().starts_with("could not connect") => return Err(e),
@@ -125,7 +128,10 @@ async fn only_model(client: &Client) -> anyhow::Result<String> {
         .unwrap_or_default();
     match names.as_slice() {
         [one] => Ok(one.to_string()),
-        _ => bail!("the server has {} models: name one with --model", names.len()),
+        _ => bail!(
+            "the server has {} models: name one with --model",
+            names.len()
+        ),
     }
 }
 
@@ -139,7 +145,11 @@ async fn model_digest(client: &Client, model: &str) -> anyhow::Result<Option<Str
     };
     Ok(tags["models"].as_array().and_then(|a| {
         a.iter()
-            .find(|m| m["name"].as_str().is_some_and(|n| n.eq_ignore_ascii_case(&full)))
+            .find(|m| {
+                m["name"]
+                    .as_str()
+                    .is_some_and(|n| n.eq_ignore_ascii_case(&full))
+            })
             .and_then(|m| m["digest"].as_str().map(str::to_string))
     }))
 }

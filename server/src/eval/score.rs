@@ -98,7 +98,11 @@ mod tests {
         ];
         for (scorer, content, gold, want) in cases {
             let s: Scorer = scorer.parse().unwrap();
-            assert_eq!(s.correct(content, gold).unwrap(), *want, "{scorer} {content:?}");
+            assert_eq!(
+                s.correct(content, gold).unwrap(),
+                *want,
+                "{scorer} {content:?}"
+            );
         }
         assert!("fuzzy".parse::<Scorer>().is_err());
         assert!("json-field:".parse::<Scorer>().is_err());

@@ -58,7 +58,10 @@ mod tests {
             let z = ((b as f64 - c as f64).abs() - 1.0) / ((b + c) as f64).sqrt();
             let approx = normal_two_sided(z);
             assert!(exact > 0.0 && exact < 1.0, "b={b} c={c}: {exact}");
-            assert!((exact - approx).abs() < 1e-3, "b={b} c={c}: {exact} vs {approx}");
+            assert!(
+                (exact - approx).abs() < 1e-3,
+                "b={b} c={c}: {exact} vs {approx}"
+            );
         }
     }
 }

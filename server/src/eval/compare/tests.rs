@@ -48,22 +48,25 @@ fn table_adds_up_and_counts_flips() {
     let mut b: Vec<_> = (0..).zip(pairs).map(|(i, (_, y))| row(i, y, "y")).collect();
     b[2].error = Some("boom".into());
     let r = compare(&a, &b, None).unwrap();
-    assert_eq!(
-        (r.items, r.scored, r.errors_a, r.errors_b),
-        (7, 6, 0, 1)
-    );
+    assert_eq!((r.items, r.scored, r.errors_a, r.errors_b), (7, 6, 0, 1));
     assert_eq!(
         (r.both_correct, r.both_wrong, r.a_only, r.b_only),
         (3, 0, 2, 1)
     );
-    assert_eq!(r.both_correct + r.both_wrong + r.a_only + r.b_only, r.scored);
+    assert_eq!(
+        r.both_correct + r.both_wrong + r.a_only + r.b_only,
+        r.scored
+    );
     assert_eq!((r.correct_a, r.correct_b), (5, 4));
     assert!((r.mcnemar_p - 1.0).abs() < 1e-12);
     // " y" vs "y": same prediction (trimmed), different bytes.
     assert_eq!((r.predictions_identical, r.responses_identical), (3, 2));
     assert_eq!(r.verdicts[2].a, None);
     let text = render(&r);
-    assert!(text.contains("correct A                 5/6 (83.3%)\n"), "{text}");
+    assert!(
+        text.contains("correct A                 5/6 (83.3%)\n"),
+        "{text}"
+    );
     assert!(text.contains("McNemar exact p           1.000\n"), "{text}");
     assert!(!text.contains("MIXED"), "{text}");
 }
@@ -95,7 +98,10 @@ fn mixed_banner_when_a_run_has_two_sources() {
     assert!(r.mixed());
     let text = render(&r);
     assert!(text.starts_with("MIXED: "), "{text}");
-    assert!(text.contains("  B: ") && text.contains("commit def"), "{text}");
+    assert!(
+        text.contains("  B: ") && text.contains("commit def"),
+        "{text}"
+    );
     // A and B from different builds is the point of compare, not MIXED.
     let mut b = a.clone();
     for r in &mut b {
