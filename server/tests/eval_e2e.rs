@@ -155,7 +155,10 @@ fn compare(a: &Path, b: &Path) -> (String, Value) {
         );
         String::from_utf8(out.stdout).unwrap()
     };
-    let table = run(&[]);
+    let png = a.with_extension("png");
+    let table = run(&["--plot", png.to_str().unwrap()]);
+    let bytes = std::fs::read(&png).expect("--plot wrote no file");
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
     let json: Value = serde_json::from_str(&run(&["--json"])).unwrap();
     (table, json)
 }

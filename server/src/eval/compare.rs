@@ -7,7 +7,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use anyhow::{bail, Context};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::record::{self, Record};
 use super::score::Scorer;
@@ -15,7 +15,7 @@ use super::stats::mcnemar_exact;
 use super::CompareArgs;
 
 /// One pair's outcome (`None`: not scored — no gold, or an error on either side).
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Verdict {
     pub id: serde_json::Value,
     pub repeat: u32,
@@ -24,7 +24,7 @@ pub struct Verdict {
     pub identical: bool,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Report {
     pub items: usize,
     pub scored: usize,
@@ -213,6 +213,9 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     let (a, b) = (read(&args.a)?, read(&args.b)?);
     let scorer = args.scorer.as_deref().map(str::parse).transpose()?;
     let rep = compare(&a, &b, scorer.as_ref())?;
+    if let Some(png) = &args.plot {
+        super::plot::draw(png, &rep, &a, &b)?;
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rep)?);
     } else {

@@ -1,10 +1,11 @@
 //! `herd eval`: the instruments that show whether a build, config or engine changed answers.
 //! `run` records a dataset's answers with provenance (run.rs, dataset.rs, record.rs), `compare`
-//! pairs two runs and tests the difference (compare.rs, score.rs, stats.rs). A thin HTTP client of
+//! pairs two runs and tests the difference (compare.rs, score.rs, stats.rs, plot.rs). A thin HTTP client of
 //! a running server, like the other client subcommands.
 
 pub mod compare;
 pub mod dataset;
+pub mod plot;
 pub mod record;
 pub mod run;
 pub mod score;
@@ -62,6 +63,9 @@ pub struct CompareArgs {
     /// Print the comparison as JSON, with the item-by-item verdicts
     #[arg(long)]
     pub json: bool,
+    /// Also draw per-chunk accuracy and latency distributions of both runs to this PNG
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
 }
 
 pub async fn run(args: EvalArgs) -> anyhow::Result<()> {
