@@ -2,7 +2,8 @@
 //! (one inference thread, a few tokens per item), and the real `herd eval run` / `compare`
 //! against it: two servers with the same config answer 30/30 byte-identically (p = 1.000); a
 //! sampled run's flips are counted and the table adds up; `--cold` gives every item a fresh
-//! runner process; an interrupted run resumes without redoing or losing rows.
+//! runner process; an interrupted run resumes without redoing or losing rows; `herd eval repeat`
+//! at temperature 0 on CPU answers identically in all five states.
 //!
 //! Needs `cargo build --workspace --bins` and `scripts/fetch-test-models`; a missing prerequisite
 //! fails the test unless HERD_ALLOW_SKIP=1.
@@ -52,6 +53,10 @@ struct Serve {
 
 impl Serve {
     fn start(models: &Path) -> Serve {
+        Serve::start_with(models, &[])
+    }
+
+    fn start_with(models: &Path, env: &[(&str, &str)]) -> Serve {
         let home = tempfile::tempdir().unwrap();
         let mut cmd = Command::new(HERD);
         cmd.arg("serve")
@@ -64,6 +69,7 @@ impl Serve {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        cmd.envs(env.iter().copied());
         if let Some(r) = native_runner() {
             cmd.env("HERD_RUNNER", r);
         }
@@ -376,4 +382,27 @@ fn cold_run_gives_every_item_a_fresh_runner_and_interrupted_runs_resume() {
         .collect();
     let unique: BTreeSet<&String> = ids.iter().collect();
     assert_eq!((ids.len(), unique.len()), (12, 12), "{ids:?}");
+}
+
+#[test]
+fn repeat_is_identical_in_every_state_at_temperature_zero() {
+    let Some(ts) = prerequisites() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    // Four slots: the measured request really batches with the 3 concurrent streams.
+    let server = Serve::start_with(ts.root(), &[("OLLAMA_NUM_PARALLEL", "4")]);
+    let req = dir.path().join("req.json");
+    let body = json!({"model": "smol", "messages": [{"role": "user", "content": "Name a color."}],
+                      "options": greedy()});
+    std::fs::write(&req, body.to_string()).unwrap();
+    let n = 3;
+    let out = server.eval(&["repeat", req.to_str().unwrap(), "-n", &n.to_string()]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 6, "{out}");
+    for (line, state) in lines[1..].iter().zip(server::eval::repeat::STATES) {
+        assert_eq!(
+            line.split_whitespace().collect::<Vec<_>>(),
+            [state, &format!("{n}/{n}")],
+            "{out}"
+        );
+    }
 }

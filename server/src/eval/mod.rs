@@ -1,12 +1,14 @@
 //! `herd eval`: the instruments that show whether a build, config or engine changed answers.
 //! `run` records a dataset's answers with provenance (run.rs, dataset.rs, record.rs), `compare`
-//! pairs two runs and tests the difference (compare.rs, score.rs, stats.rs, plot.rs). A thin HTTP client of
+//! pairs two runs and tests the difference (compare.rs, score.rs, stats.rs, plot.rs), `repeat` counts
+//! byte-identical answers to one request across runner states (repeat.rs). A thin HTTP client of
 //! a running server, like the other client subcommands.
 
 pub mod compare;
 pub mod dataset;
 pub mod plot;
 pub mod record;
+pub mod repeat;
 pub mod run;
 pub mod score;
 pub mod stats;
@@ -29,6 +31,23 @@ pub enum EvalCommand {
     Run(RunArgs),
     /// Pair two runs item by item: accuracy, flips, McNemar exact p, identical responses
     Compare(CompareArgs),
+    /// Send one request N times in five states (cold, warm, prefix, alone, concurrent) and count
+    /// the answers byte-identical to the first
+    Repeat(RepeatArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RepeatArgs {
+    /// An /api/chat (messages) or /api/generate (prompt) request body
+    pub request: PathBuf,
+    /// Times per state
+    #[arg(short = 'n', default_value_t = 20)]
+    pub n: u32,
+    /// The model (default: the request's "model")
+    #[arg(long)]
+    pub model: Option<String>,
+    #[command(flatten)]
+    pub client: ClientArgs,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -72,5 +91,6 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<()> {
     match args.command {
         EvalCommand::Run(a) => run::run(a).await,
         EvalCommand::Compare(a) => compare::run(a),
+        EvalCommand::Repeat(a) => repeat::run(a).await,
     }
 }

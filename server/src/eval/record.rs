@@ -57,6 +57,23 @@ pub struct RowProvenance {
     pub model_digest: Option<String>,
 }
 
+impl Response {
+    /// The answer in an `/api/generate` (`response`, `thinking`) or `/api/chat` (`message`) body.
+    pub fn of(body: &Value) -> Response {
+        let msg = &body["message"];
+        let (content, thinking) = if msg.is_object() {
+            (&msg["content"], &msg["thinking"])
+        } else {
+            (&body["response"], &body["thinking"])
+        };
+        Response {
+            content: content.as_str().unwrap_or_default().to_string(),
+            thinking: thinking.as_str().map(str::to_string),
+            tool_calls: msg.get("tool_calls").cloned(),
+        }
+    }
+}
+
 impl RowProvenance {
     /// One line naming this source, for the MIXED banner.
     pub fn label(&self) -> String {
@@ -79,22 +96,7 @@ impl Record {
 
     /// Fills the response fields from an `/api/generate` or `/api/chat` body.
     pub fn fill(&mut self, body: &Value) {
-        let msg = &body["message"];
-        let content = if msg.is_object() {
-            &msg["content"]
-        } else {
-            &body["response"]
-        };
-        let thinking = if msg.is_object() {
-            &msg["thinking"]
-        } else {
-            &body["thinking"]
-        };
-        self.response = Response {
-            content: content.as_str().unwrap_or_default().to_string(),
-            thinking: thinking.as_str().map(str::to_string),
-            tool_calls: msg.get("tool_calls").cloned(),
-        };
+        self.response = Response::of(body);
         self.done_reason = body["done_reason"].as_str().map(str::to_string);
         let n = |k: &str| body[k].as_u64().unwrap_or(0);
         self.prompt_eval_count = n("prompt_eval_count");
