@@ -1,7 +1,7 @@
 //! `herd eval repeat REQUEST.json -n N`: the determinism instrument. Sends one request N times in
 //! each of five states and counts the answers byte-identical (content, thinking, tool calls) to
 //! the very first one:
-//! - `cold`: a fresh runner each time (unload, wait until `/api/ps` is empty);
+//! - `cold`: a fresh runner each time (unload, wait until `/api/ps` no longer lists the model);
 //! - `warm`: the runner loaded, its cache holding another prompt (a filler request just ran);
 //! - `prefix`: the same request just ran (a prefix-cache hit);
 //! - `alone`: back to back with nothing else in flight (the baseline for the next state);

@@ -1,7 +1,7 @@
 //! `herd eval run`: sends each dataset item to a server and appends one record per item (and
 //! repeat) to RUN.jsonl, flushed as it goes so an interrupted run resumes where it stopped: rows
 //! already in the file are skipped, a torn last line is cut off. `--cold` unloads the model and
-//! waits until `/api/ps` is empty before each item, so every item meets a fresh runner.
+//! waits until `/api/ps` no longer lists it before each item, so every item meets a fresh runner.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -138,11 +138,7 @@ async fn only_model(client: &Client) -> anyhow::Result<String> {
 /// The manifest digest `/api/tags` lists for `model` (`name` or `name:latest`).
 async fn model_digest(client: &Client, model: &str) -> anyhow::Result<Option<String>> {
     let tags: Value = client.json(Method::GET, "/api/tags", None::<&()>).await?;
-    let full = if model.contains(':') {
-        model.to_string()
-    } else {
-        format!("{model}:latest")
-    };
+    let full = full_name(model);
     Ok(tags["models"].as_array().and_then(|a| {
         a.iter()
             .find(|m| {
@@ -154,7 +150,8 @@ async fn model_digest(client: &Client, model: &str) -> anyhow::Result<Option<Str
     }))
 }
 
-/// Unloads `model` (keep_alive 0) and waits until no model is loaded.
+/// Unloads `model` (keep_alive 0) and waits until `/api/ps` no longer lists it (other models
+/// may stay loaded: they do not share its runner).
 pub async fn unload_and_wait(client: &Client, model: &str) -> anyhow::Result<()> {
     client
         .send(
@@ -163,15 +160,32 @@ pub async fn unload_and_wait(client: &Client, model: &str) -> anyhow::Result<()>
             Some(&json!({"model": model, "keep_alive": 0})),
         )
         .await?;
+    let full = full_name(model);
     let deadline = Instant::now() + UNLOAD_WAIT;
     loop {
         let ps: Value = client.json(Method::GET, "/api/ps", None::<&()>).await?;
-        if ps["models"].as_array().is_none_or(|a| a.is_empty()) {
+        let loaded = ps["models"].as_array().is_some_and(|a| {
+            a.iter().any(|m| {
+                m["name"]
+                    .as_str()
+                    .is_some_and(|n| n.eq_ignore_ascii_case(&full))
+            })
+        });
+        if !loaded {
             return Ok(());
         }
         if Instant::now() > deadline {
             bail!("model still loaded {UNLOAD_WAIT:?} after keep_alive 0");
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `name` with the `:latest` tag Ollama adds when none is given.
+fn full_name(model: &str) -> String {
+    if model.contains(':') {
+        model.to_string()
+    } else {
+        format!("{model}:latest")
     }
 }
