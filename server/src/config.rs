@@ -59,6 +59,8 @@ pub enum Command {
     Push(TransferArgs),
     /// Create a model from a Modelfile
     Create(CreateArgs),
+    /// Evaluate a server: record a dataset's answers, compare two runs
+    Eval(crate::eval::EvalArgs),
 }
 
 /// Logging, shared by every subcommand.

@@ -23,7 +23,17 @@ async fn root_and_version_answer_get_and_head() {
     assert_eq!(r.status, StatusCode::OK);
     assert!(r.body.is_empty());
     let r = get(&app, "/api/version").await;
-    assert_eq!(r.json(), json!({"version": server::VERSION}));
+    // Ollama's field exactly, plus herd's provenance (extra fields Ollama's clients ignore).
+    let v = r.json();
+    assert_eq!(v["version"], json!(server::VERSION));
+    assert_eq!(
+        v["engines"]["llama.cpp"]["build"],
+        json!(server::provenance::LLAMACPP_BUILD)
+    );
+    assert!(v["engines"]["llama.cpp"]["build"]
+        .as_str()
+        .is_some_and(|b| b.starts_with('b')));
+    assert_eq!(v["git_commit"], json!(server::provenance::GIT_COMMIT));
     for path in ["/api/version", "/api/tags"] {
         let r = send(&app, request(Method::HEAD, path, Body::empty())).await;
         assert_eq!(r.status, StatusCode::OK, "HEAD {path}");

@@ -189,8 +189,10 @@ async fn root() -> &'static str {
     "Ollama is running"
 }
 
-async fn version() -> Json<serde_json::Value> {
-    Json(serde_json::json!({ "version": crate::VERSION }))
+/// Ollama's `{"version": …}` plus herd's provenance (git commit, engine pins, config digest) as
+/// extra fields, which Ollama's clients ignore.
+async fn version() -> Json<crate::provenance::Provenance> {
+    Json(crate::provenance::current())
 }
 
 /// gin's texts, which clients and scripts match on.

@@ -35,6 +35,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let base = a.client.host.connect_url();
             create::run(&base, &a.model, a.file.as_deref(), a.quantize.as_deref()).await
         }
+        Command::Eval(args) => crate::eval::run(args).await,
     }
 }
 

@@ -18,8 +18,9 @@ use crate::store::Store;
 pub const PRUNE_OLDER_THAN: Duration = Duration::from_secs(3600);
 
 pub async fn run(config: Config) -> anyhow::Result<()> {
-    let pairs: Vec<String> = config
-        .effective()
+    let effective = config.effective();
+    crate::provenance::set_config(&effective);
+    let pairs: Vec<String> = effective
         .into_iter()
         .map(|(k, v)| format!("{k}:{v}"))
         .collect();
