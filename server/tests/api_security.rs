@@ -43,6 +43,11 @@ async fn loopback_bind_rejects_foreign_hosts() {
         ("[::1]:11434", StatusCode::OK),
         ("testbox", StatusCode::OK),
         ("dev.localhost", StatusCode::OK),
+        // Issue 22 item 4: a Host that only starts with an allowed host is foreign.
+        ("localhost:11434.evil.com", StatusCode::FORBIDDEN),
+        ("127.0.0.1:11434@evil.com", StatusCode::FORBIDDEN),
+        ("[::1]:11434.evil.com", StatusCode::FORBIDDEN),
+        ("localhost:99999", StatusCode::FORBIDDEN),
     ] {
         let r = send(&app, with_host(Method::GET, "/api/tags", host)).await;
         assert_eq!(r.status, want, "Host: {host}");

@@ -262,3 +262,45 @@ fn no_runner_outlives_herd_serve() {
         "orphan runner left"
     );
 }
+
+/// `(soft, hard)` "Max open files" of a process, from /proc.
+fn nofile_limits(pid: u32) -> (String, String) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap()
+        .to_owned();
+    let mut f = line["Max open files".len()..].split_whitespace();
+    (f.next().unwrap().to_owned(), f.next().unwrap().to_owned())
+}
+
+/// Issue 22 item 5: started under a soft limit of 256 open files, `herd serve` raises it to the
+/// hard limit, so many slow connections do not exhaust its descriptors.
+#[test]
+fn serve_raises_the_open_file_limit() {
+    let ts = store();
+    let home = tempfile::tempdir().unwrap();
+    let mut child = Command::new("sh")
+        .args(["-c", "ulimit -Sn 256 && exec \"$0\" serve", HERD])
+        .env("HOME", home.path())
+        .env("OLLAMA_HOST", "127.0.0.1:0")
+        .env("OLLAMA_MODELS", ts.root())
+        .env("HERD_RUNNER", scheduler_support::fake_runner())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let listening = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|l| l.contains("Listening on "));
+    assert!(listening, "herd serve did not start");
+    let (soft, hard) = nofile_limits(child.id());
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_ne!(hard, "256", "the hard limit must exceed 256 for this test");
+    assert_eq!(soft, hard, "soft open-file limit raised to the hard one");
+}

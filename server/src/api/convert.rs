@@ -53,6 +53,18 @@ impl Options {
         load.mmap = r.use_mmap.unwrap_or(true);
     }
 
+    /// Bounds what one request may make a runner allocate or spawn (issue 22 item 6), applied
+    /// once the effective context is known: a batch larger than the context only allocates
+    /// buffers that can never fill (llama.cpp sizes its compute graph by it), and more threads
+    /// than `cpus` only contend. `ctx_size` 0 (the scheduler's choice) leaves the batch alone.
+    pub fn clamp_load(load: &mut LoadOptions, cpus: u32) {
+        if load.ctx_size > 0 {
+            load.batch = load.batch.min(load.ctx_size);
+            load.ubatch = load.ubatch.min(load.batch);
+        }
+        load.threads = load.threads.min(cpus.max(1));
+    }
+
     /// A completion request for `prompt` carrying these options (the caller sets `prompt`,
     /// `shift`, `truncate`, logprobs and the constraint as the request demands).
     pub fn completion_request(&self) -> CompletionRequest {
@@ -160,6 +172,33 @@ mod tests {
         let mut load = LoadOptions::default();
         Options::defaults(0).apply_to_load(&mut load);
         assert_eq!(load, LoadOptions::default());
+    }
+
+    #[test]
+    fn load_clamps_table() {
+        // (ctx_size, batch, ubatch, threads, cpus) → (batch, ubatch, threads)
+        let cases = [
+            ((2048, 1_000_000_000, 512, 0, 16), (2048, 512, 0)),
+            ((2048, 512, 512, 4, 16), (512, 512, 4)),
+            ((256, 512, 512, 256, 16), (256, 256, 16)),
+            ((4096, 4096, 512, 100_000, 2), (4096, 512, 2)),
+            ((0, 1_000_000_000, 512, 8, 0), (1_000_000_000, 512, 1)),
+        ];
+        for ((ctx, batch, ubatch, threads, cpus), want) in cases {
+            let mut load = LoadOptions {
+                ctx_size: ctx,
+                batch,
+                ubatch,
+                threads,
+                ..LoadOptions::default()
+            };
+            Options::clamp_load(&mut load, cpus);
+            assert_eq!(
+                (load.batch, load.ubatch, load.threads),
+                want,
+                "{ctx} {batch} {threads}"
+            );
+        }
     }
 
     #[test]

@@ -17,7 +17,6 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::AppState;
-use crate::config::split_host_port;
 
 #[derive(Debug, Clone, Default)]
 pub struct HostGuard {
@@ -72,22 +71,85 @@ impl HostGuard {
         if !self.enforce {
             return true;
         }
-        let host = split_host_port(host_header).map_or(host_header, |(h, _)| h);
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        if let Ok(ip) = host.parse::<IpAddr>() {
-            let ip = ip.to_canonical();
-            return is_local_class(ip) || self.local_ips.iter().any(|l| l.to_canonical() == ip);
-        }
-        let host = host.to_ascii_lowercase();
-        if host.is_empty() {
+        let Some(host) = parse_authority(host_header) else {
             return false;
-        }
+        };
+        let host = match host {
+            AuthorityHost::Ip(ip) => {
+                let ip = ip.to_canonical();
+                return is_local_class(ip) || self.local_ips.iter().any(|l| l.to_canonical() == ip);
+            }
+            AuthorityHost::Name(name) => name.to_ascii_lowercase(),
+        };
         host == "localhost"
             || self.hostname.as_deref() == Some(host.as_str())
             || [".localhost", ".local", ".internal"]
                 .iter()
                 .any(|tld| host.ends_with(tld))
     }
+}
+
+/// The host part of a `Host` header (RFC 9110 §7.2: `uri-host [ ":" port ]`).
+#[derive(Debug, PartialEq, Eq)]
+enum AuthorityHost<'a> {
+    Ip(IpAddr),
+    /// A registered name: DNS labels of letters, digits, `-` and `_`, separated by single dots.
+    Name(&'a str),
+}
+
+/// Parses a `Host` value as a whole authority, or `None` when any byte is left unexplained.
+///
+/// Invariant: what `allows` compares is the entire host, never a prefix. Go's `SplitHostPort`,
+/// which Ollama uses, does not check the port, so `localhost:1.evil.com` and
+/// `127.0.0.1:1@evil.com` split into an allowed host and garbage; here the port must be 1–5
+/// digits no larger than 65535 (or empty, as RFC 3986 allows), an IPv6 literal must be in
+/// brackets (a bare one is accepted only when the whole value is an IPv6 address), and a name may
+/// hold only DNS label characters, so userinfo (`@`), paths, zone ids and a second `:` refuse.
+fn parse_authority(value: &str) -> Option<AuthorityHost<'_>> {
+    let (host, port) = if let Some(rest) = value.strip_prefix('[') {
+        let (inside, after) = rest.split_once(']')?;
+        let ip = inside.parse::<std::net::Ipv6Addr>().ok()?;
+        let port = match after {
+            "" => None,
+            p => Some(p.strip_prefix(':')?),
+        };
+        (AuthorityHost::Ip(IpAddr::V6(ip)), port)
+    } else if let Ok(ip) = value.parse::<std::net::Ipv6Addr>() {
+        (AuthorityHost::Ip(IpAddr::V6(ip)), None)
+    } else {
+        let (host, port) = match value.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (value, None),
+        };
+        let host = if let Ok(v4) = host.parse::<std::net::Ipv4Addr>() {
+            AuthorityHost::Ip(IpAddr::V4(v4))
+        } else if is_reg_name(host) {
+            AuthorityHost::Name(host)
+        } else {
+            return None;
+        };
+        (host, port)
+    };
+    match port {
+        None | Some("") => Some(host),
+        Some(p) if p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()) => {
+            (p.parse::<u32>().ok()? <= u32::from(u16::MAX)).then_some(host)
+        }
+        Some(_) => None,
+    }
+}
+
+/// Non-empty dot-separated labels of `[A-Za-z0-9_-]` (no empty label, so no trailing dot).
+fn is_reg_name(host: &str) -> bool {
+    !host.is_empty()
+        && host.len() <= 253
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
 }
 
 /// Go's `IsLoopback || IsPrivate || IsUnspecified`.
@@ -279,6 +341,27 @@ mod tests {
             (":11434", false),
             ("", false),
             ("local", false),
+            // Issue 22 item 4: the whole value is the authority, not a prefix of it.
+            ("localhost:11434.evil.com", false),
+            ("127.0.0.1:11434@evil.com", false),
+            ("localhost@evil.com", false),
+            ("evil.com@localhost", false),
+            ("localhost:11434/evil", false),
+            ("localhost:99999", false),
+            ("localhost:011434", false),
+            ("localhost:-1", false),
+            ("localhost:1:2", false),
+            ("localhost:", true),
+            ("localhost:65535", true),
+            ("localhost.", false),
+            ("a..localhost", false),
+            ("[::1]x", false),
+            ("[::1]:1.evil.com", false),
+            ("[::1%eth0]", false),
+            ("[127.0.0.1]", false),
+            ("127.0.0.1.evil.com", false),
+            ("127.0.0.1 ", false),
+            ("localhost\t", false),
         ];
         for (host, want) in cases {
             assert_eq!(g.allows(host), want, "Host: {host:?}");

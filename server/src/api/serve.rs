@@ -13,6 +13,18 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit, once at startup, and returns the soft limit
+/// now in force. Every connection costs a descriptor; the common 1024 default let 300 trickling
+/// bodies (plus runners' sockets and blob files) starve `/api/version` (issue 22 item 5).
+pub fn raise_nofile_limit() -> std::io::Result<u64> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+    if soft < hard {
+        setrlimit(Resource::RLIMIT_NOFILE, hard, hard)?;
+    }
+    Ok(hard.max(soft))
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct ServeOptions {
     /// A connection must deliver a complete request head within this time (also bounds how long

@@ -25,6 +25,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .map(|(k, v)| format!("{k}:{v}"))
         .collect();
     tracing::info!(target: "herd", "server config: {}", pairs.join(" "));
+    match crate::api::serve::raise_nofile_limit() {
+        Ok(n) => tracing::debug!(limit = n, "open file limit"),
+        Err(e) => tracing::warn!(error = %e, "could not raise the open file limit"),
+    }
 
     let root = config.models.clone();
     let noprune = config.noprune;

@@ -32,8 +32,19 @@ pub fn valid_rel_path(p: &str) -> bool {
         && p.split('/').all(|e| !e.is_empty() && e != "." && e != "..")
 }
 
+/// The most entries one files map may hold. Each GGUF's metadata is read and kept while the
+/// create runs (tens of KB each), so the count bounds its time and memory; the largest split
+/// models have a few dozen shards.
+pub const MAX_FILES: usize = 1024;
+
 /// Validates every key and digest of a files map (Ollama checks these before streaming).
 pub(crate) fn check_files(files: &BTreeMap<String, String>) -> Result<()> {
+    if files.len() > MAX_FILES {
+        return Err(Error::BadRequest(format!(
+            "too many files ({}); at most {MAX_FILES} per create",
+            files.len()
+        )));
+    }
     for (path, digest) in files {
         if !valid_rel_path(path) {
             return Err(Error::BadRequest(FILE_PATH_MUST_BE_RELATIVE.into()));
@@ -118,6 +129,8 @@ fn import_one(
         return Err(Error::BadRequest(NOT_GGUF.into()));
     }
     let g = gguf::read_path(&blobs.path(digest), ReadOptions::default())?;
+    g.check_engine_facts()
+        .map_err(|e| Error::InvalidGguf(format!("file {path:?}: {e}")))?;
     let media_type = forced.unwrap_or_else(|| media_type_for(&g));
     let mut layer = Layer::new(media_type, digest.clone(), size);
     layer.from = Some(path.to_owned());

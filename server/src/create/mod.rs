@@ -114,6 +114,13 @@ pub fn precheck(req: &CreateRequest) -> Result<ModelName> {
     {
         import::check_files(files)?;
     }
+    // Every later request to the model applies these: a wrongly typed one would fail them all
+    // with 500, so it is the create that is refused (400, the option's own message).
+    if let Some(params) = &req.parameters {
+        crate::api::options::Options::defaults(0)
+            .apply(params)
+            .map_err(|e| Error::BadRequest(e.to_string()))?;
+    }
     let name = if req.model.is_empty() {
         &req.name
     } else {
@@ -301,6 +308,8 @@ fn from_model(
         let g = match layer.media_type.as_str() {
             MEDIA_TYPE_MODEL | MEDIA_TYPE_PROJECTOR | MEDIA_TYPE_ADAPTER | MEDIA_TYPE_DRAFT => {
                 let gguf = gguf::read_path(&blobs.path(&layer.digest), ReadOptions::default())?;
+                gguf.check_engine_facts()
+                    .map_err(|e| Error::InvalidGguf(format!("{label}: {e}")))?;
                 Some(GgufLayer {
                     layer: layer.clone(),
                     gguf,

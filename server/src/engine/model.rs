@@ -55,6 +55,14 @@ impl Model {
                 None
             }
         };
+        // The runner trusts these facts (token ids index its vocabulary): refuse a file that
+        // lies about them before it is loaded (a store written by another tool, or before the
+        // create-time check existed).
+        if let Some(g) = &gguf {
+            g.check_engine_facts().map_err(|e| {
+                Error::InvalidGguf(format!("model {}: {e}", resolved.name.display_shortest()))
+            })?;
+        }
         let capabilities = resolved.capabilities.clone();
         let details = view.details(gguf.as_ref());
         let (template, bos_text) = template_for(&view, gguf.as_ref())?;

@@ -71,6 +71,8 @@ pub fn load_options(opts: &Options, model: &Model, settings: &Settings) -> LoadO
     };
     opts.apply_to_load(&mut load);
     load.ctx_size = effective_num_ctx(opts.runner.num_ctx, settings, model.ctx_train);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    Options::clamp_load(&mut load, u32::try_from(cpus).unwrap_or(u32::MAX));
     load
 }
 

@@ -2,6 +2,7 @@
 //! files of any size, the facts `/api/show`, `/api/tags` and the scheduler derive from it, and a
 //! small writer for fixtures. Tensor data is never read here; the runner loads it.
 
+mod check;
 mod info;
 mod reader;
 mod types;

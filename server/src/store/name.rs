@@ -38,6 +38,18 @@ fn is_valid_part(kind: Part, s: &str) -> bool {
     if s.is_empty() || s.len() > max {
         return false;
     }
+    // A host's ':' starts its port: one, then 1-5 digits naming a real port, so the registry
+    // address a name implies is always dialable (`host:99999`, `a:1:2`, `a:x` refuse).
+    if kind == Part::Host {
+        if let Some((_, port)) = s.split_once(':') {
+            let port_ok = (1..=5).contains(&port.len())
+                && port.bytes().all(|b| b.is_ascii_digit())
+                && port.parse::<u32>().is_ok_and(|p| p <= u32::from(u16::MAX));
+            if !port_ok {
+                return false;
+            }
+        }
+    }
     s.bytes().enumerate().all(|(i, c)| {
         let word = c.is_ascii_alphanumeric() || c == b'_';
         if i == 0 {
@@ -316,6 +328,14 @@ mod tests {
             (format!("m:{long81}"), None),
             (format!("{long81}/m"), None),
             (format!("{host351}/n/m"), None),
+            // Issue 22 item 9: a host's port is one real port number.
+            ("host:99999/a/b:c".into(), None),
+            ("host:65536/a/b".into(), None),
+            ("host:/a/b".into(), None),
+            ("host:1:2/a/b".into(), None),
+            ("host:x/a/b".into(), None),
+            ("host:123456/a/b".into(), None),
+            ("host:65535/a/b:c".into(), Some("host:65535/a/b:c".into())),
         ];
         for (input, want) in cases {
             let got = ModelName::parse(&input).ok().map(|n| n.to_string());
