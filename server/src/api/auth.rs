@@ -195,7 +195,8 @@ mod tests {
             }
             m
         };
-        let cases: [(&[(&str, &str)], Family, Option<&[u8]>); 7] = [
+        type Case<'a> = (&'a [(&'a str, &'a str)], Family, Option<&'a [u8]>);
+        let cases: [Case; 7] = [
             (
                 &[("authorization", "Bearer k1")],
                 Family::Native,
