@@ -11,12 +11,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
+use axum::body::{Bytes, HttpBody};
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use futures_util::StreamExt;
+use hyper::body::{Frame, SizeHint};
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use tokio::sync::Notify;
 
 use super::AppState;
@@ -102,12 +105,39 @@ pub async fn admit(State(state): State<AppState>, req: Request, next: Next) -> R
     }
     let guard = state.lifecycle.enter();
     let resp = next.run(req).await;
-    let (parts, body) = resp.into_parts();
-    let body = Body::from_stream(body.into_data_stream().map(move |chunk| {
-        let _held = &guard;
-        chunk
-    }));
-    Response::from_parts(parts, body)
+    resp.map(|inner| {
+        Body::new(Tracked {
+            inner,
+            _guard: guard,
+        })
+    })
+}
+
+/// A response body that keeps its request counted as in flight until it is finished or
+/// dropped. Delegates everything, so `Content-Length` and end-of-stream stay as they were.
+struct Tracked {
+    inner: Body,
+    _guard: InFlight,
+}
+
+impl HttpBody for Tracked {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 pub async fn healthz() -> Json<serde_json::Value> {
