@@ -5,6 +5,7 @@
 //! `parse` and `host`; malformed numbers are rejected at startup rather than silently defaulted.
 
 mod host;
+mod ops;
 mod parse;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -12,6 +13,7 @@ use runner_protocol::{FlashAttention, KvCacheType};
 use std::path::PathBuf;
 
 pub use host::{join_host_port, split_host_port, OllamaHost, DEFAULT_PORT};
+pub use ops::{keys_from_file_text, Secrets};
 pub use parse::{
     clean, env_duration_nanos, go_parse_bool, go_parse_duration, keep_alive_display,
     keep_alive_from_nanos, ollama_bool, KeepAlive, LoadTimeout,
@@ -309,6 +311,17 @@ pub struct Config {
     /// 0 = no limit); bigger uploads get 413 and leave nothing behind.
     #[arg(long, env = "HERD_MAX_BLOB_SIZE", value_parser = parse::clap_byte_size, default_value = "512GiB")]
     pub max_blob_size: u64,
+    /// API keys, comma-separated: when set (here or in HERD_API_KEYS_FILE), every route but
+    /// /healthz and /readyz requires `Authorization: Bearer <key>`.
+    #[arg(long, env = "HERD_API_KEYS", value_parser = ops::parse_key_list, default_value = "",
+          hide_env_values = true, hide_default_value = true)]
+    pub api_keys: Secrets,
+    /// File of API keys, one per line (`#` comments); joined with HERD_API_KEYS.
+    #[arg(long, env = "HERD_API_KEYS_FILE", value_parser = parse_path)]
+    pub api_keys_file: Option<PathBuf>,
+    /// After SIGTERM, how long in-flight requests may run before runners are stopped.
+    #[arg(long, env = "HERD_SHUTDOWN_GRACE", value_parser = ops::parse_duration, default_value = "10s")]
+    pub shutdown_grace: std::time::Duration,
 }
 
 impl Config {
@@ -322,6 +335,18 @@ impl Config {
             return dir.join(RUNNER_BIN);
         }
         default_runner_path()
+    }
+
+    /// Every configured API key: HERD_API_KEYS plus the lines of HERD_API_KEYS_FILE (read
+    /// once, at startup; an unreadable or empty file is an error).
+    pub fn api_keys(&self) -> Result<Vec<String>, String> {
+        let mut keys = self.api_keys.0.clone();
+        if let Some(path) = &self.api_keys_file {
+            let more = ops::read_keys_file(path)
+                .map_err(|e| format!("HERD_API_KEYS_FILE {}: {e}", path.display()))?;
+            keys.extend(more);
+        }
+        Ok(keys)
     }
 
     /// The effective configuration as `(ENV_NAME, value)` pairs for the startup log, with
@@ -358,6 +383,15 @@ impl Config {
             ),
             ("HERD_RUNNER", self.runner_path().display().to_string()),
             ("HERD_MAX_BLOB_SIZE", self.max_blob_size.to_string()),
+            // Only how many: a key never reaches the log.
+            ("HERD_API_KEYS", format!("{} keys", self.api_keys.0.len())),
+            (
+                "HERD_API_KEYS_FILE",
+                self.api_keys_file
+                    .as_ref()
+                    .map_or_else(String::new, |p| p.display().to_string()),
+            ),
+            ("HERD_SHUTDOWN_GRACE", format!("{:?}", self.shutdown_grace)),
         ];
         pairs.into_iter().map(|(k, v)| (k, redact(k, v))).collect()
     }

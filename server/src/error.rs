@@ -28,6 +28,12 @@ pub enum Error {
     NotFound(String),
     #[error("{0}")]
     Forbidden(String),
+    /// 401: no or a wrong API key (`HERD_API_KEYS`); the message never contains a key.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// 503 while the server drains for shutdown (SIGTERM): it admits no new work.
+    #[error("server is shutting down")]
+    Draining,
     #[error("request entity too large")]
     PayloadTooLarge,
     /// A blob upload over the configured cap (`HERD_MAX_BLOB_SIZE`).
@@ -66,8 +72,9 @@ impl Error {
             | Error::BadRequest(_) => StatusCode::BAD_REQUEST,
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::Forbidden(_) => StatusCode::FORBIDDEN,
+            Error::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Error::PayloadTooLarge | Error::BlobTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            Error::QueueFull => StatusCode::SERVICE_UNAVAILABLE,
+            Error::QueueFull | Error::Draining => StatusCode::SERVICE_UNAVAILABLE,
             Error::Cancelled => StatusCode::from_u16(499).unwrap(),
             Error::Runner(e) => match e.kind {
                 K::BadRequest | K::ContextOverflow => StatusCode::BAD_REQUEST,

@@ -10,6 +10,7 @@
 //! runner protocol.
 
 pub mod anthropic;
+pub mod auth;
 pub mod blobs;
 pub mod convert;
 pub mod create;
@@ -18,6 +19,7 @@ pub mod error;
 pub mod generate;
 pub mod gojson;
 pub mod guard;
+pub mod health;
 pub mod inference;
 pub mod models;
 pub mod openai;
@@ -32,9 +34,10 @@ pub mod types;
 use std::sync::Arc;
 
 use axum::extract::DefaultBodyLimit;
+use axum::http::Method;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing::{get, head, post};
+use axum::routing::{get, head, post, MethodRouter};
 use axum::{middleware, Json, Router};
 use tower_http::trace::TraceLayer;
 
@@ -77,6 +80,10 @@ pub struct AppState {
     pub max_blob_size: u64,
     /// How `/api/create` runs `quantize` (the runner binary the server is configured with).
     pub quantizer: crate::create::QuantizeOptions,
+    /// `HERD_API_KEYS` / `HERD_API_KEYS_FILE`; empty = no key required.
+    pub api_keys: Arc<auth::ApiKeys>,
+    /// Draining flag and in-flight count (SIGTERM), readiness inputs.
+    pub lifecycle: Arc<health::Lifecycle>,
 }
 
 impl AppState {
@@ -97,7 +104,19 @@ impl AppState {
             registry: None,
             max_blob_size: DEFAULT_MAX_BLOB_SIZE,
             quantizer: crate::create::QuantizeOptions::default(),
+            api_keys: Arc::default(),
+            lifecycle: Arc::default(),
         }
+    }
+
+    pub fn with_api_keys(mut self, keys: auth::ApiKeys) -> AppState {
+        self.api_keys = Arc::new(keys);
+        self
+    }
+
+    pub fn with_lifecycle(mut self, lifecycle: Arc<health::Lifecycle>) -> AppState {
+        self.lifecycle = lifecycle;
+        self
     }
 
     pub fn with_registry(mut self, registry: crate::store::registry::Registry) -> AppState {
@@ -148,32 +167,79 @@ impl AppState {
     }
 }
 
+/// One entry of the route table: a path, the methods it answers (what tests walk) and the
+/// handlers. The router is built from [`routes`] only, so every route gets the same middleware
+/// (API keys, draining, metrics) and a test walking this table covers routes added later.
+pub struct Route {
+    pub path: &'static str,
+    pub methods: &'static [Method],
+    pub handler: MethodRouter<AppState>,
+}
+
+pub(crate) fn route(
+    path: &'static str,
+    methods: &'static [Method],
+    handler: MethodRouter<AppState>,
+) -> Route {
+    Route {
+        path,
+        methods,
+        handler,
+    }
+}
+
+/// Every route the server answers.
+pub fn routes() -> Vec<Route> {
+    const GET: &[Method] = &[Method::GET];
+    const GET_HEAD: &[Method] = &[Method::GET, Method::HEAD];
+    const POST: &[Method] = &[Method::POST];
+    let mut table = vec![
+        route("/", GET_HEAD, get(root).head(root)),
+        route("/healthz", GET_HEAD, get(health::healthz)),
+        route("/readyz", GET_HEAD, get(health::readyz)),
+        route("/api/version", GET_HEAD, get(version).head(version)),
+        route("/api/tags", GET_HEAD, get(models::tags).head(models::tags)),
+        route("/api/ps", GET, get(models::ps)),
+        route("/api/generate", POST, post(generate::generate)),
+        route("/api/chat", POST, post(generate::chat)),
+        route("/api/embed", POST, post(embed::embed)),
+        route("/api/embeddings", POST, post(embed::embeddings)),
+        route("/api/show", POST, post(models::show)),
+        route("/api/copy", POST, post(models::copy)),
+        route("/api/create", POST, post(create::create)),
+        route(
+            "/api/delete",
+            &[Method::DELETE],
+            axum::routing::delete(models::delete),
+        ),
+        route("/api/pull", POST, post(pull::pull)),
+        route("/api/push", POST, post(pull::push)),
+        route(
+            "/api/blobs/{digest}",
+            &[Method::HEAD, Method::POST],
+            head(blobs::head_blob).post(blobs::create_blob),
+        ),
+        route("/v1/messages", POST, post(anthropic::messages)),
+    ];
+    table.extend(openai::routes());
+    table
+}
+
 /// The whole application, ready for `serve` or `oneshot`.
 pub fn app(state: AppState) -> Router {
-    let routes = Router::new()
-        .route("/", get(root).head(root))
-        .route("/api/version", get(version).head(version))
-        .route("/api/tags", get(models::tags).head(models::tags))
-        .route("/api/ps", get(models::ps))
-        .route("/api/generate", post(generate::generate))
-        .route("/api/chat", post(generate::chat))
-        .route("/api/embed", post(embed::embed))
-        .route("/api/embeddings", post(embed::embeddings))
-        .route("/api/show", post(models::show))
-        .route("/api/copy", post(models::copy))
-        .route("/api/create", post(create::create))
-        .route("/api/delete", axum::routing::delete(models::delete))
-        .route("/api/pull", post(pull::pull))
-        .route("/api/push", post(pull::push))
-        .route(
-            "/api/blobs/{digest}",
-            head(blobs::head_blob).post(blobs::create_blob),
-        )
-        .merge(openai::routes())
-        .route("/v1/messages", post(anthropic::messages))
+    let mut router = Router::new();
+    for r in routes() {
+        router = router.route(r.path, r.handler);
+    }
+    let routes = router
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(state.max_json_body))
+        .layer(middleware::from_fn_with_state(state.clone(), health::admit))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_key,
+        ))
         .layer(middleware::from_fn_with_state(state.clone(), guard::cors))
         .layer(middleware::from_fn_with_state(
             state.clone(),

@@ -1,6 +1,8 @@
 //! `herd serve`: log the effective configuration, open the store (pruning unreferenced blobs
 //! older than an hour unless `OLLAMA_NOPRUNE`), bind `OLLAMA_HOST`, build the app state for the
-//! address actually bound, and serve until SIGINT/SIGTERM.
+//! address actually bound, and serve until SIGINT/SIGTERM. On the signal the server drains:
+//! readiness and new requests answer 503 while admitted requests (streams) finish, for at most
+//! `HERD_SHUTDOWN_GRACE`; then the listener closes and every runner is stopped and reaped.
 
 use std::time::Duration;
 
@@ -28,6 +30,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     match crate::api::serve::raise_nofile_limit() {
         Ok(n) => tracing::debug!(limit = n, "open file limit"),
         Err(e) => tracing::warn!(error = %e, "could not raise the open file limit"),
+    }
+    let api_keys = api::auth::ApiKeys::new(config.api_keys().map_err(anyhow::Error::msg)?);
+    if !api_keys.is_empty() {
+        tracing::info!(target: "herd", keys = api_keys.len(), "API keys required");
     }
 
     let root = config.models.clone();
@@ -75,7 +81,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let guard = HostGuard::detect(local);
     let (engine, _runner_dir) =
         crate::engine::start(&config).context("creating the runner socket directory")?;
+    let lifecycle = std::sync::Arc::new(api::health::Lifecycle::new(Some(config.runner_path())));
     let state = AppState::new(store)
+        .with_api_keys(api_keys)
+        .with_lifecycle(lifecycle.clone())
         .with_registry(registry)
         .with_host_guard(guard)
         .with_cors(CorsPolicy::new(&config.origins.allowed()))
@@ -91,13 +100,21 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             env: crate::runner::runner_env(std::env::vars_os()),
         });
     tracing::info!(target: "herd", "Listening on {local} (version {})", crate::VERSION);
-    api::serve(
-        listener,
-        api::app(state),
-        ServeOptions::default(),
-        shutdown_signal(),
-    )
-    .await?;
+    let grace = config.shutdown_grace;
+    let drained = async move {
+        shutdown_signal().await;
+        lifecycle.start_draining();
+        tracing::info!(target: "herd", in_flight = lifecycle.in_flight(), ?grace, "draining: refusing new requests");
+        if !lifecycle.wait_idle(grace).await {
+            tracing::warn!(target: "herd", in_flight = lifecycle.in_flight(), "grace period over; closing in-flight requests");
+        }
+    };
+    // The grace is spent in `drained`; what is left for `serve` only closes idle connections.
+    let opts = ServeOptions {
+        shutdown_grace: Duration::from_secs(1),
+        ..ServeOptions::default()
+    };
+    api::serve(listener, api::app(state), opts, drained).await?;
     // No runner outlives the server: stop and reap them all before returning.
     engine.scheduler().shutdown().await;
     tracing::info!(target: "herd", "server stopped");

@@ -1,7 +1,8 @@
 //! Error bodies of the compatibility APIs. Every failure keeps the native status code (so a
 //! client sees the same 404/400/503 as on `/api`); only the body's shape changes:
 //! - OpenAI (`/v1/*`): `{"error":{"message","type","param":null,"code":null}}`, `type` from the
-//!   status (400 `invalid_request_error`, 404 `not_found_error`, anything else `api_error`).
+//!   status (400 and 401 `invalid_request_error`, 404 `not_found_error`, anything else
+//!   `api_error`); a 401 carries `code: "invalid_api_key"` as OpenAI's does.
 //! - Anthropic (`/v1/messages`): `{"type":"error","error":{"type","message"}}` with Anthropic's
 //!   type names per status.
 
@@ -41,7 +42,8 @@ impl From<Error> for ApiError {
 /// OpenAI's `error.type` for a status.
 pub fn openai_type(status: StatusCode) -> &'static str {
     match status.as_u16() {
-        400 => "invalid_request_error",
+        // OpenAI answers a missing or wrong key with 401 `invalid_request_error`.
+        400 | 401 => "invalid_request_error",
         404 => "not_found_error",
         _ => "api_error",
     }
@@ -53,7 +55,7 @@ pub fn openai_body(e: &ApiError) -> Value {
         "message": e.message,
         "type": openai_type(e.status),
         "param": null,
-        "code": null,
+        "code": if e.status == StatusCode::UNAUTHORIZED { json!("invalid_api_key") } else { Value::Null },
     }})
 }
 

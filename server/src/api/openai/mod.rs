@@ -14,19 +14,22 @@ pub mod native;
 pub mod responses;
 pub mod sse;
 
+use axum::http::Method;
 use axum::routing::{get, post};
-use axum::Router;
 
-use super::AppState;
+use super::{route, Route};
 
-/// The OpenAI routes, merged into the app ahead of its middleware.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/chat/completions", post(chat::chat_completions))
-        .route("/v1/completions", post(completions::completions))
-        .route("/v1/embeddings", post(embeddings::embeddings))
-        .route("/v1/responses", post(responses::responses))
-        .route("/v1/models", get(models::list))
+/// The OpenAI routes, part of the app's one route table (`api::routes`).
+pub fn routes() -> Vec<Route> {
+    const GET: &[Method] = &[Method::GET];
+    const POST: &[Method] = &[Method::POST];
+    vec![
+        route("/v1/chat/completions", POST, post(chat::chat_completions)),
+        route("/v1/completions", POST, post(completions::completions)),
+        route("/v1/embeddings", POST, post(embeddings::embeddings)),
+        route("/v1/responses", POST, post(responses::responses)),
+        route("/v1/models", GET, get(models::list)),
         // Names may contain '/' (`namespace/model:tag`, `host/namespace/model`).
-        .route("/v1/models/{*model}", get(models::retrieve))
+        route("/v1/models/{*model}", GET, get(models::retrieve)),
+    ]
 }
