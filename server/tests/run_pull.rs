@@ -68,4 +68,38 @@ fn run_pulls_a_missing_model_then_answers() {
     let (ok, out, err) = run_herd(&serve_b.addr, b.path(), &["run", &name, "hi"]);
     assert!(ok && !out.trim().is_empty(), "{err}");
     assert!(!err.contains("pulling manifest"), "{err}");
+
+    // The REPL's `/save` (in a pty through util-linux `script`) creates a model carrying the
+    // session: Ollama's `/api/create` with `from`, the messages, system and parameters.
+    if Command::new("script").arg("--version").output().is_err() {
+        prereq::missing("util-linux `script`");
+        return;
+    }
+    let input = "/set system be brief\n/set parameter num_predict 8\nhi\n/save saved\n/bye\n";
+    let mut child = Command::new("script")
+        .args(["-qec", &format!("{HERD} run {name}"), "/dev/null"])
+        .env("OLLAMA_HOST", &serve_b.addr)
+        .env("HOME", b.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).replace('\r', "");
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("Created new model 'saved'"), "{text}");
+    let (ok, out, err) = run_herd(&serve_b.addr, b.path(), &["show", "saved", "--modelfile"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("SYSTEM be brief"), "{out}");
+    assert!(out.contains("MESSAGE user hi"), "{out}");
+    assert!(out.contains("MESSAGE assistant"), "{out}");
+    assert!(out.contains("PARAMETER num_predict 8"), "{out}");
 }

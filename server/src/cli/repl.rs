@@ -219,12 +219,33 @@ async fn command(s: &mut Session, line: &str) -> anyhow::Result<bool> {
             s.messages.clear();
             s.preload().await?;
         }
-        ("/save", _) => {
-            println!("error: saving a session needs model creation, which this server does not offer yet");
+        ("/save", [name]) => {
+            save(s, name).await?;
+            println!("Created new model '{name}'");
         }
+        ("/save", _) => println!("Usage:\n  /save <modelname>"),
         _ => println!("Unknown command '{cmd}'. Type /? for help"),
     }
     Ok(true)
+}
+
+/// `/save NAME`: a new model from the current one with the session's messages, system message
+/// and parameters (Ollama's `/api/create` with `from`).
+async fn save(s: &Session, name: &str) -> anyhow::Result<()> {
+    let mut body = json!({"model": name, "from": s.model, "stream": false});
+    if !s.messages.is_empty() {
+        body["messages"] = Value::Array(s.messages.clone());
+    }
+    if let Some(sys) = &s.system {
+        body["system"] = json!(sys);
+    }
+    if !s.options.is_empty() {
+        body["parameters"] = Value::Object(s.options.clone());
+    }
+    s.client
+        .send(Method::POST, "/api/create", Some(&body))
+        .await?;
+    Ok(())
 }
 
 async fn show(s: &Session, what: &str) -> anyhow::Result<()> {
