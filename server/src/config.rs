@@ -217,6 +217,9 @@ pub struct RunArgs {
     #[arg(long, env = "OLLAMA_NOHISTORY", value_parser = parse::clap_bool, num_args = 0..=1,
           default_missing_value = "true", default_value = "false", hide = true)]
     pub nohistory: bool,
+    /// Use an insecure registry when the model has to be pulled first
+    #[arg(long)]
+    pub insecure: bool,
     #[command(flatten)]
     pub client: ClientArgs,
 }

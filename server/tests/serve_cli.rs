@@ -159,9 +159,15 @@ fn run_with_piped_stdin_then_ps_and_stop() {
         err.contains("couldn't find model \"ghost\" to stop"),
         "{err}"
     );
+    // As `ollama run`: a missing model is pulled first; offline (registry.ollama.ai out of
+    // reach) the pull's error is the run's, and it comes at once rather than hanging.
+    let started = std::time::Instant::now();
     let (ok, _, err) = s.herd(&["run", "ghost"], "x");
     assert!(!ok);
-    assert!(err.contains("model 'ghost:latest' not found"), "{err}");
+    assert!(err.contains("pulling manifest"), "{err}");
+    assert!(err.contains("Error: "), "{err}");
+    assert!(!err.contains("model 'ghost:latest' not found"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(60), "{err}");
 }
 
 #[test]

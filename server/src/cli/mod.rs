@@ -5,6 +5,7 @@ pub mod client;
 pub mod create;
 pub mod format;
 pub mod pull;
+pub mod repl;
 pub mod run;
 pub mod serve;
 pub mod show;

@@ -27,6 +27,17 @@ pub enum Direction {
 
 pub async fn run(args: TransferArgs, dir: Direction) -> anyhow::Result<()> {
     let client = Client::new(&args.client.host)?;
+    transfer(&client, &args.model, args.insecure, dir).await
+}
+
+/// Streams one pull or push with its progress display on stderr; `herd pull`, `herd push` and
+/// `herd run` (pulling a missing model first, as `ollama run` does) share it.
+pub async fn transfer(
+    client: &Client,
+    model: &str,
+    insecure: bool,
+    dir: Direction,
+) -> anyhow::Result<()> {
     let path = match dir {
         Direction::Pull => "/api/pull",
         Direction::Push => "/api/push",
@@ -34,9 +45,7 @@ pub async fn run(args: TransferArgs, dir: Direction) -> anyhow::Result<()> {
     let http = reqwest::Client::new();
     let resp = http
         .post(format!("{}{path}", client.base()))
-        .json(
-            &serde_json::json!({ "model": args.model, "insecure": args.insecure, "stream": true }),
-        )
+        .json(&serde_json::json!({ "model": model, "insecure": insecure, "stream": true }))
         .send()
         .await
         .map_err(|e| {

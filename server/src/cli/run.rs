@@ -1,8 +1,7 @@
-//! `herd run MODEL [PROMPT]` (Ollama's `RunHandler` flow): check the model with `/api/show`,
-//! then either answer one prompt (arguments, with piped stdin in front) or, when stdin is a
-//! terminal and no prompt was given, preload the model with an empty generate and run the REPL:
-//! streamed `/api/chat` turns, Ollama's slash commands, `"""` multi-line input and the history
-//! file `~/.ollama/history` (unless `OLLAMA_NOHISTORY`). Line editing is the terminal's own.
+//! `herd run MODEL [PROMPT]` (Ollama's `RunHandler` flow): check the model with `/api/show`
+//! (a missing one is pulled first, with `herd pull`'s progress display), then either answer one prompt (arguments, with piped stdin in front) or, when stdin is a
+//! terminal and no prompt was given, preload the model with an empty generate and run the REPL
+//! (`super::repl`).
 
 use std::io::{IsTerminal, Read, Write};
 
@@ -11,7 +10,6 @@ use futures_util::StreamExt;
 use reqwest::Method;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use tokio::sync::mpsc;
 
 use super::client::Client;
 use crate::config::RunArgs;
@@ -47,22 +45,22 @@ struct ChunkMessage {
 }
 
 /// One conversation with its settings; the REPL's `/set` commands change them.
-struct Session {
-    client: Client,
-    model: String,
-    messages: Vec<Value>,
-    system: Option<String>,
-    options: Map<String, Value>,
-    format: String,
-    think: Option<Value>,
-    keep_alive: Option<String>,
-    verbose: bool,
-    hide_thinking: bool,
+pub(super) struct Session {
+    pub(super) client: Client,
+    pub(super) model: String,
+    pub(super) messages: Vec<Value>,
+    pub(super) system: Option<String>,
+    pub(super) options: Map<String, Value>,
+    pub(super) format: String,
+    pub(super) think: Option<Value>,
+    pub(super) keep_alive: Option<String>,
+    pub(super) verbose: bool,
+    pub(super) hide_thinking: bool,
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let client = Client::new(&args.client.host)?;
-    check_model(&client, &args.model).await?;
+    ensure_model(&client, &args.model, args.insecure).await?;
     let mut prompt = args.prompt.join(" ");
     let stdin_tty = std::io::stdin().is_terminal();
     if !stdin_tty {
@@ -91,31 +89,63 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     if stdin_tty && args.prompt.is_empty() {
         s.preload().await?;
         let history = (!args.nohistory).then(crate::config::history_file);
-        return repl(&mut s, history).await;
+        return super::repl::repl(&mut s, history).await;
     }
     s.chat(&prompt).await
 }
 
-/// Ollama's pre-flight `/api/show`: only "no such model" stops the run (Ollama would pull
-/// then); a model `/api/show` cannot describe may still run.
-async fn check_model(client: &Client, model: &str) -> anyhow::Result<()> {
+/// Ollama's pre-flight `/api/show`: a model the server does not have is pulled first, with
+/// the pull's progress display, then shown again (its `RunHandler`); the pull's error is the
+/// run's. Any other failure to describe the model does not stop the run.
+async fn ensure_model(client: &Client, model: &str, insecure: bool) -> anyhow::Result<()> {
+    match show_model(client, model).await {
+        Err(ShowError::NotFound) => {
+            super::pull::transfer(client, model, insecure, super::pull::Direction::Pull).await?;
+            match show_model(client, model).await {
+                Err(ShowError::NotFound | ShowError::Fatal(_)) => {
+                    Err(anyhow!("model '{model}' not found"))
+                }
+                _ => Ok(()),
+            }
+        }
+        Err(ShowError::Fatal(e)) => Err(e),
+        Err(ShowError::Other(e)) => {
+            tracing::debug!(error = %e, "show failed; running anyway");
+            Ok(())
+        }
+        Ok(()) => Ok(()),
+    }
+}
+
+/// `/load`: the model must exist (no pull), as in Ollama's REPL.
+pub(super) async fn check_model(client: &Client, model: &str) -> anyhow::Result<()> {
+    match show_model(client, model).await {
+        Err(ShowError::NotFound) => Err(anyhow!("model '{model}' not found")),
+        Err(ShowError::Fatal(e)) => Err(e),
+        _ => Ok(()),
+    }
+}
+
+enum ShowError {
+    NotFound,
+    Fatal(anyhow::Error),
+    Other(anyhow::Error),
+}
+
+async fn show_model(client: &Client, model: &str) -> Result<(), ShowError> {
     match client
         .send(Method::POST, "/api/show", Some(&json!({"model": model})))
         .await
     {
-        Err(e) if e.to_string().contains("not found") || e.to_string().contains("connect") => {
-            Err(e)
-        }
-        Err(e) => {
-            tracing::debug!(error = %e, "show failed; running anyway");
-            Ok(())
-        }
+        Err(e) if e.to_string().contains("not found") => Err(ShowError::NotFound),
+        Err(e) if e.to_string().contains("connect") => Err(ShowError::Fatal(e)),
+        Err(e) => Err(ShowError::Other(e)),
         Ok(_) => Ok(()),
     }
 }
 
 /// `--think` / `/set think LEVEL`: a bool or one of Ollama's levels.
-fn think_value(s: &str) -> anyhow::Result<Value> {
+pub(super) fn think_value(s: &str) -> anyhow::Result<Value> {
     match s {
         "true" => Ok(Value::Bool(true)),
         "false" => Ok(Value::Bool(false)),
@@ -132,7 +162,7 @@ impl Session {
     }
 
     /// Ollama preloads with an empty generate so the first answer does not wait for the load.
-    async fn preload(&self) -> anyhow::Result<()> {
+    pub(super) async fn preload(&self) -> anyhow::Result<()> {
         let mut body = json!({"model": self.model});
         if let Some(k) = self.keep_alive_json() {
             body["keep_alive"] = k;
@@ -166,7 +196,7 @@ impl Session {
     }
 
     /// One streamed turn; the reply joins the history only when it completed.
-    async fn chat(&mut self, text: &str) -> anyhow::Result<()> {
+    pub(super) async fn chat(&mut self, text: &str) -> anyhow::Result<()> {
         self.messages.push(json!({"role": "user", "content": text}));
         match self.stream_turn().await {
             Ok(reply) => {
@@ -283,266 +313,6 @@ fn stats(c: &Chunk) -> String {
     )
 }
 
-const HELP: &str = "Available Commands:
-  /set            Set session variables
-  /show           Show model information
-  /load <model>   Load a session or model
-  /save <model>   Save your current session
-  /clear          Clear session context
-  /bye            Exit
-  /?, /help       Help for a command
-  /? shortcuts    Help for keyboard shortcuts
-
-Use \"\"\" to begin a multi-line message.
-";
-
-const SET_HELP: &str = "Available Commands:
-  /set parameter ...     Set a parameter
-  /set system <string>   Set system message
-  /set history           Enable history
-  /set nohistory         Disable history
-  /set wordwrap          Enable wordwrap
-  /set nowordwrap        Disable wordwrap
-  /set format json       Enable JSON mode
-  /set noformat          Disable formatting
-  /set verbose           Show LLM stats
-  /set quiet             Disable LLM stats
-  /set think             Enable thinking
-  /set nothink           Disable thinking
-";
-
-/// Reads stdin lines on a plain thread (blocking reads never stall the runtime).
-fn stdin_lines() -> mpsc::UnboundedReceiver<String> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    std::thread::spawn(move || {
-        let stdin = std::io::stdin();
-        let mut line = String::new();
-        loop {
-            line.clear();
-            match stdin.read_line(&mut line) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    if tx
-                        .send(line.trim_end_matches(['\n', '\r']).to_owned())
-                        .is_err()
-                    {
-                        break;
-                    }
-                }
-            }
-        }
-    });
-    rx
-}
-
-fn prompt_marker(text: &str) {
-    print!("{text}");
-    let _ = std::io::stdout().flush();
-}
-
-async fn repl(s: &mut Session, history: Option<std::path::PathBuf>) -> anyhow::Result<()> {
-    let mut lines = stdin_lines();
-    loop {
-        prompt_marker(">>> ");
-        let Some(first) = lines.recv().await else {
-            println!();
-            return Ok(());
-        };
-        let input = match first.trim_start().strip_prefix("\"\"\"") {
-            Some(rest) => read_multiline(rest, &mut lines).await,
-            None => first,
-        };
-        if input.trim().is_empty() {
-            continue;
-        }
-        if let Some(path) = &history {
-            record(path, &input);
-        }
-        if input.starts_with('/') {
-            match command(s, input.trim()).await {
-                Ok(true) => continue,
-                Ok(false) => return Ok(()),
-                Err(e) => {
-                    println!("error: {e:#}");
-                    continue;
-                }
-            }
-        }
-        if let Err(e) = s.chat(&input).await {
-            println!("Error: {e:#}");
-        }
-    }
-}
-
-/// `"""` input: everything up to a line ending in `"""`.
-async fn read_multiline(first: &str, lines: &mut mpsc::UnboundedReceiver<String>) -> String {
-    if let Some(done) = first.strip_suffix("\"\"\"") {
-        return done.to_owned();
-    }
-    let mut text = first.to_owned();
-    loop {
-        prompt_marker("... ");
-        let Some(line) = lines.recv().await else {
-            return text;
-        };
-        text.push('\n');
-        match line.strip_suffix("\"\"\"") {
-            Some(end) => {
-                text.push_str(end);
-                return text.trim_start_matches('\n').to_owned();
-            }
-            None => text.push_str(&line),
-        }
-    }
-}
-
-fn record(path: &std::path::Path, input: &str) {
-    if let Some(dir) = path.parent() {
-        let _ = std::fs::create_dir_all(dir);
-    }
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-    {
-        let _ = writeln!(f, "{}", input.replace('\n', " "));
-    }
-}
-
-/// A `/set parameter` value as Ollama types it: integer, float, bool, else a string.
-pub fn parameter_value(raw: &str) -> Value {
-    if let Ok(i) = raw.parse::<i64>() {
-        return json!(i);
-    }
-    if let Ok(f) = raw.parse::<f64>() {
-        return json!(f);
-    }
-    match raw {
-        "true" => Value::Bool(true),
-        "false" => Value::Bool(false),
-        _ => Value::String(raw.to_owned()),
-    }
-}
-
-/// Runs one slash command; `Ok(false)` ends the session.
-async fn command(s: &mut Session, line: &str) -> anyhow::Result<bool> {
-    let mut words = line.split_whitespace();
-    let cmd = words.next().unwrap_or_default();
-    let rest: Vec<&str> = words.collect();
-    match (cmd, rest.as_slice()) {
-        ("/bye" | "/exit", _) => return Ok(false),
-        ("/?" | "/help", ["shortcuts"]) => {
-            println!("Available keyboard shortcuts:\n  Ctrl + d   Exit (on an empty line)\n  Ctrl + c   Interrupt\n");
-        }
-        ("/?" | "/help", _) => println!("{HELP}"),
-        ("/clear", _) => {
-            s.messages.clear();
-            println!("Cleared session context");
-        }
-        ("/set", []) => println!("{SET_HELP}"),
-        ("/set", ["parameter", key, values @ ..]) if !values.is_empty() => {
-            let v = if *key == "stop" {
-                Value::Array(values.iter().map(|v| json!(v)).collect())
-            } else {
-                parameter_value(&values.join(" "))
-            };
-            s.options.insert((*key).to_owned(), v);
-            println!("Set parameter '{key}' to '{}'", values.join(", "));
-        }
-        ("/set", ["system", ..]) => {
-            let text = line.splitn(3, ' ').nth(2).unwrap_or("").trim();
-            s.system = (!text.is_empty()).then(|| text.trim_matches('"').to_owned());
-            println!("Set system message.");
-        }
-        ("/set", ["format", "json"]) => {
-            s.format = "json".into();
-            println!("Set format to 'json' mode.");
-        }
-        ("/set", ["noformat"]) => {
-            s.format.clear();
-            println!("Disabled format.");
-        }
-        ("/set", ["verbose"]) => {
-            s.verbose = true;
-            println!("Set 'verbose' mode.");
-        }
-        ("/set", ["quiet"]) => {
-            s.verbose = false;
-            println!("Set 'quiet' mode.");
-        }
-        ("/set", ["think", level @ ..]) => {
-            s.think = Some(think_value(level.first().copied().unwrap_or("true"))?);
-            println!("Set 'think' mode.");
-        }
-        ("/set", ["nothink"]) => {
-            s.think = Some(Value::Bool(false));
-            println!("Set 'nothink' mode.");
-        }
-        ("/set", [flag @ ("history" | "nohistory" | "wordwrap" | "nowordwrap")]) => {
-            println!("Set '{flag}' mode.");
-        }
-        ("/show", [what]) => show(s, what).await?,
-        ("/load", [model]) => {
-            println!("Loading model '{model}'");
-            check_model(&s.client, model).await?;
-            s.model = (*model).to_owned();
-            s.messages.clear();
-            s.preload().await?;
-        }
-        ("/save", _) => {
-            println!("error: saving a session needs model creation, which this server does not offer yet");
-        }
-        _ => println!("Unknown command '{cmd}'. Type /? for help"),
-    }
-    Ok(true)
-}
-
-async fn show(s: &Session, what: &str) -> anyhow::Result<()> {
-    // The session's own system message wins over the model's, as in Ollama.
-    if let ("system", Some(own)) = (what, &s.system) {
-        println!("{own}");
-        return Ok(());
-    }
-    let info: Value = s
-        .client
-        .json(Method::POST, "/api/show", Some(&json!({"model": s.model})))
-        .await?;
-    let text = |k: &str| info[k].as_str().unwrap_or("").to_owned();
-    match what {
-        "info" => {
-            let d = &info["details"];
-            println!("  Model");
-            for (label, v) in [
-                ("architecture", d["family"].clone()),
-                ("parameters", d["parameter_size"].clone()),
-                ("quantization", d["quantization_level"].clone()),
-            ] {
-                println!("    {label:<16}{}", v.as_str().unwrap_or(""));
-            }
-            if let Some(caps) = info["capabilities"].as_array() {
-                println!("\n  Capabilities");
-                for c in caps {
-                    println!("    {}", c.as_str().unwrap_or(""));
-                }
-            }
-            println!();
-        }
-        "license" | "modelfile" | "parameters" | "system" | "template" => {
-            let t = text(what);
-            let missing = match what {
-                "license" => "No license was specified for this model.",
-                "parameters" => "No parameters were specified for this model.",
-                "system" => "No system message was specified for this model.",
-                "template" => "No prompt template was specified for this model.",
-                _ => "",
-            };
-            println!("{}", if t.is_empty() { missing } else { t.as_str() });
-        }
-        _ => println!("Unknown command '/show {what}'. Type /? for help"),
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -562,14 +332,6 @@ mod tests {
         for (ns, want) in cases {
             assert_eq!(go_duration(ns), want, "{ns}");
         }
-    }
-
-    #[test]
-    fn parameter_values_are_typed() {
-        assert_eq!(parameter_value("42"), json!(42));
-        assert_eq!(parameter_value("0.5"), json!(0.5));
-        assert_eq!(parameter_value("true"), json!(true));
-        assert_eq!(parameter_value("hello"), json!("hello"));
     }
 
     #[test]

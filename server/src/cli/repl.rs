@@ -1,0 +1,308 @@
+//! The `herd run` REPL (Ollama's `cmd/interactive.go`): streamed `/api/chat` turns, Ollama's
+//! slash commands, `"""` multi-line input and the history file `~/.ollama/history` (unless
+//! `OLLAMA_NOHISTORY` / `--nohistory`).
+
+use std::io::Write;
+
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use super::run::{check_model, think_value, Session};
+use reqwest::Method;
+
+const HELP: &str = "Available Commands:
+  /set            Set session variables
+  /show           Show model information
+  /load <model>   Load a session or model
+  /save <model>   Save your current session
+  /clear          Clear session context
+  /bye            Exit
+  /?, /help       Help for a command
+  /? shortcuts    Help for keyboard shortcuts
+
+Use \"\"\" to begin a multi-line message.
+";
+
+const SET_HELP: &str = "Available Commands:
+  /set parameter ...     Set a parameter
+  /set system <string>   Set system message
+  /set history           Enable history
+  /set nohistory         Disable history
+  /set wordwrap          Enable wordwrap
+  /set nowordwrap        Disable wordwrap
+  /set format json       Enable JSON mode
+  /set noformat          Disable formatting
+  /set verbose           Show LLM stats
+  /set quiet             Disable LLM stats
+  /set think             Enable thinking
+  /set nothink           Disable thinking
+";
+
+/// Reads stdin lines on a plain thread (blocking reads never stall the runtime).
+fn stdin_lines() -> mpsc::UnboundedReceiver<String> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        let stdin = std::io::stdin();
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match stdin.read_line(&mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    if tx
+                        .send(line.trim_end_matches(['\n', '\r']).to_owned())
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    rx
+}
+
+fn prompt_marker(text: &str) {
+    print!("{text}");
+    let _ = std::io::stdout().flush();
+}
+
+pub(super) async fn repl(
+    s: &mut Session,
+    history: Option<std::path::PathBuf>,
+) -> anyhow::Result<()> {
+    let mut lines = stdin_lines();
+    loop {
+        prompt_marker(">>> ");
+        let Some(first) = lines.recv().await else {
+            println!();
+            return Ok(());
+        };
+        let input = match first.trim_start().strip_prefix("\"\"\"") {
+            Some(rest) => read_multiline(rest, &mut lines).await,
+            None => first,
+        };
+        if input.trim().is_empty() {
+            continue;
+        }
+        if let Some(path) = &history {
+            record(path, &input);
+        }
+        if input.starts_with('/') {
+            match command(s, input.trim()).await {
+                Ok(true) => continue,
+                Ok(false) => return Ok(()),
+                Err(e) => {
+                    println!("error: {e:#}");
+                    continue;
+                }
+            }
+        }
+        if let Err(e) = s.chat(&input).await {
+            println!("Error: {e:#}");
+        }
+    }
+}
+
+/// `"""` input: everything up to a line ending in `"""`.
+async fn read_multiline(first: &str, lines: &mut mpsc::UnboundedReceiver<String>) -> String {
+    if let Some(done) = first.strip_suffix("\"\"\"") {
+        return done.to_owned();
+    }
+    let mut text = first.to_owned();
+    loop {
+        prompt_marker("... ");
+        let Some(line) = lines.recv().await else {
+            return text;
+        };
+        text.push('\n');
+        match line.strip_suffix("\"\"\"") {
+            Some(end) => {
+                text.push_str(end);
+                return text.trim_start_matches('\n').to_owned();
+            }
+            None => text.push_str(&line),
+        }
+    }
+}
+
+fn record(path: &std::path::Path, input: &str) {
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(f, "{}", input.replace('\n', " "));
+    }
+}
+
+/// A `/set parameter` value as Ollama types it: integer, float, bool, else a string.
+pub fn parameter_value(raw: &str) -> Value {
+    if let Ok(i) = raw.parse::<i64>() {
+        return json!(i);
+    }
+    if let Ok(f) = raw.parse::<f64>() {
+        return json!(f);
+    }
+    match raw {
+        "true" => Value::Bool(true),
+        "false" => Value::Bool(false),
+        _ => Value::String(raw.to_owned()),
+    }
+}
+
+/// Runs one slash command; `Ok(false)` ends the session.
+async fn command(s: &mut Session, line: &str) -> anyhow::Result<bool> {
+    let mut words = line.split_whitespace();
+    let cmd = words.next().unwrap_or_default();
+    let rest: Vec<&str> = words.collect();
+    match (cmd, rest.as_slice()) {
+        ("/bye" | "/exit", _) => return Ok(false),
+        ("/?" | "/help", ["shortcuts"]) => {
+            println!("Available keyboard shortcuts:\n  Ctrl + d   Exit (on an empty line)\n  Ctrl + c   Interrupt\n");
+        }
+        ("/?" | "/help", _) => println!("{HELP}"),
+        ("/clear", _) => {
+            s.messages.clear();
+            println!("Cleared session context");
+        }
+        ("/set", []) => println!("{SET_HELP}"),
+        ("/set", ["parameter", key, values @ ..]) if !values.is_empty() => {
+            let v = if *key == "stop" {
+                Value::Array(values.iter().map(|v| json!(v)).collect())
+            } else {
+                parameter_value(&values.join(" "))
+            };
+            s.options.insert((*key).to_owned(), v);
+            println!("Set parameter '{key}' to '{}'", values.join(", "));
+        }
+        ("/set", ["system", ..]) => {
+            let text = line.splitn(3, ' ').nth(2).unwrap_or("").trim();
+            s.system = (!text.is_empty()).then(|| text.trim_matches('"').to_owned());
+            println!("Set system message.");
+        }
+        ("/set", ["format", "json"]) => {
+            s.format = "json".into();
+            println!("Set format to 'json' mode.");
+        }
+        ("/set", ["noformat"]) => {
+            s.format.clear();
+            println!("Disabled format.");
+        }
+        ("/set", ["verbose"]) => {
+            s.verbose = true;
+            println!("Set 'verbose' mode.");
+        }
+        ("/set", ["quiet"]) => {
+            s.verbose = false;
+            println!("Set 'quiet' mode.");
+        }
+        ("/set", ["think", level @ ..]) => {
+            s.think = Some(think_value(level.first().copied().unwrap_or("true"))?);
+            println!("Set 'think' mode.");
+        }
+        ("/set", ["nothink"]) => {
+            s.think = Some(Value::Bool(false));
+            println!("Set 'nothink' mode.");
+        }
+        ("/set", [flag @ ("history" | "nohistory" | "wordwrap" | "nowordwrap")]) => {
+            println!("Set '{flag}' mode.");
+        }
+        ("/show", [what]) => show(s, what).await?,
+        ("/load", [model]) => {
+            println!("Loading model '{model}'");
+            check_model(&s.client, model).await?;
+            s.model = (*model).to_owned();
+            s.messages.clear();
+            s.preload().await?;
+        }
+        ("/save", [name]) => {
+            save(s, name).await?;
+            println!("Created new model '{name}'");
+        }
+        ("/save", _) => println!("Usage:\n  /save <modelname>"),
+        _ => println!("Unknown command '{cmd}'. Type /? for help"),
+    }
+    Ok(true)
+}
+
+/// `/save NAME`: a new model from the current one with the session's messages, system message
+/// and parameters (Ollama's `/api/create` with `from`).
+async fn save(s: &Session, name: &str) -> anyhow::Result<()> {
+    let mut body = json!({"model": name, "from": s.model, "stream": false});
+    if !s.messages.is_empty() {
+        body["messages"] = Value::Array(s.messages.clone());
+    }
+    if let Some(sys) = &s.system {
+        body["system"] = json!(sys);
+    }
+    if !s.options.is_empty() {
+        body["parameters"] = Value::Object(s.options.clone());
+    }
+    s.client
+        .send(Method::POST, "/api/create", Some(&body))
+        .await?;
+    Ok(())
+}
+
+async fn show(s: &Session, what: &str) -> anyhow::Result<()> {
+    // The session's own system message wins over the model's, as in Ollama.
+    if let ("system", Some(own)) = (what, &s.system) {
+        println!("{own}");
+        return Ok(());
+    }
+    let info: Value = s
+        .client
+        .json(Method::POST, "/api/show", Some(&json!({"model": s.model})))
+        .await?;
+    let text = |k: &str| info[k].as_str().unwrap_or("").to_owned();
+    match what {
+        "info" => {
+            let d = &info["details"];
+            println!("  Model");
+            for (label, v) in [
+                ("architecture", d["family"].clone()),
+                ("parameters", d["parameter_size"].clone()),
+                ("quantization", d["quantization_level"].clone()),
+            ] {
+                println!("    {label:<16}{}", v.as_str().unwrap_or(""));
+            }
+            if let Some(caps) = info["capabilities"].as_array() {
+                println!("\n  Capabilities");
+                for c in caps {
+                    println!("    {}", c.as_str().unwrap_or(""));
+                }
+            }
+            println!();
+        }
+        "license" | "modelfile" | "parameters" | "system" | "template" => {
+            let t = text(what);
+            let missing = match what {
+                "license" => "No license was specified for this model.",
+                "parameters" => "No parameters were specified for this model.",
+                "system" => "No system message was specified for this model.",
+                "template" => "No prompt template was specified for this model.",
+                _ => "",
+            };
+            println!("{}", if t.is_empty() { missing } else { t.as_str() });
+        }
+        _ => println!("Unknown command '/show {what}'. Type /? for help"),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameter_values_are_typed() {
+        assert_eq!(parameter_value("42"), json!(42));
+        assert_eq!(parameter_value("0.5"), json!(0.5));
+        assert_eq!(parameter_value("true"), json!(true));
+        assert_eq!(parameter_value("hello"), json!("hello"));
+    }
+}
