@@ -84,6 +84,17 @@ impl Template {
         Ok(Template::Go(GoChat { tmpl, vars }))
     }
 
+    /// The error for a Go template that failed to parse, as the API answers it: `template
+    /// error: …`, a 400 when a resource bound was hit (nesting), else a 500 as Ollama answers a
+    /// bad per-request or stored template.
+    pub fn parse_error(e: TemplateError) -> Error {
+        if e.limit {
+            Error::TemplateLimit(format!("template error: {e}"))
+        } else {
+            Error::Internal(format!("template error: {e}"))
+        }
+    }
+
     /// `{{ .Prompt }}`: the template of models that have none.
     pub fn default_go() -> Template {
         Template::parse_go(DEFAULT_TEMPLATE).expect("default template parses")
