@@ -16,6 +16,8 @@ mod parser;
 mod value;
 
 #[cfg(test)]
+mod fuzz_tests;
+#[cfg(test)]
 mod limit_tests;
 #[cfg(test)]
 mod tests;
