@@ -20,6 +20,10 @@ pub enum Error {
     /// A manifest that does not parse or points at something impossible.
     #[error("invalid manifest: {0}")]
     InvalidManifest(String),
+    /// A template hit a resource bound of the engines (nesting, call depth, steps, output
+    /// size): the template or the request asks for more work than a prompt may take.
+    #[error("{0}")]
+    TemplateLimit(String),
     /// Any other client mistake; the message is the exact text the client sees.
     #[error("{0}")]
     BadRequest(String),
@@ -69,6 +73,7 @@ impl Error {
             | Error::InvalidDigest
             | Error::DigestMismatch { .. }
             | Error::InvalidGguf(_)
+            | Error::TemplateLimit(_)
             | Error::BadRequest(_) => StatusCode::BAD_REQUEST,
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::Forbidden(_) => StatusCode::FORBIDDEN,
@@ -99,6 +104,7 @@ mod tests {
         assert_eq!(Error::InvalidModelName.status(), 400);
         assert_eq!(Error::NotFound("model 'x' not found".into()).status(), 404);
         assert_eq!(Error::QueueFull.status(), 503);
+        assert_eq!(Error::TemplateLimit("template: x".into()).status(), 400);
         assert_eq!(Error::Cancelled.status(), 499);
         assert_eq!(
             Error::QueueFull.to_string(),

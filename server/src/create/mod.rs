@@ -194,6 +194,8 @@ fn plan(store: &Store, req: &CreateRequest, progress: &mut dyn FnMut(Progress)) 
     let licenses = licenses(req)?;
     if !req.template.is_empty() {
         crate::prompt::Template::parse_go(&req.template)
+            .map_err(|e| Error::BadRequest(format!("template error: {e}")))?
+            .check_limits()
             .map_err(|e| Error::BadRequest(format!("template error: {e}")))?;
     }
     let blobs = store.blobs();

@@ -113,8 +113,7 @@ impl Model {
 /// one, the GGUF `tokenizer.chat_template` renders with minijinja; else Ollama's `{{ .Prompt }}`.
 fn template_for(view: &ModelView, g: Option<&GgufFile>) -> Result<(Template, Option<String>)> {
     if let Some(src) = &view.template {
-        let t =
-            Template::parse_go(src).map_err(|e| Error::Internal(format!("template error: {e}")))?;
+        let t = Template::parse_go(src).map_err(Template::parse_error)?;
         return Ok((t, None));
     }
     let Some(src) = g.and_then(GgufFile::chat_template) else {
@@ -144,7 +143,8 @@ fn template_for(view: &ModelView, g: Option<&GgufFile>) -> Result<(Template, Opt
     Ok((t, bos))
 }
 
-/// Ollama's per-request template override on /api/generate: a parse failure is a 500.
+/// Ollama's per-request template override on /api/generate: a parse failure is a 500 (a 400
+/// when the template exceeds the engine's nesting bound).
 pub fn parse_request_template(src: &str) -> Result<Template> {
-    Template::parse_go(src).map_err(|e| Error::Internal(format!("template error: {e}")))
+    Template::parse_go(src).map_err(Template::parse_error)
 }

@@ -2,15 +2,25 @@
 //! Hugging Face's `apply_chat_template` (trim_blocks + lstrip_blocks, loop controls, Python
 //! string/dict methods via `minijinja-contrib`'s pycompat, `raise_exception`, `strftime_now`,
 //! and a `tojson` that prints like Python's `json.dumps`).
+//!
+//! Rendering is bounded like the Go engine's (`gotmpl::limits`): minijinja's fuel (one unit per
+//! VM instruction) scales with the size of the context, its recursion limit is lowered to
+//! [`MAX_RECURSION`], and the output goes through a writer that fails past the output cap, so a
+//! runaway loop answers a 400 within a fraction of a second instead of rendering for minutes.
 
 use minijinja::value::{Kwargs, Value as JValue};
 use minijinja::{Environment, ErrorKind};
 use serde_json::{json, Map, Value as J};
 
+use super::gotmpl::limits::{BASE_OUTPUT, BASE_STEPS, OUTPUT_PER_INPUT_BYTE, STEPS_PER_VALUE};
 use super::render::{Message, Think};
 use crate::error::{Error, Result};
 
 const NAME: &str = "chat_template";
+
+/// Nested macro calls / includes minijinja may make (its default is 500; a 2 MiB stack wants
+/// less).
+const MAX_RECURSION: usize = 100;
 
 /// A compiled Jinja chat template plus the special-token strings it may reference.
 pub struct JinjaChat {
@@ -36,6 +46,7 @@ impl JinjaChat {
         eos: String,
     ) -> std::result::Result<Self, minijinja::Error> {
         let mut env = Environment::new();
+        env.set_recursion_limit(MAX_RECURSION);
         env.set_trim_blocks(true);
         env.set_lstrip_blocks(true);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
@@ -71,10 +82,6 @@ impl JinjaChat {
         tools: &[J],
         think: Option<&Think>,
     ) -> Result<String> {
-        let tmpl = self
-            .env
-            .get_template(NAME)
-            .map_err(|e| Error::Internal(e.to_string()))?;
         let mut first_err = None;
         for shape in SHAPES {
             let msgs = messages.iter().map(|m| message_json(m, shape)).collect();
@@ -99,16 +106,99 @@ impl JinjaChat {
                     ctx.insert("reasoning_effort".into(), J::String(l.clone()));
                 }
             }
-            match tmpl.render(JValue::from_serialize(J::Object(ctx))) {
+            let ctx = J::Object(ctx);
+            match self.render_bounded(&ctx) {
                 Ok(out) => return Ok(out),
+                // A bound is hit by every shape alike: report it at once.
+                Err(e @ Error::TemplateLimit(_)) => return Err(e),
                 Err(e) => {
                     first_err.get_or_insert(e);
                 }
             }
         }
-        let e = first_err.map(|e| e.to_string()).unwrap_or_default();
-        Err(Error::Internal(format!("chat template: {e}")))
+        Err(first_err.unwrap_or_else(|| Error::Internal("chat template: no shape".into())))
     }
+
+    /// One render of `ctx` under fuel and an output cap that grow with the context's size.
+    fn render_bounded(&self, ctx: &J) -> Result<String> {
+        let (nodes, bytes) = json_size(ctx);
+        let fuel = BASE_STEPS.saturating_add(nodes.saturating_mul(STEPS_PER_VALUE));
+        let cap = BASE_OUTPUT.saturating_add(bytes.saturating_mul(OUTPUT_PER_INPUT_BYTE));
+        // Environments share their compiled templates and function tables (Arc), so a clone
+        // per render only carries this render's fuel.
+        let mut env = self.env.clone();
+        env.set_fuel(Some(fuel));
+        let tmpl = env
+            .get_template(NAME)
+            .map_err(|e| Error::Internal(e.to_string()))?;
+        let mut out = Capped {
+            buf: Vec::new(),
+            cap,
+            over: false,
+        };
+        let r = tmpl
+            .render_captured_to(JValue::from_serialize(ctx), &mut out)
+            .map(drop);
+        drop(tmpl);
+        match r {
+            Ok(_) => String::from_utf8(out.buf)
+                .map_err(|e| Error::Internal(format!("chat template: {e}"))),
+            Err(_) if out.over => Err(Error::TemplateLimit(format!(
+                "chat template: output exceeds {cap} bytes"
+            ))),
+            Err(e) if e.kind() == ErrorKind::OutOfFuel => Err(Error::TemplateLimit(format!(
+                "chat template: execution exceeded its step limit ({e})"
+            ))),
+            Err(e) if e.to_string().contains("recursion limit exceeded") => {
+                Err(Error::TemplateLimit(format!("chat template: {e}")))
+            }
+            Err(e) => Err(Error::Internal(format!("chat template: {e}"))),
+        }
+    }
+}
+
+/// A writer that refuses to grow past `cap` bytes (and remembers that it did).
+struct Capped {
+    buf: Vec<u8>,
+    cap: usize,
+    over: bool,
+}
+
+impl std::io::Write for Capped {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        if self.buf.len().saturating_add(b.len()) > self.cap {
+            self.over = true;
+            return Err(std::io::Error::other("template output cap"));
+        }
+        self.buf.extend_from_slice(b);
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// (nodes, string bytes) of a JSON value, iteratively.
+fn json_size(v: &J) -> (u64, usize) {
+    let (mut nodes, mut bytes) = (0u64, 0usize);
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        nodes += 1;
+        bytes += 8;
+        match v {
+            J::String(s) => bytes += s.len(),
+            J::Array(a) => stack.extend(a.iter()),
+            J::Object(o) => {
+                for (k, v) in o {
+                    bytes += k.len();
+                    stack.push(v);
+                }
+            }
+            _ => {}
+        }
+    }
+    (nodes, bytes)
 }
 
 /// How messages are shaped for the template.
@@ -410,5 +500,57 @@ mod tests {
         )
         .unwrap();
         assert_eq!(j.render(&[], &[], None).unwrap().len(), 10);
+    }
+}
+
+#[cfg(test)]
+mod limit_tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    fn limit(src: &str) -> String {
+        let j = JinjaChat::new(src.into(), String::new(), String::new()).unwrap();
+        let t0 = Instant::now();
+        let e = j
+            .render(&[Message::new("user", "hi")], &[], None)
+            .unwrap_err();
+        // Debug build on a shared 2-core box; release takes milliseconds.
+        assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+        assert!(matches!(e, Error::TemplateLimit(_)), "{e:?}");
+        e.to_string()
+    }
+
+    #[test]
+    fn runaway_loops_run_out_of_fuel() {
+        let e = limit(
+            "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+        );
+        assert!(e.contains("step limit"), "{e}");
+    }
+
+    #[test]
+    fn output_is_capped() {
+        let e = limit("{% for i in range(100000) %}{{ 'x' * 100000 }}{% endfor %}");
+        assert!(e.contains("output exceeds"), "{e}");
+    }
+
+    #[test]
+    fn recursion_is_bounded() {
+        limit("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}");
+    }
+
+    #[test]
+    fn long_chats_still_render() {
+        let j = JinjaChat::new(
+            "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}".into(),
+            String::new(),
+            String::new(),
+        )
+        .unwrap();
+        let msgs: Vec<_> = (0..5000)
+            .map(|i| Message::new("user", &format!("m{i}")))
+            .collect();
+        let out = j.render(&msgs, &[], None).unwrap();
+        assert!(out.starts_with("<user>m0<user>m1") && out.ends_with("m4999"));
     }
 }

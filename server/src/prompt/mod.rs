@@ -84,6 +84,49 @@ impl Template {
         Ok(Template::Go(GoChat { tmpl, vars }))
     }
 
+    /// The error for a Go template that failed to parse, as the API answers it: `template
+    /// error: …`, a 400 when a resource bound was hit (nesting), else a 500 as Ollama answers a
+    /// bad per-request or stored template.
+    pub fn parse_error(e: TemplateError) -> Error {
+        if e.limit {
+            Error::TemplateLimit(format!("template error: {e}"))
+        } else {
+            Error::Internal(format!("template error: {e}"))
+        }
+    }
+
+    /// Renders a small sample chat (system, user, assistant, user, one tool) and a suffix
+    /// request, failing only when a resource bound is hit: a template that exhausts the
+    /// engine's budget on a four-message chat can never serve one, so /api/create refuses it
+    /// (400) instead of storing a model whose every chat fails. Other render errors are left to
+    /// request time (a template may legitimately reject the sample's shape).
+    pub fn check_limits(&self) -> Result<()> {
+        let tool = serde_json::json!({"type": "function", "function": {"name": "f",
+            "description": "d", "parameters": {"type": "object",
+            "properties": {"a": {"type": "string", "description": "a"}}, "required": ["a"]}}});
+        let chat = RenderRequest {
+            messages: vec![
+                Message::new("system", "s"),
+                Message::new("user", "u"),
+                Message::new("assistant", "a"),
+                Message::new("user", "u"),
+            ],
+            tools: vec![tool],
+            think: None,
+        };
+        let suffix = GenerateRequest {
+            prompt: "p".into(),
+            suffix: "s".into(),
+            ..Default::default()
+        };
+        for r in [render_chat(self, &chat), render_generate(self, &suffix)] {
+            if let Err(e @ Error::TemplateLimit(_)) = r {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
     /// `{{ .Prompt }}`: the template of models that have none.
     pub fn default_go() -> Template {
         Template::parse_go(DEFAULT_TEMPLATE).expect("default template parses")

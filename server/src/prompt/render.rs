@@ -95,8 +95,14 @@ pub struct GenerateRequest {
     pub prefill: Option<Message>,
 }
 
+/// Execution errors are 500s as in Ollama, except resource bounds: those are the request's
+/// doing (its template or its size) and answer 400.
 fn exec_err(e: TemplateError) -> Error {
-    Error::Internal(e.to_string())
+    if e.limit {
+        Error::TemplateLimit(e.to_string())
+    } else {
+        Error::Internal(e.to_string())
+    }
 }
 
 /// Renders a chat prompt. Images become `[img-N]` markers (numbered across the conversation,

@@ -4,18 +4,24 @@
 //! `template` calls (which see only `$` = their argument, never the caller's variables).
 
 use super::funcs;
+use super::limits::{Budget, BYTES_PER_STEP, MAX_EXEC_DEPTH, MAX_TEMPLATE_DEPTH};
 use super::parser::{Arg, Branch, Command, Defines, Node, Pipe};
 use super::value::Value;
 use super::TemplateError;
-
-/// Go's limit is 100000; ours is lower so a self-recursive `template` cannot overflow the stack.
-const MAX_DEPTH: usize = 1000;
 
 pub struct Exec<'a> {
     src: &'a str,
     defines: &'a Defines,
     vars: Vec<(String, Value)>,
+    /// Nested `template` calls in progress (at most `MAX_TEMPLATE_DEPTH`).
+    tdepth: usize,
+    /// All execution recursion in progress: bodies, calls, parentheses (at most
+    /// `MAX_EXEC_DEPTH`), so the native stack stays bounded whatever the template.
     depth: usize,
+    /// Steps left before the execution fails (see `limits`).
+    steps: u64,
+    /// The most bytes `out` (and any one produced string) may hold.
+    out_max: usize,
     pub out: String,
 }
 
@@ -28,18 +34,71 @@ enum Flow {
 type R<T> = Result<T, TemplateError>;
 
 impl<'a> Exec<'a> {
-    pub fn new(src: &'a str, defines: &'a Defines, data: Value) -> Self {
+    pub fn new(src: &'a str, defines: &'a Defines, data: Value, budget: Budget) -> Self {
         Exec {
             src,
             defines,
             vars: vec![("$".into(), data)],
+            tdepth: 0,
             depth: 0,
+            steps: budget.steps,
+            out_max: budget.output,
             out: String::new(),
         }
     }
 
     fn err(&self, pos: usize, msg: impl Into<String>) -> TemplateError {
         TemplateError::at(self.src, pos, msg)
+    }
+
+    /// Spends `n` steps; fails once the budget is gone.
+    fn charge(&mut self, pos: usize, n: u64) -> R<()> {
+        match self.steps.checked_sub(n) {
+            Some(left) => {
+                self.steps = left;
+                Ok(())
+            }
+            None => {
+                self.steps = 0;
+                Err(TemplateError::limit_at(
+                    self.src,
+                    pos,
+                    "template execution exceeded its step limit",
+                ))
+            }
+        }
+    }
+
+    /// Appends to the output, failing (before growing it) past the output cap.
+    fn emit(&mut self, pos: usize, s: &str) -> R<()> {
+        if self.out.len().saturating_add(s.len()) > self.out_max {
+            return Err(self.too_big(pos));
+        }
+        self.out.push_str(s);
+        Ok(())
+    }
+
+    fn too_big(&self, pos: usize) -> TemplateError {
+        TemplateError::limit_at(
+            self.src,
+            pos,
+            format!("template output exceeds {} bytes", self.out_max),
+        )
+    }
+
+    /// Runs `f` one recursion level deeper, failing past `MAX_EXEC_DEPTH`.
+    fn deeper<T>(&mut self, pos: usize, f: impl FnOnce(&mut Self) -> R<T>) -> R<T> {
+        if self.depth >= MAX_EXEC_DEPTH {
+            return Err(TemplateError::limit_at(
+                self.src,
+                pos,
+                format!("exceeded maximum execution depth {MAX_EXEC_DEPTH}"),
+            ));
+        }
+        self.depth += 1;
+        let r = f(self);
+        self.depth -= 1;
+        r
     }
 
     pub fn run(&mut self, nodes: &[Node], dot: &Value) -> R<()> {
@@ -52,29 +111,38 @@ impl<'a> Exec<'a> {
 
     fn walk(&mut self, nodes: &[Node], dot: &Value) -> R<Flow> {
         for n in nodes {
+            self.charge(node_pos(n), 1)?;
             match n {
-                Node::Text(t) => self.out.push_str(t),
+                Node::Text(t) => self.emit(0, t)?,
                 Node::Action(p) => {
                     let v = self.eval_pipe(dot, p)?;
                     if p.decl.is_empty() {
                         match v {
                             // A nil interface printed by an action is "<no value>" in Go.
-                            Value::Nil => self.out.push_str("<no value>"),
-                            v => v.write_v(&mut self.out),
+                            Value::Nil => self.emit(p.pos, "<no value>")?,
+                            Value::Str(s) => self.emit(p.pos, &s)?,
+                            v => {
+                                let mut s = String::new();
+                                v.write_v(&mut s);
+                                self.charge(p.pos, (s.len() / BYTES_PER_STEP) as u64)?;
+                                self.emit(p.pos, &s)?;
+                            }
                         }
                     }
                 }
                 Node::If(b) => {
-                    if let f @ (Flow::Break | Flow::Continue) = self.if_with(b, dot, false)? {
+                    let f = self.deeper(b.pos, |ex| ex.if_with(b, dot, false))?;
+                    if let f @ (Flow::Break | Flow::Continue) = f {
                         return Ok(f);
                     }
                 }
                 Node::With(b) => {
-                    if let f @ (Flow::Break | Flow::Continue) = self.if_with(b, dot, true)? {
+                    let f = self.deeper(b.pos, |ex| ex.if_with(b, dot, true))?;
+                    if let f @ (Flow::Break | Flow::Continue) = f {
                         return Ok(f);
                     }
                 }
-                Node::Range(b) => self.range(b, dot)?,
+                Node::Range(b) => self.deeper(b.pos, |ex| ex.range(b, dot))?,
                 Node::Break(_) => return Ok(Flow::Break),
                 Node::Continue(_) => return Ok(Flow::Continue),
                 Node::Template { pos, name, pipe } => {
@@ -85,14 +153,18 @@ impl<'a> Exec<'a> {
                         Some(p) => self.eval_pipe(dot, p)?,
                         None => Value::Nil,
                     };
-                    if self.depth >= MAX_DEPTH {
-                        return Err(self.err(*pos, "exceeded maximum template depth"));
+                    if self.tdepth >= MAX_TEMPLATE_DEPTH {
+                        return Err(TemplateError::limit_at(
+                            self.src,
+                            *pos,
+                            format!("exceeded maximum template depth ({MAX_TEMPLATE_DEPTH})"),
+                        ));
                     }
-                    self.depth += 1;
+                    self.tdepth += 1;
                     let saved = std::mem::replace(&mut self.vars, vec![("$".into(), arg.clone())]);
-                    let r = self.walk(body, &arg);
+                    let r = self.deeper(*pos, |ex| ex.walk(body, &arg));
                     self.vars = saved;
-                    self.depth -= 1;
+                    self.tdepth -= 1;
                     r?;
                 }
             }
@@ -126,19 +198,12 @@ impl<'a> Exec<'a> {
             ..b.pipe.clone()
         };
         let v = self.eval_pipe(dot, &bare)?;
-        let items: Vec<(Value, Value)> = match &v {
-            Value::List(l) => l
-                .iter()
-                .enumerate()
-                .map(|(i, v)| (Value::Int(i as i64), v.clone()))
-                .collect(),
-            Value::Map(m) => m
-                .entries
-                .iter()
-                .map(|(k, v)| (Value::str(k.as_str()), v.clone()))
-                .collect(),
-            Value::Int(n) => (0..*n).map(|i| (Value::Int(i), Value::Int(i))).collect(),
-            Value::Nil => Vec::new(),
+        // Iterate lazily: `range 1000000000000` must cost steps, not an upfront allocation.
+        let n: usize = match &v {
+            Value::List(l) => l.len(),
+            Value::Map(m) => m.entries.len(),
+            Value::Int(n) => usize::try_from(*n).unwrap_or(0),
+            Value::Nil => 0,
             other => {
                 return Err(self.err(
                     b.pos,
@@ -146,7 +211,7 @@ impl<'a> Exec<'a> {
                 ));
             }
         };
-        if items.is_empty() {
+        if n == 0 {
             if let Some(e) = &b.else_list {
                 let r = self.walk(e, dot);
                 self.vars.truncate(mark);
@@ -154,7 +219,23 @@ impl<'a> Exec<'a> {
             }
             return Ok(());
         }
-        for (k, v) in items {
+        let mut map_iter = match &v {
+            Value::Map(m) => Some(m.entries.iter()),
+            _ => None,
+        };
+        for i in 0..n {
+            if let Err(e) = self.charge(b.pos, 1) {
+                self.vars.truncate(mark);
+                return Err(e);
+            }
+            let (k, v) = match (&v, map_iter.as_mut()) {
+                (Value::List(l), _) => (Value::Int(i as i64), l[i].clone()),
+                (_, Some(it)) => match it.next() {
+                    Some((k, v)) => (Value::str(k.as_str()), v.clone()),
+                    None => break,
+                },
+                _ => (Value::Int(i as i64), Value::Int(i as i64)),
+            };
             let iter_mark = self.vars.len();
             match b.pipe.decl.as_slice() {
                 [] => {}
@@ -166,9 +247,13 @@ impl<'a> Exec<'a> {
             }
             let r = self.walk(&b.list, &v);
             self.vars.truncate(iter_mark.max(mark));
-            match r? {
-                Flow::Break => break,
-                Flow::Continue | Flow::Normal => {}
+            match r {
+                Err(e) => {
+                    self.vars.truncate(mark);
+                    return Err(e);
+                }
+                Ok(Flow::Break) => break,
+                Ok(Flow::Continue | Flow::Normal) => {}
             }
         }
         self.vars.truncate(mark);
@@ -200,6 +285,7 @@ impl<'a> Exec<'a> {
     }
 
     fn eval_cmd(&mut self, dot: &Value, c: &Command, piped: Option<Value>) -> R<Value> {
+        self.charge(c.pos, 1)?;
         let first = &c.args[0];
         if let Arg::Ident(name) = first {
             return self.call(dot, c.pos, name, &c.args[1..], piped);
@@ -238,7 +324,7 @@ impl<'a> Exec<'a> {
             }
             Arg::Pipe(p) => {
                 let mark = self.vars.len();
-                let r = self.eval_pipe(dot, p);
+                let r = self.deeper(pos, |ex| ex.eval_pipe(dot, p));
                 self.vars.truncate(mark);
                 r?
             }
@@ -312,7 +398,28 @@ impl<'a> Exec<'a> {
         if let Some(p) = piped {
             vals.push(p);
         }
-        funcs::call(name, &vals).map_err(|m| self.err(pos, format!("error calling {name}: {m}")))
+        let v = funcs::call(name, &vals, self.out_max).map_err(|e| match e {
+            funcs::FnError::TooBig => self.too_big(pos),
+            funcs::FnError::Msg(m) => self.err(pos, format!("error calling {name}: {m}")),
+        })?;
+        // What a function builds or copies costs in proportion to its size.
+        let cost = match (&v, name) {
+            (Value::Str(s), _) => s.len() / BYTES_PER_STEP,
+            (Value::List(l), "slice") => l.len() / BYTES_PER_STEP,
+            _ => 0,
+        };
+        self.charge(pos, cost as u64)?;
+        Ok(v)
+    }
+}
+
+/// A node's source offset for error messages (text has none: the start).
+fn node_pos(n: &Node) -> usize {
+    match n {
+        Node::Text(_) => 0,
+        Node::Action(p) => p.pos,
+        Node::If(b) | Node::Range(b) | Node::With(b) => b.pos,
+        Node::Template { pos, .. } | Node::Break(pos) | Node::Continue(pos) => *pos,
     }
 }
 

@@ -5,7 +5,39 @@
 
 use std::fmt::Write as _;
 
+use super::limits::MAX_FMT_NUM;
 use super::value::{json_string, Value};
+
+/// Why a function failed: a plain message (exec adds `error calling NAME:`) or a result that
+/// would pass the execution's output cap (a limit error, reported as such).
+#[derive(Debug)]
+pub enum FnError {
+    Msg(String),
+    TooBig,
+}
+
+/// Calls `name`; no string it builds may exceed `max` bytes (checked while building, so a huge
+/// width or a long argument list fails before allocating).
+pub fn call(name: &str, a: &[Value], max: usize) -> Result<Value, FnError> {
+    let s = match name {
+        "print" => sprint(a, max),
+        "println" => sprintln(a, max),
+        "printf" => {
+            let Some(Value::Str(f)) = a.first() else {
+                return Err(FnError::Msg("printf: format must be a string".into()));
+            };
+            sprintf_max(f, &a[1..], max)
+        }
+        _ => {
+            let v = call_plain(name, a).map_err(FnError::Msg)?;
+            return match &v {
+                Value::Str(s) if s.len() > max => Err(FnError::TooBig),
+                _ => Ok(v),
+            };
+        }
+    };
+    s.map(Value::str).ok_or(FnError::TooBig)
+}
 
 /// Every name a template may call; parse rejects anything else, as Go does.
 pub const NAMES: &[&str] = &[
@@ -30,7 +62,8 @@ pub const NAMES: &[&str] = &[
     "toTypeScriptType",
 ];
 
-pub fn call(name: &str, a: &[Value]) -> Result<Value, String> {
+/// The functions whose results are bounded by their inputs (printing lives in [`call`]).
+fn call_plain(name: &str, a: &[Value]) -> Result<Value, String> {
     match name {
         "not" => {
             want(a, 1)?;
@@ -71,18 +104,6 @@ pub fn call(name: &str, a: &[Value]) -> Result<Value, String> {
                 "gt" => o.is_gt(),
                 _ => o.is_ge(),
             }))
-        }
-        "print" => Ok(Value::str(sprint(a))),
-        "println" => {
-            let mut s = a.iter().map(Value::go_string).collect::<Vec<_>>().join(" ");
-            s.push('\n');
-            Ok(Value::str(s))
-        }
-        "printf" => {
-            let Some(Value::Str(f)) = a.first() else {
-                return Err("printf: format must be a string".into());
-            };
-            Ok(Value::str(sprintf(f, &a[1..])))
         }
         "json" => {
             want(a, 1)?;
@@ -250,21 +271,59 @@ fn order(a: &Value, b: &Value) -> Result<std::cmp::Ordering, String> {
     }
 }
 
-/// `fmt.Sprint`: a space between operands when neither side is a string.
-pub fn sprint(a: &[Value]) -> String {
+/// `fmt.Sprint`: a space between operands when neither side is a string. `None` past `max`.
+pub fn sprint(a: &[Value], max: usize) -> Option<String> {
     let mut s = String::new();
     for (i, v) in a.iter().enumerate() {
         if i > 0 && !matches!(v, Value::Str(_)) && !matches!(a[i - 1], Value::Str(_)) {
             s.push(' ');
         }
         v.write_v(&mut s);
+        if s.len() > max {
+            return None;
+        }
     }
-    s
+    Some(s)
+}
+
+/// `fmt.Sprintln`: operands always space-separated, then a newline. `None` past `max`.
+fn sprintln(a: &[Value], max: usize) -> Option<String> {
+    let mut s = String::new();
+    for (i, v) in a.iter().enumerate() {
+        if i > 0 {
+            s.push(' ');
+        }
+        s.push_str(&v.go_string());
+        if s.len() > max {
+            return None;
+        }
+    }
+    s.push('\n');
+    (s.len() <= max).then_some(s)
+}
+
+/// Go's `fmt.parsenum`: digits from `chars`; `Err(())` once the number passes Go's bound
+/// (Go then treats the rest of the format as consumed).
+fn parse_fmt_num(
+    chars: &mut std::iter::Peekable<std::str::Chars<'_>>,
+) -> Result<Option<usize>, ()> {
+    let mut num: Option<i64> = None;
+    while let Some(d) = chars.peek().and_then(|c| c.to_digit(10)) {
+        let n = num.unwrap_or(0);
+        if n > MAX_FMT_NUM {
+            return Err(());
+        }
+        num = Some(n * 10 + i64::from(d));
+        chars.next();
+    }
+    Ok(num.map(|n| n as usize))
 }
 
 /// `fmt.Sprintf` for the verbs templates use: `%v %s %d %q %t %f %e %g %x %X %c %%`, flags
-/// `-+0 #`, width and precision. Mismatches print Go's `%!verb(type=value)` forms.
-pub fn sprintf(f: &str, args: &[Value]) -> String {
+/// `-+0 #`, width and precision. Mismatches print Go's `%!verb(type=value)` forms. Gives up
+/// (`None`) before the result passes `max` bytes; widths and precisions are bounded as Go bounds
+/// them (`MAX_FMT_NUM`), so one verb pads at most ~1e7 characters.
+pub fn sprintf_max(f: &str, args: &[Value], max: usize) -> Option<String> {
     let mut out = String::new();
     let mut chars = f.chars().peekable();
     let mut next_arg = 0;
@@ -290,35 +349,43 @@ pub fn sprintf(f: &str, args: &[Value]) -> String {
             // `*` takes the width from the next argument; negative means left-justify.
             chars.next();
             match args.get(next_arg) {
-                Some(Value::Int(w)) => {
+                Some(Value::Int(w)) if w.unsigned_abs() <= MAX_FMT_NUM as u64 => {
                     minus |= *w < 0;
                     width = Some(w.unsigned_abs() as usize);
                 }
                 _ => out.push_str("%!(BADWIDTH)"),
             }
             next_arg += 1;
-        }
-        while let Some(d) = chars.peek().and_then(|c| c.to_digit(10)) {
-            width = Some(width.unwrap_or(0) * 10 + d as usize);
-            chars.next();
+        } else {
+            match parse_fmt_num(&mut chars) {
+                Ok(w) => width = w,
+                Err(()) => {
+                    out.push_str("%!(NOVERB)");
+                    break;
+                }
+            }
         }
         let mut prec = None;
         if chars.peek() == Some(&'.') {
             chars.next();
-            let mut p = 0;
             if chars.peek() == Some(&'*') {
                 chars.next();
                 match args.get(next_arg) {
-                    Some(Value::Int(v)) if *v >= 0 => p = *v as usize,
+                    Some(Value::Int(v)) if (0..=MAX_FMT_NUM).contains(v) => {
+                        prec = Some(*v as usize)
+                    }
                     _ => out.push_str("%!(BADPREC)"),
                 }
                 next_arg += 1;
+            } else {
+                match parse_fmt_num(&mut chars) {
+                    Ok(p) => prec = Some(p.unwrap_or(0)),
+                    Err(()) => {
+                        out.push_str("%!(NOVERB)");
+                        break;
+                    }
+                }
             }
-            while let Some(d) = chars.peek().and_then(|c| c.to_digit(10)) {
-                p = p * 10 + d as usize;
-                chars.next();
-            }
-            prec = Some(p);
         }
         let Some(verb) = chars.next() else {
             out.push_str("%!(NOVERB)");
@@ -339,6 +406,14 @@ pub fn sprintf(f: &str, args: &[Value]) -> String {
         };
         let n = body.chars().count();
         let w = width.unwrap_or(0);
+        if out
+            .len()
+            .saturating_add(body.len())
+            .saturating_add(w.saturating_sub(n))
+            > max
+        {
+            return None;
+        }
         if n >= w {
             out.push_str(&body);
         } else if minus {
@@ -366,7 +441,7 @@ pub fn sprintf(f: &str, args: &[Value]) -> String {
         out.push_str(&extra.join(", "));
         out.push(')');
     }
-    out
+    (out.len() <= max).then_some(out)
 }
 
 fn format_one(

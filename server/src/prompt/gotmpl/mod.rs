@@ -11,9 +11,14 @@
 mod exec;
 mod funcs;
 mod lexer;
+pub mod limits;
 mod parser;
 mod value;
 
+#[cfg(test)]
+mod fuzz_tests;
+#[cfg(test)]
+mod limit_tests;
 #[cfg(test)]
 mod tests;
 
@@ -31,6 +36,9 @@ pub struct TemplateError {
     pub line: usize,
     pub col: usize,
     pub msg: String,
+    /// The template hit one of the engine's resource bounds ([`limits`]): nesting, call depth,
+    /// steps, output size. Callers answer these as a client error, never by aborting.
+    pub limit: bool,
 }
 
 impl TemplateError {
@@ -42,6 +50,15 @@ impl TemplateError {
             line,
             col,
             msg: msg.into(),
+            limit: false,
+        }
+    }
+
+    /// A resource-bound error (see [`limits`]).
+    pub(crate) fn limit_at(src: &str, pos: usize, msg: impl Into<String>) -> Self {
+        TemplateError {
+            limit: true,
+            ..Self::at(src, pos, msg)
         }
     }
 }
@@ -118,8 +135,11 @@ impl GoTemplate {
         self.execute_nodes(&self.root, data)
     }
 
+    /// Executes `nodes` under [`limits::Budget::for_data`]: steps and output scale with the
+    /// size of `data`, so a small request with a runaway template fails in milliseconds.
     pub fn execute_nodes(&self, nodes: &[Node], data: &Value) -> Result<String, TemplateError> {
-        let mut ex = exec::Exec::new(&self.src, &self.defines, data.clone());
+        let budget = limits::Budget::for_data(data);
+        let mut ex = exec::Exec::new(&self.src, &self.defines, data.clone(), budget);
         ex.run(nodes, data)?;
         Ok(ex.out)
     }

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 
 use super::lexer::{Item, Tok};
+use super::limits::MAX_PARSE_DEPTH;
 use super::TemplateError;
 
 #[derive(Debug, Clone)]
@@ -74,6 +75,9 @@ pub struct Parser<'a> {
     pub defines: Defines,
     /// Range nesting depth: `break`/`continue` are only legal inside a range.
     range_depth: usize,
+    /// Nesting of bodies and parentheses being parsed; bounded by `MAX_PARSE_DEPTH` so the
+    /// recursive descent (and every later walk of the tree) cannot overflow the stack.
+    depth: usize,
 }
 
 /// What ended a list: `{{end}}`, `{{else ...}}` (items positioned after `else`), or EOF.
@@ -91,7 +95,27 @@ impl<'a> Parser<'a> {
             i: 0,
             defines: HashMap::new(),
             range_depth: 0,
+            depth: 0,
         }
+    }
+
+    /// Runs `f` one nesting level deeper, failing once `MAX_PARSE_DEPTH` is reached.
+    fn nested<T>(
+        &mut self,
+        pos: usize,
+        f: impl FnOnce(&mut Self) -> Result<T, TemplateError>,
+    ) -> Result<T, TemplateError> {
+        if self.depth >= MAX_PARSE_DEPTH {
+            return Err(TemplateError::limit_at(
+                self.src,
+                pos,
+                format!("max nesting depth {MAX_PARSE_DEPTH} exceeded"),
+            ));
+        }
+        self.depth += 1;
+        let r = f(self);
+        self.depth -= 1;
+        r
     }
 
     fn err(&self, pos: usize, msg: impl Into<String>) -> TemplateError {
@@ -217,7 +241,7 @@ impl<'a> Parser<'a> {
         if pipe.cmds.is_empty() {
             return Err(self.err(pos, format!("missing value for {ctx}")));
         }
-        let (list, stop) = self.parse_list()?;
+        let (list, stop) = self.nested(pos, Self::parse_list)?;
         let else_list = match stop {
             Stop::End => None,
             Stop::Eof => return Err(self.err(pos, format!("unexpected EOF in {ctx}"))),
@@ -230,7 +254,7 @@ impl<'a> Parser<'a> {
                 if chained {
                     // `{{else if x}}` is `{{else}}{{if x}}...{{end}}{{end}}` sharing one `end`.
                     let kw = self.next();
-                    let inner = self.parse_branch(kw.pos, ctx)?;
+                    let inner = self.nested(kw.pos, |p| p.parse_branch(kw.pos, ctx))?;
                     Some(vec![if ctx == "if" {
                         Node::If(inner)
                     } else {
@@ -238,7 +262,7 @@ impl<'a> Parser<'a> {
                     }])
                 } else {
                     self.expect_close("else")?;
-                    let (l, stop) = self.parse_list()?;
+                    let (l, stop) = self.nested(pos, Self::parse_list)?;
                     match stop {
                         Stop::End => Some(l),
                         _ => {
@@ -288,7 +312,7 @@ impl<'a> Parser<'a> {
         };
         // Range depth does not cross into a define body.
         let saved = std::mem::replace(&mut self.range_depth, 0);
-        let res = self.parse_list();
+        let res = self.nested(pos, Self::parse_list);
         self.range_depth = saved;
         let (body, stop) = res?;
         if !matches!(stop, Stop::End) {
@@ -419,7 +443,9 @@ impl<'a> Parser<'a> {
                 }
                 Arg::Ident(w)
             }
-            Tok::LParen => Arg::Pipe(self.parse_pipe(it.pos, false, Tok::RParen)?),
+            Tok::LParen => {
+                Arg::Pipe(self.nested(it.pos, |p| p.parse_pipe(it.pos, false, Tok::RParen))?)
+            }
             t => return Err(self.err(it.pos, format!("unexpected {t:?} in operand"))),
         };
         let chain = self.fields();
