@@ -41,6 +41,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::{mpsc::UnboundedSender, oneshot};
 
+mod cancel;
 mod sample;
 mod stats;
 
@@ -163,7 +164,7 @@ impl Engine {
             if self.queue.iter().any(|j| matches!(j, Job::Shutdown)) {
                 return self.shutdown();
             }
-            self.drop_cancelled();
+            cancel::drop_closed(&mut self.slots);
             self.admit();
             if self.slots.iter().any(|s| s.active.is_some()) && !self.step() {
                 return self.shutdown();
@@ -183,14 +184,6 @@ impl Engine {
                 Job::Complete(j) => drop(j.out.send(CompletionChunk::Error { error: err() })),
                 Job::Embed(j) => drop(j.reply.send(Err(err()))),
                 Job::Shutdown => {}
-            }
-        }
-    }
-
-    fn drop_cancelled(&mut self) {
-        for slot in &mut self.slots {
-            if slot.active.as_ref().is_some_and(|a| a.out.is_closed()) {
-                slot.active = None;
             }
         }
     }
@@ -318,7 +311,7 @@ impl Engine {
         }
     }
 
-    /// One batched decode. Returns false when the engine must stop (aborted).
+    /// One batched decode. Returns false when the engine must stop (shutdown aborted it).
     fn step(&mut self) -> bool {
         self.stats.lap(Phase::Loop);
         self.compact();
@@ -342,6 +335,7 @@ impl Engine {
             self.prefilled_last,
         );
         self.prefilled_last = prefill;
+        let before: Vec<usize> = self.slots.iter().map(|s| s.cache.len()).collect();
         for (k, (slot, take)) in self.slots.iter_mut().zip(takes).enumerate() {
             let Some(a) = slot.active.as_mut() else {
                 continue;
@@ -386,7 +380,7 @@ impl Engine {
         self.stats.lap(Phase::Build);
 
         let started = Instant::now();
-        let res = self.ctx.launch(&self.batch);
+        let res = cancel::launch(&mut self.ctx, &self.batch, &self.slots, &in_prefill);
         self.stats.lap(Phase::Launch);
         if res.is_ok() {
             self.ctx.synchronize();
@@ -395,7 +389,14 @@ impl Engine {
         self.stats.lap(Phase::Wait);
         if let Err(e) = res {
             let (kind, msg) = match e {
-                DecodeError::Aborted => return false,
+                DecodeError::Aborted => {
+                    return cancel::after_abort(
+                        &mut self.ctx,
+                        &mut self.slots,
+                        &before,
+                        &in_prefill,
+                    )
+                }
                 DecodeError::NoKvSlot => (
                     ErrorKind::Internal,
                     "no room in the KV cache for the batch".to_string(),
