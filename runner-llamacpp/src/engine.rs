@@ -422,6 +422,7 @@ impl Engine {
             return true;
         }
 
+        cancel::heartbeats(&self.slots, &in_prefill);
         let mut rows_at = Vec::with_capacity(self.slots.len());
         for (k, slot) in self.slots.iter_mut().enumerate() {
             let Some(a) = slot.active.as_mut() else {

@@ -5,6 +5,9 @@
 //! here the neighbour decodes between the aborted chunks; the roll-back of sequences that share
 //! an aborted step is what mixed GPU steps rely on.)
 //!
+//! Also (item 1): the runner's prefill heartbeats keep a prefill that is longer than the
+//! progress deadline, but made of chunks shorter than it, from being killed as stuck.
+//!
 //! Needs `cargo build -p runner-llamacpp` and `scripts/fetch-test-models`; a missing one fails
 //! the test unless `HERD_ALLOW_SKIP=1`. One inference thread (a shared 2-core box).
 
@@ -19,6 +22,10 @@ use serve_support::*;
 const SMOL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
 fn native() -> Option<Harness> {
+    native_with(|_| {})
+}
+
+fn native_with(tweak: impl FnOnce(&mut server::scheduler::SchedulerConfig)) -> Option<Harness> {
     let missing = |what: &str| {
         assert!(
             std::env::var("HERD_ALLOW_SKIP").as_deref() == Ok("1"),
@@ -38,6 +45,7 @@ fn native() -> Option<Harness> {
         |c| {
             c.load_timeout = Some(Duration::from_secs(120));
             c.num_parallel = 2;
+            tweak(c);
         },
         Default::default(),
     );
@@ -89,4 +97,41 @@ async fn a_disconnect_mid_prefill_frees_the_runner_and_spares_its_neighbour() {
         "the neighbour's output is unaffected by the abort"
     );
     assert!(freed < Duration::from_millis(800), "took {freed:?}");
+}
+
+#[tokio::test]
+async fn a_long_prefill_is_not_mistaken_for_a_stuck_runner() {
+    let progress = Duration::from_secs(4);
+    let Some(h) = native_with(|c| c.liveness.progress_timeout = Some(progress)) else {
+        return;
+    };
+    // 32-token chunks (well under the deadline each) of a prompt that takes several deadlines.
+    let prompt = "the quick brown fox jumps over the lazy dog ".repeat(30);
+    let opts = json!({"temperature": 0, "num_predict": 1, "num_thread": 1, "num_batch": 32});
+    let warm = h
+        .post(
+            "/api/generate",
+            json!({"model": "smol", "prompt": "hi", "raw": true, "stream": false, "options": opts}),
+        )
+        .await;
+    assert_eq!(warm.status, StatusCode::OK, "{}", warm.text());
+    let pid = h.runner_pid().await;
+    let t = Instant::now();
+    let r = h
+        .post(
+            "/api/generate",
+            json!({"model": "smol", "prompt": prompt, "raw": true, "stream": false, "options": opts}),
+        )
+        .await;
+    let took = t.elapsed();
+    println!(
+        "prefill of {} tokens took {took:?}",
+        r.json()["prompt_eval_count"]
+    );
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert!(
+        took > progress,
+        "the prefill outlasts the deadline ({took:?}): the test means something"
+    );
+    assert_eq!(h.runner_pid().await, pid, "the runner was not killed");
 }

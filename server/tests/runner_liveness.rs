@@ -78,6 +78,7 @@ async fn run_to_end(sched: &Scheduler, req: ModelRequest) -> Result<String, Erro
             CompletionChunk::Token { content, .. } => out.push_str(&content),
             CompletionChunk::Done { .. } => return Ok(out),
             CompletionChunk::Error { error } => return Err(Error::Runner(error)),
+            CompletionChunk::Progress { .. } => panic!("heartbeats never reach consumers"),
         }
     }
     Err(Error::Internal("stream ended without done".into()))

@@ -1,4 +1,9 @@
-//! Aborting a decode when a request in it is cancelled (issue 22 item 3).
+//! A long prefill as its client sees it (issue 22 items 1 and 3): heartbeats while it runs, and
+//! aborting a decode when a request in it is cancelled.
+//!
+//! Heartbeats: after each prefill chunk of a prompt that is not done yet, its stream gets a
+//! `progress` chunk, so the server's progress deadline measures one chunk, not the whole
+//! prompt, and never mistakes a long prefill for a stuck runner.
 //!
 //! A client that disconnects during a long prefill must free its slot within ~100 ms, not when
 //! the current 512-token chunk ends. So while a step that carries prompt tokens computes, the
@@ -15,6 +20,18 @@
 
 use super::Slot;
 use crate::ffi::{AbortWatch, Batch, Context, DecodeError};
+use runner_protocol::CompletionChunk;
+
+/// Sends a `progress` heartbeat to each request that prefilled in this step and still has
+/// prompt tokens to go (one that finished its prompt gets its first token instead).
+pub(super) fn heartbeats(slots: &[Slot], in_prefill: &[bool]) {
+    for (slot, _) in slots.iter().zip(in_prefill).filter(|(_, &p)| p) {
+        if let Some(a) = slot.active.as_ref().filter(|a| !a.pending.is_empty()) {
+            let processed = slot.cache.len() as u32;
+            let _ = a.out.send(CompletionChunk::Progress { processed });
+        }
+    }
+}
 
 /// Frees the slots of requests whose client has gone (their stream receiver dropped).
 pub(super) fn drop_closed(slots: &mut [Slot]) {

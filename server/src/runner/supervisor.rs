@@ -490,9 +490,15 @@ impl Runner {
             (body, Some(self.clone())),
             |(mut body, runner)| async move {
                 let runner = runner?;
-                let item = tokio::select! {
-                    item = runner.within_progress(async { Ok(body.next().await) }) => item,
-                    info = runner.exited() => Err(Error::RunnerExited(info.message)),
+                let item = loop {
+                    let item = tokio::select! {
+                        item = runner.within_progress(async { Ok(body.next().await) }) => item,
+                        info = runner.exited() => Err(Error::RunnerExited(info.message)),
+                    };
+                    // A prefill heartbeat only re-arms the progress deadline.
+                    if !matches!(item, Ok(Some(Ok(CompletionChunk::Progress { .. })))) {
+                        break item;
+                    }
                 };
                 match item {
                     Ok(None) => None,
