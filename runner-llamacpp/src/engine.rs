@@ -41,6 +41,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::{mpsc::UnboundedSender, oneshot};
 
+mod cancel;
 mod sample;
 mod stats;
 
@@ -165,7 +166,7 @@ impl Engine {
             if self.queue.iter().any(|j| matches!(j, Job::Shutdown)) {
                 return self.shutdown();
             }
-            self.drop_cancelled();
+            cancel::drop_closed(&mut self.slots);
             self.admit();
             if self.slots.iter().any(|s| s.active.is_some()) && !self.step() {
                 return self.shutdown();
@@ -185,14 +186,6 @@ impl Engine {
                 Job::Complete(j) => drop(j.out.send(CompletionChunk::Error { error: err() })),
                 Job::Embed(j) => drop(j.reply.send(Err(err()))),
                 Job::Shutdown => {}
-            }
-        }
-    }
-
-    fn drop_cancelled(&mut self) {
-        for slot in &mut self.slots {
-            if slot.active.as_ref().is_some_and(|a| a.out.is_closed()) {
-                slot.active = None;
             }
         }
     }
@@ -321,7 +314,7 @@ impl Engine {
         }
     }
 
-    /// One batched decode. Returns false when the engine must stop (aborted).
+    /// One batched decode. Returns false when the engine must stop (shutdown aborted it).
     fn step(&mut self) -> bool {
         self.stats.lap(Phase::Loop);
         self.compact();
@@ -345,6 +338,7 @@ impl Engine {
             self.prefilled_last,
         );
         self.prefilled_last = prefill;
+        let before: Vec<usize> = self.slots.iter().map(|s| s.cache.len()).collect();
         for (k, (slot, take)) in self.slots.iter_mut().zip(takes).enumerate() {
             let Some(a) = slot.active.as_mut() else {
                 continue;
@@ -389,7 +383,7 @@ impl Engine {
         self.stats.lap(Phase::Build);
 
         let started = Instant::now();
-        let res = self.ctx.launch(&self.batch);
+        let res = cancel::launch(&mut self.ctx, &self.batch, &self.slots, &in_prefill);
         self.stats.lap(Phase::Launch);
         if res.is_ok() {
             self.ctx.synchronize();
@@ -398,7 +392,14 @@ impl Engine {
         self.stats.lap(Phase::Wait);
         if let Err(e) = res {
             let (kind, msg) = match e {
-                DecodeError::Aborted => return false,
+                DecodeError::Aborted => {
+                    return cancel::after_abort(
+                        &mut self.ctx,
+                        &mut self.slots,
+                        &before,
+                        &in_prefill,
+                    )
+                }
                 DecodeError::NoKvSlot => (
                     ErrorKind::Internal,
                     "no room in the KV cache for the batch".to_string(),
@@ -424,6 +425,7 @@ impl Engine {
             return true;
         }
 
+        cancel::heartbeats(&self.slots, &in_prefill);
         let mut rows_at = Vec::with_capacity(self.slots.len());
         for (k, slot) in self.slots.iter_mut().enumerate() {
             let Some(a) = slot.active.as_mut() else {

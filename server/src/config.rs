@@ -296,6 +296,15 @@ pub struct Config {
     #[arg(long, env = "OLLAMA_LOAD_TIMEOUT", value_parser = parse::clap_load_timeout, default_value = "5m",
           allow_negative_numbers = true)]
     pub load_timeout: LoadTimeout,
+    /// Longest silence from a runner within a completion before it is killed as stuck (<= 0 = off).
+    #[arg(long, env = "HERD_PROGRESS_TIMEOUT", value_parser = parse::clap_deadline, default_value = "5m", allow_negative_numbers = true)]
+    pub progress_timeout: LoadTimeout,
+    /// Time between health probes of each ready runner (<= 0 = off).
+    #[arg(long, env = "HERD_HEALTH_INTERVAL", value_parser = parse::clap_deadline, default_value = "10s", allow_negative_numbers = true)]
+    pub health_interval: LoadTimeout,
+    /// How long one health probe may take before the runner is killed as stuck (<= 0 = probes off).
+    #[arg(long, env = "HERD_HEALTH_TIMEOUT", value_parser = parse::clap_deadline, default_value = "30s", allow_negative_numbers = true)]
+    pub health_timeout: LoadTimeout,
     /// Run thinking + structured output as two generations (rollback switch for single-pass).
     #[arg(long, env = "OLLAMA_FORMAT_TWO_PASS", value_parser = parse::clap_bool, num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "false")]
@@ -328,6 +337,16 @@ pub struct Config {
 }
 
 impl Config {
+    /// The runner's liveness deadlines (`runner::liveness`).
+    pub fn liveness(&self) -> crate::runner::Liveness {
+        let probe_timeout = self.health_timeout.0;
+        crate::runner::Liveness {
+            progress_timeout: self.progress_timeout.0,
+            probe_interval: self.health_interval.0.filter(|_| probe_timeout.is_some()),
+            probe_timeout: probe_timeout.unwrap_or_default(),
+        }
+    }
+
     /// The runner binary: `HERD_RUNNER`, else `HERD_RUNNER_DIR/runner-llamacpp`, else next to
     /// the running executable.
     pub fn runner_path(&self) -> PathBuf {
@@ -356,10 +375,6 @@ impl Config {
     /// secret-looking values redacted.
     pub fn effective(&self) -> Vec<(&'static str, String)> {
         let fa = self.flash_attention.as_str().to_string();
-        let load_timeout = self
-            .load_timeout
-            .0
-            .map_or_else(|| "none".to_string(), |d| format!("{d:?}"));
         let pairs: Vec<(&'static str, String)> = vec![
             ("OLLAMA_HOST", self.host.to_string()),
             ("OLLAMA_MODELS", self.models.display().to_string()),
@@ -378,7 +393,10 @@ impl Config {
                 "OLLAMA_KV_CACHE_TYPE",
                 self.kv_cache_type.as_str().to_string(),
             ),
-            ("OLLAMA_LOAD_TIMEOUT", load_timeout),
+            ("OLLAMA_LOAD_TIMEOUT", self.load_timeout.shown()),
+            ("HERD_PROGRESS_TIMEOUT", self.progress_timeout.shown()),
+            ("HERD_HEALTH_INTERVAL", self.health_interval.shown()),
+            ("HERD_HEALTH_TIMEOUT", self.health_timeout.shown()),
             ("OLLAMA_FORMAT_TWO_PASS", self.format_two_pass.to_string()),
             (
                 "OLLAMA_MLX_DRAFT_UNDER_GRAMMAR",

@@ -66,6 +66,7 @@ async fn text_of(lease: server::scheduler::Lease) -> Result<String, Error> {
             CompletionChunk::Token { content, .. } => out.push_str(&content),
             CompletionChunk::Done { .. } => return Ok(out),
             CompletionChunk::Error { error } => return Err(Error::Runner(error)),
+            CompletionChunk::Progress { .. } => panic!("heartbeats never reach consumers"),
         }
     }
     Err(Error::Internal("stream ended without done".into()))

@@ -38,7 +38,7 @@ use std::ffi::{c_char, c_void, CStr, CString};
 use std::path::Path;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Once};
+use std::sync::{Arc, Mutex, Once};
 
 pub type Token = i32;
 
@@ -311,10 +311,24 @@ pub struct ContextParams {
     pub kv_type: KvType,
 }
 
+/// A check the abort callback runs during a decode: true = abort it.
+pub type AbortWatch = Box<dyn Fn() -> bool + Send>;
+
+/// What llama.cpp's abort callback reads (CPU backend: between graph nodes, so inside a ubatch).
+/// Boxed in the context, so its address is stable for as long as llama.cpp holds it.
+struct AbortState {
+    /// Shutdown: every decode from now on stops.
+    stop: Arc<AtomicBool>,
+    /// Per-decode checks (requests of the running step that may be cancelled). Only the engine
+    /// thread writes it, between decodes; the callback only `try_lock`s, never waits.
+    watch: Mutex<Vec<AbortWatch>>,
+}
+
 pub struct Context {
     ptr: NonNull<sys::llama_context>,
     model: Arc<Model>,
     abort: Arc<AtomicBool>,
+    abort_state: Box<AbortState>,
     n_vocab: usize,
     n_embd: usize,
     /// Fields drop after `Drop for Context` has run `llama_free`, so these chains outlive the
@@ -326,7 +340,13 @@ pub struct Context {
 unsafe impl Send for Context {}
 
 unsafe extern "C" fn abort_cb(data: *mut c_void) -> bool {
-    (*(data as *const AtomicBool)).load(Ordering::Relaxed)
+    // SAFETY: `data` is the context's boxed `AbortState`, which outlives `llama_free`.
+    let state = &*(data as *const AbortState);
+    state.stop.load(Ordering::Relaxed)
+        || state
+            .watch
+            .try_lock()
+            .is_ok_and(|w| w.iter().any(|check| check()))
 }
 
 /// Outcome of a failed `decode`.
@@ -334,7 +354,8 @@ unsafe extern "C" fn abort_cb(data: *mut c_void) -> bool {
 pub enum DecodeError {
     /// No room in the KV cache for this batch.
     NoKvSlot,
-    /// The abort flag was raised between ubatches.
+    /// The abort flag was raised, or a watch (see `Context::set_abort_watch`) fired. The
+    /// aborted ubatch's positions are gone from the KV cache; earlier ubatches' remain.
     Aborted,
     /// Any other engine failure (code as llama.cpp returned it).
     Failed(i32),
@@ -354,6 +375,10 @@ impl Context {
         device_top_k: Option<u32>,
     ) -> Result<Context, String> {
         let abort = Arc::new(AtomicBool::new(false));
+        let abort_state = Box::new(AbortState {
+            stop: abort.clone(),
+            watch: Mutex::new(Vec::new()),
+        });
         let n_vocab = model.n_vocab().max(0) as usize;
         let device = backend_sampling::DeviceSampling::new(device_top_k, p.n_seq_max, n_vocab);
         let mut seq_samplers = device.seq_configs();
@@ -383,7 +408,7 @@ impl Context {
             cp.kv_unified = false;
             cp.no_perf = true;
             cp.abort_callback = Some(abort_cb);
-            cp.abort_callback_data = Arc::as_ptr(&abort) as *mut c_void;
+            cp.abort_callback_data = &*abort_state as *const AbortState as *mut c_void;
             if !seq_samplers.is_empty() {
                 cp.samplers = seq_samplers.as_mut_ptr();
                 cp.n_samplers = seq_samplers.len();
@@ -397,6 +422,7 @@ impl Context {
             ptr,
             model,
             abort,
+            abort_state,
             n_vocab,
             n_embd,
             device,
@@ -407,9 +433,24 @@ impl Context {
         &self.model
     }
 
-    /// Raised → the current and later decodes stop between ubatches with `Aborted`.
+    /// Raised → the current and later decodes stop with `Aborted`.
     pub fn abort_flag(&self) -> Arc<AtomicBool> {
         self.abort.clone()
+    }
+
+    /// Whether the shutdown flag (`abort_flag`) is raised.
+    pub fn stopping(&self) -> bool {
+        self.abort.load(Ordering::SeqCst)
+    }
+
+    /// Checks the next decodes run while computing (replacing earlier ones); any that returns
+    /// true aborts that decode with `Aborted`.
+    pub fn set_abort_watch(&mut self, watch: Vec<AbortWatch>) {
+        *self
+            .abort_state
+            .watch
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = watch;
     }
 
     pub fn n_ctx_seq(&self) -> u32 {

@@ -297,6 +297,10 @@ pub enum CompletionChunk {
         #[serde(flatten)]
         error: RunnerError,
     },
+    /// A heartbeat while the prompt is evaluated: `processed` of its tokens are in the KV so far.
+    /// Sent after each prefill chunk, so a long prefill is never mistaken for a stuck runner; the
+    /// server's client consumes it (it never reaches a completion's consumers).
+    Progress { processed: u32 },
 }
 
 /// `POST /embed`.

@@ -212,11 +212,25 @@ pub fn clap_keep_alive(raw: &str) -> Result<KeepAlive, String> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LoadTimeout(pub Option<Duration>);
 
+impl LoadTimeout {
+    /// For the effective-config log: the duration, or `none`.
+    pub fn shown(&self) -> String {
+        self.0
+            .map_or_else(|| "none".to_string(), |d| format!("{d:?}"))
+    }
+}
+
 /// `OLLAMA_LOAD_TIMEOUT`: Go duration or integer seconds; zero or negative = no limit.
 pub fn clap_load_timeout(raw: &str) -> Result<LoadTimeout, String> {
     if clean(raw).is_empty() {
         return Ok(LoadTimeout(Some(Duration::from_secs(300))));
     }
+    clap_deadline(raw)
+}
+
+/// herd's own deadlines (`HERD_PROGRESS_TIMEOUT`, `HERD_HEALTH_*`): the same Go duration or
+/// integer seconds; zero or negative = off.
+pub fn clap_deadline(raw: &str) -> Result<LoadTimeout, String> {
     let ns = env_duration_nanos(raw).ok_or_else(|| {
         format!(
             "{:?} is neither a duration (5m, 1h30m) nor seconds",
@@ -334,6 +348,12 @@ mod tests {
         );
         assert!(clap_keep_alive("soon").is_err());
         assert_eq!(clap_load_timeout("0"), Ok(LoadTimeout(None)));
+        assert_eq!(
+            clap_deadline("250ms"),
+            Ok(LoadTimeout(Some(Duration::from_millis(250))))
+        );
+        assert_eq!(clap_deadline("0"), Ok(LoadTimeout(None)));
+        assert!(clap_deadline("").is_err());
         assert_eq!(clap_load_timeout("-5m"), Ok(LoadTimeout(None)));
         assert_eq!(
             clap_load_timeout("90"),

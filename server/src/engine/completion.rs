@@ -54,8 +54,13 @@ pub fn steps(
                 reason: done_reason,
                 metrics: metrics(&timings, load, started.elapsed()),
             }),
-            // The client already turns error chunks into `Err`; this keeps the mapping total.
+            // The client already turns error chunks into `Err` and consumes heartbeats; this
+            // keeps the mapping total (an empty text step is no event).
             CompletionChunk::Error { error } => Err(Error::Runner(error)),
+            CompletionChunk::Progress { .. } => Ok(Step::Text {
+                content: String::new(),
+                logprobs: Vec::new(),
+            }),
         })
     })
 }

@@ -113,6 +113,7 @@ pub fn start(config: &crate::config::Config) -> std::io::Result<(Engine, tempfil
     sc.max_queue = config.max_queue as usize;
     sc.default_keep_alive = config.keep_alive;
     sc.load_timeout = config.load_timeout.0;
+    sc.liveness = config.liveness();
     // Runners see an allow-listed copy of our environment, never all of it.
     sc.runner_env = crate::runner::runner_env(std::env::vars_os());
     let settings = Settings {

@@ -218,7 +218,10 @@ impl ReadState {
             match self.lines.next_line() {
                 Ok(Some(line)) => {
                     let item = decode_chunk(&line);
-                    self.finished = !matches!(item, Ok(CompletionChunk::Token { .. }));
+                    self.finished = !matches!(
+                        item,
+                        Ok(CompletionChunk::Token { .. } | CompletionChunk::Progress { .. })
+                    );
                     return Some((item, self));
                 }
                 Ok(None) => {}

@@ -14,6 +14,7 @@
 //!   lives: EOF on it means the server is gone (a parent-death signal that needs no FFI).
 
 use super::client::{CompletionStream, RunnerClient};
+use super::liveness::{self, Liveness};
 use super::output::{self, Tail};
 use crate::error::{Error, Result};
 use futures_util::StreamExt;
@@ -28,7 +29,7 @@ use std::future::Future;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -98,6 +99,8 @@ pub struct SpawnConfig {
     pub stop_grace: Duration,
     /// Interval between `/health` polls while loading.
     pub health_interval: Duration,
+    /// Deadlines once ready (progress within a completion, health probes).
+    pub liveness: Liveness,
 }
 
 impl SpawnConfig {
@@ -110,6 +113,7 @@ impl SpawnConfig {
             load_timeout: Some(Duration::from_secs(300)),
             stop_grace: Duration::from_secs(10),
             health_interval: Duration::from_millis(100),
+            liveness: Liveness::default(),
         }
     }
 }
@@ -129,16 +133,41 @@ pub struct Runner {
     inner: Arc<Inner>,
 }
 
-struct Inner {
+pub(super) struct Inner {
     name: String,
     options: LoadOptions,
     pid: u32,
-    client: RunnerClient,
-    exit: watch::Receiver<Option<ExitInfo>>,
+    pub(super) client: RunnerClient,
+    pub(super) exit: watch::Receiver<Option<ExitInfo>>,
     tail: Tail,
     info: OnceLock<Info>,
     stop_grace: Duration,
     health_interval: Duration,
+    liveness: Liveness,
+    /// Why herd killed a live but broken runner; set (once) before the SIGKILL, so the exit
+    /// watcher reports it and the scheduler stops granting the runner at once.
+    fault: Arc<OnceLock<String>>,
+    /// Set by [`Runner::stop`]: a runner going down on purpose is not probed any more.
+    stopping: AtomicBool,
+}
+
+impl Inner {
+    pub(super) fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    /// Declares a live process broken: records `reason` (the first one wins) and SIGKILLs its
+    /// group; the exit watcher then reaps it and publishes the reason.
+    pub(super) fn mark_faulty(&self, reason: String) {
+        if self.exit.borrow().is_some() {
+            return;
+        }
+        if self.fault.set(reason.clone()).is_ok() {
+            tracing::info_span!("runner", model = %self.name, pid = self.pid)
+                .in_scope(|| tracing::warn!(%reason, "runner stopped responding; killing it"));
+        }
+        let _ = killpg(Pid::from_raw(self.pid as i32), Signal::SIGKILL);
+    }
 }
 
 impl std::fmt::Debug for Runner {
@@ -241,6 +270,8 @@ impl Runner {
         let (exit_tx, exit_rx) = watch::channel(None);
         let watch_tail = tail.clone();
         let watch_socket = socket.clone();
+        let fault: Arc<OnceLock<String>> = Arc::default();
+        let watch_fault = fault.clone();
         tokio::spawn(async move {
             let _stdin = stdin;
             let status = match child.wait().await {
@@ -254,10 +285,13 @@ impl Runner {
             )
             .await;
             let _ = std::fs::remove_file(&watch_socket);
-            let message = with_tail(
-                format!("llama runner process has terminated: {status}"),
-                &watch_tail,
-            );
+            let message = match watch_fault.get() {
+                Some(reason) => {
+                    format!("llama runner stopped responding ({reason}) and was killed")
+                }
+                None => format!("llama runner process has terminated: {status}"),
+            };
+            let message = with_tail(message, &watch_tail);
             span.in_scope(|| tracing::info!(%status, "runner exited"));
             let _ = exit_tx.send(Some(ExitInfo { status, message }));
         });
@@ -273,6 +307,9 @@ impl Runner {
                 info: OnceLock::new(),
                 stop_grace: cfg.stop_grace,
                 health_interval: cfg.health_interval,
+                liveness: cfg.liveness,
+                fault,
+                stopping: AtomicBool::new(false),
             }),
         })
     }
@@ -320,6 +357,14 @@ impl Runner {
         }
         let info = self.guarded(self.inner.client.info()).await?;
         let _ = self.inner.info.set(info);
+        if let Some(every) = self.inner.liveness.probe_interval {
+            let probe_timeout = self.inner.liveness.probe_timeout;
+            tokio::spawn(liveness::probe(
+                Arc::downgrade(&self.inner),
+                every,
+                probe_timeout,
+            ));
+        }
         self.span()
             .in_scope(|| tracing::info!(memory = self.info().memory_bytes, "runner ready"));
         Ok(())
@@ -360,6 +405,12 @@ impl Runner {
         self.inner.exit.borrow().clone()
     }
 
+    /// False once the process has exited or herd has found it broken (and is killing it):
+    /// such a runner must not be given new requests.
+    pub fn is_usable(&self) -> bool {
+        self.inner.fault.get().is_none() && self.exit_info().is_none()
+    }
+
     /// Resolves as soon as the process has exited and been reaped.
     pub async fn exited(&self) -> ExitInfo {
         let mut rx = self.inner.exit.clone();
@@ -376,6 +427,7 @@ impl Runner {
         if let Some(info) = self.exit_info() {
             return info;
         }
+        self.inner.stopping.store(true, Ordering::SeqCst);
         let pgid = Pid::from_raw(self.inner.pid as i32);
         let _ = killpg(pgid, Signal::SIGTERM);
         match timeout(self.inner.stop_grace, self.exited()).await {
@@ -429,25 +481,50 @@ impl Runner {
     }
 
     /// Starts a completion. The stream ends with `Err(RunnerExited)` at once if the process
-    /// dies mid-stream; dropping it cancels the request in the runner.
+    /// dies mid-stream, and kills the runner (then ends the same way) if it stays silent past
+    /// the progress deadline or its stream breaks while the process lives (a runner that cut a
+    /// stream is not trusted with the next request). Dropping the stream cancels the request.
     pub async fn completion(&self, req: &CompletionRequest) -> Result<CompletionStream> {
-        let stream = self.guarded(self.inner.client.completion(req)).await?;
+        let stream = self
+            .within_progress(self.guarded(self.inner.client.completion(req)))
+            .await?;
         let (body, guard) = stream.into_parts();
         let watched = futures_util::stream::unfold(
             (body, Some(self.clone())),
             |(mut body, runner)| async move {
                 let runner = runner?;
-                tokio::select! {
-                    item = body.next() => match item? {
-                        Ok(c @ CompletionChunk::Token { .. }) => Some((Ok(c), (body, Some(runner)))),
-                        Err(Error::RunnerExited(m)) => {
-                            Some((Err(runner.explain(m).await), (body, None)))
-                        }
-                        terminal => Some((terminal, (body, None))),
-                    },
-                    info = runner.exited() => {
-                        Some((Err(Error::RunnerExited(info.message)), (body, None)))
+                let item = loop {
+                    let item = tokio::select! {
+                        item = runner.within_progress(async { Ok(body.next().await) }) => item,
+                        info = runner.exited() => Err(Error::RunnerExited(info.message)),
+                    };
+                    // A prefill heartbeat only re-arms the progress deadline.
+                    if !matches!(item, Ok(Some(Ok(CompletionChunk::Progress { .. })))) {
+                        break item;
                     }
+                };
+                match item {
+                    Ok(None) => None,
+                    Ok(Some(Ok(c @ CompletionChunk::Token { .. }))) => {
+                        Some((Ok(c), (body, Some(runner))))
+                    }
+                    Ok(Some(Err(Error::RunnerExited(m)))) => {
+                        let e = match runner.explain(m).await {
+                            Error::RunnerExited(m) if runner.exit_info().is_none() => {
+                                runner
+                                    .kill_for(format!("its completion stream broke: {m}"))
+                                    .await
+                            }
+                            e => e,
+                        };
+                        Some((Err(e), (body, None)))
+                    }
+                    Ok(Some(Err(Error::Internal(m)))) => {
+                        let e = runner.kill_for(m).await;
+                        Some((Err(e), (body, None)))
+                    }
+                    Ok(Some(terminal)) => Some((terminal, (body, None))),
+                    Err(e) => Some((Err(e), (body, None))),
                 }
             },
         );
@@ -456,6 +533,31 @@ impl Runner {
             Some(g) => s.with_guard(g),
             None => s,
         })
+    }
+
+    /// `fut` bounded by the progress deadline; past it the runner is killed as stuck.
+    async fn within_progress<T>(&self, fut: impl Future<Output = Result<T>>) -> Result<T> {
+        let Some(limit) = self.inner.liveness.progress_timeout else {
+            return fut.await;
+        };
+        match timeout(limit, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(self.kill_for(liveness::no_progress(limit)).await),
+        }
+    }
+
+    /// Kills a live but broken runner and returns the error its requests end with: the exit
+    /// message once reaped, or the reason alone if even SIGKILL cannot reap it in time (a
+    /// process stuck in the kernel).
+    async fn kill_for(&self, reason: String) -> Error {
+        self.inner.mark_faulty(reason);
+        match timeout(self.inner.stop_grace, self.exited()).await {
+            Ok(info) => Error::RunnerExited(info.message),
+            Err(_) => Error::RunnerExited(format!(
+                "llama runner stopped responding ({}) and was killed",
+                self.inner.fault.get().map_or("", String::as_str)
+            )),
+        }
     }
 }
 

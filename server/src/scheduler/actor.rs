@@ -340,19 +340,27 @@ impl Actor {
         }
     }
 
-    /// Forgets runners whose process has exited (`only`: just that one, if it has).
+    /// Forgets runners whose process has exited or that were found broken (`only`: just that
+    /// one, if so). A broken runner is still dying: its stop is awaited in the background.
     fn prune_exited(&mut self, only: Option<RunnerId>) {
         let dead: Vec<RunnerId> = self
             .entries
             .iter()
             .filter(|(id, _)| only.is_none_or(|o| o == **id))
-            .filter(|(_, e)| e.runner.as_ref().is_some_and(|r| r.exit_info().is_some()))
+            .filter(|(_, e)| e.runner.as_ref().is_some_and(|r| !r.is_usable()))
             .map(|(id, _)| *id)
             .collect();
         for id in dead {
             if let Some(e) = self.entries.remove(&id) {
-                let why = e.runner.and_then(|r| r.exit_info()).map(|i| i.message);
-                tracing::warn!(model = %e.name, reason = why.as_deref().unwrap_or(""), "runner exited; unloaded");
+                let why = e
+                    .runner
+                    .as_ref()
+                    .and_then(|r| r.exit_info())
+                    .map(|i| i.message);
+                tracing::warn!(model = %e.name, reason = why.as_deref().unwrap_or("stopped responding"), "runner unloaded");
+                if let Some(r) = e.runner {
+                    self.stop_in_background(r);
+                }
             }
         }
     }

@@ -11,8 +11,9 @@
 //! - A [`Lease`] is one of a runner's `parallel` slots. Dropping it releases the slot and
 //!   (re)starts the runner's keep-alive timer; keep-alive 0 unloads the runner right then.
 //! - The latest request's keep-alive replaces the runner's (Ollama).
-//! - A runner that exits is forgotten at once; outstanding leases fail fast and the next
-//!   acquire loads a fresh one.
+//! - A runner that exits, or that stopped answering (see `runner::liveness`; it is then killed),
+//!   is forgotten at once: outstanding leases fail fast, and requests still waiting for it are
+//!   served by a fresh runner (the next acquire loads one).
 
 mod actor;
 pub mod keep_alive;
@@ -24,7 +25,7 @@ pub use memory::MemoryInputs;
 pub use policy::RunnerId;
 
 use crate::error::{Error, Result};
-use crate::runner::{CompletionStream, Runner, SpawnConfig};
+use crate::runner::{CompletionStream, Liveness, Runner, SpawnConfig};
 use actor::Cmd;
 use runner_protocol::{CompletionRequest, LoadOptions};
 use std::ffi::OsString;
@@ -58,6 +59,9 @@ pub struct SchedulerConfig {
     pub runner_args: Vec<String>,
     /// SIGTERM → SIGKILL grace period when stopping a runner.
     pub stop_grace: Duration,
+    /// `HERD_PROGRESS_TIMEOUT`, `HERD_HEALTH_INTERVAL`, `HERD_HEALTH_TIMEOUT`: when a ready
+    /// runner that stopped answering is killed.
+    pub liveness: Liveness,
 }
 
 impl SchedulerConfig {
@@ -75,6 +79,7 @@ impl SchedulerConfig {
             runner_env: Vec::new(),
             runner_args: Vec::new(),
             stop_grace: Duration::from_secs(5),
+            liveness: Liveness::default(),
         }
     }
 
@@ -92,6 +97,7 @@ impl SchedulerConfig {
         s.extra_args = self.runner_args.clone();
         s.load_timeout = self.load_timeout;
         s.stop_grace = self.stop_grace;
+        s.liveness = self.liveness;
         s
     }
 }

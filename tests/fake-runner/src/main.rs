@@ -30,7 +30,7 @@ use script::Script;
 use std::convert::Infallible;
 use std::os::unix::fs::PermissionsExt;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -50,6 +50,8 @@ struct State {
     emitted: AtomicU32,
     /// Completion requests received, for the request log's `seq`.
     requests: AtomicU32,
+    /// Set by `--wedge-after` / `--break-after`: the engine makes no more progress.
+    wedged: AtomicBool,
     model_size: u64,
 }
 
@@ -91,6 +93,7 @@ async fn run(script: Script) -> std::io::Result<()> {
         slots: Arc::new(Semaphore::new(script.parallel as usize)),
         emitted: AtomicU32::new(0),
         requests: AtomicU32::new(0),
+        wedged: AtomicBool::new(false),
         model_size,
         script,
     });
@@ -277,6 +280,10 @@ fn prompt_len(p: &Prompt, add_special: bool) -> u32 {
 /// Streams the scripted tokens while holding a slot; the slot is released when the stream ends
 /// or as soon as the client goes away (the body's receiver is dropped).
 async fn completion(state: Arc<State>, req: CompletionRequest) -> Response<BoxBody> {
+    if state.wedged.load(Ordering::SeqCst) {
+        // The engine is stuck: the request is read but never answered.
+        std::future::pending::<()>().await;
+    }
     let Ok(permit) = state.slots.clone().acquire_owned().await else {
         return error(ErrorKind::Internal, "slots closed");
     };
@@ -334,6 +341,18 @@ async fn completion(state: Arc<State>, req: CompletionRequest) -> Response<BoxBo
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 eprintln!("fake-runner: crashing after {total} tokens (scripted)");
                 std::process::exit(101);
+            }
+            if script.wedge_after.is_some_and(|n| total >= n) {
+                eprintln!("fake-runner: engine wedged after {total} tokens (scripted)");
+                state.wedged.store(true, Ordering::SeqCst);
+                tx.closed().await;
+                return cancelled(eval_count);
+            }
+            if script.break_after.is_some_and(|n| total >= n) {
+                eprintln!("fake-runner: stream cut after {total} tokens (scripted)");
+                state.wedged.store(true, Ordering::SeqCst);
+                let _ = tx.send(Bytes::from_static(b"{\"type\":\"tok")).await;
+                return;
             }
         }
         let done = CompletionChunk::Done {

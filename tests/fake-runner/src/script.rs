@@ -13,6 +13,8 @@
 //! | `--echo`             | completion output is the prompt itself (text, or token ids detokenized) |
 //! | `--token-delay-ms N` | pause before each token (default 0)                                     |
 //! | `--crash-after N`    | exit abruptly (status 101, no final chunk) after N tokens in total      |
+//! | `--wedge-after N`    | after N tokens in total the engine hangs: that stream and every later completion get nothing more, `/health` still answers (a wedged GPU call) |
+//! | `--break-after N`    | after N tokens in total, cut that stream mid-line and hang the engine as `--wedge-after` does (an engine thread that died) |
 //! | `--slow-load SECS`   | report `loading` with progress rising in 10 steps over SECS (float ok)  |
 //! | `--hang-load`        | report `loading` with progress 0 forever                                |
 //! | `--fail-load KIND`   | after loading, report `failed` with this `ErrorKind` (e.g. `OutOfMemory`) |
@@ -43,6 +45,8 @@ pub struct Script {
     pub echo: bool,
     pub token_delay: Duration,
     pub crash_after: Option<u32>,
+    pub wedge_after: Option<u32>,
+    pub break_after: Option<u32>,
     pub slow_load: Duration,
     pub hang_load: bool,
     pub fail_load: Option<ErrorKind>,
@@ -82,6 +86,8 @@ impl Default for Script {
             echo: false,
             token_delay: Duration::ZERO,
             crash_after: None,
+            wedge_after: None,
+            break_after: None,
             slow_load: Duration::ZERO,
             hang_load: false,
             fail_load: None,
@@ -133,6 +139,8 @@ impl Script {
                     self.token_delay = Duration::from_millis(num(&flag, &value(&flag)?)?)
                 }
                 "--crash-after" => self.crash_after = Some(num(&flag, &value(&flag)?)?),
+                "--wedge-after" => self.wedge_after = Some(num(&flag, &value(&flag)?)?),
+                "--break-after" => self.break_after = Some(num(&flag, &value(&flag)?)?),
                 "--slow-load" => {
                     self.slow_load = Duration::from_secs_f64(num(&flag, &value(&flag)?)?)
                 }
