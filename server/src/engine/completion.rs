@@ -60,6 +60,7 @@ pub fn steps(
             CompletionChunk::Progress { .. } => Ok(Step::Text {
                 content: String::new(),
                 logprobs: Vec::new(),
+                prompt_tokens: None,
             }),
         })
     })
