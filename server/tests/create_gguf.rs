@@ -115,7 +115,8 @@ fn from_inherits_layers_merges_params_and_replaces_text() {
     let t = store();
     let model = t.upload(&tiny_gguf());
     let mut base = full_request(&model);
-    base.renderer = "qwen3".into();
+    // (RENDERER is refused at create: herd has no built-in renderers.)
+    base.parser = "qwen3".into();
     base.requires = "0.14.0".into();
     t.create(&base).unwrap();
     let base_m = t.read("base").unwrap().manifest;
@@ -168,9 +169,9 @@ fn from_inherits_layers_merges_params_and_replaces_text() {
         serde_json::from_str::<serde_json::Value>(&t.blob_text(&params[0].digest)).unwrap(),
         json!({"num_ctx": 2048, "stop": ["<|im_end|>", "</s>"], "temperature": 0.1, "top_k": 5})
     );
-    // Renderer and requires come from the base config; family from the GGUF.
+    // Parser and requires come from the base config; family from the GGUF.
     let config: serde_json::Value = serde_json::from_str(&t.blob_text(&m.config.digest)).unwrap();
-    assert_eq!(config["renderer"], "qwen3");
+    assert_eq!(config["parser"], "qwen3");
     assert_eq!(config["requires"], "0.14.0");
     assert_eq!(config["model_families"], json!(["llama"]));
     // The base model is untouched.
