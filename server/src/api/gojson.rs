@@ -221,9 +221,8 @@ pub fn type_error(root: &'static GoStruct, path: &[Step], found: &str) -> Option
     let mut current = root;
     let mut fields: Vec<&str> = Vec::new();
     let mut ty = Struct(root);
-    let mut i = 0;
-    while i < path.len() {
-        match (&path[i], ty) {
+    for step in path {
+        match (step, ty) {
             (Step::Key(k), Struct(s)) => {
                 let (_, t) = s.fields.iter().find(|(n, _)| n == k)?;
                 current = s;
@@ -234,7 +233,6 @@ pub fn type_error(root: &'static GoStruct, path: &[Step], found: &str) -> Option
             (Step::Index, Structs(_, s)) => ty = Struct(s),
             _ => return None,
         }
-        i += 1;
     }
     let type_name = match ty {
         Plain(n) | Slice(n, _) | Structs(n, _) => n.to_owned(),
