@@ -18,7 +18,7 @@ pub use client::{
     StopArgs, TransferArgs,
 };
 pub use host::{join_host_port, split_host_port, OllamaHost, DEFAULT_PORT};
-pub use ops::{keys_from_file_text, Secrets};
+pub use ops::{keys_from_file_text, Pins, PullHosts, Secrets};
 pub use parse::{
     clean, env_duration_nanos, go_parse_bool, go_parse_duration, keep_alive_display,
     keep_alive_from_nanos, ollama_bool, KeepAlive, LoadTimeout,
@@ -30,14 +30,22 @@ pub const RUNNER_BIN: &str = "runner-llamacpp";
 #[derive(Debug, Parser)]
 #[command(
     name = "herd",
-    version = crate::VERSION,
+    disable_version_flag = true,
+    arg_required_else_help = true,
     about = "Large language model server, compatible with Ollama's API, CLI and model store"
 )]
 pub struct Cli {
     #[command(flatten)]
     pub log: LogArgs,
+    /// Show version information (this client's, the server's and the engine pins)
+    #[arg(short = 'v', long = "version")]
+    pub version: bool,
+    /// The server `--version` asks for its version.
+    #[arg(long = "host", env = "OLLAMA_HOST", value_parser = parse_host, default_value = "127.0.0.1:11434", hide = true)]
+    pub host: OllamaHost,
+    /// `None` only with `--version` (clap prints help when nothing is given).
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -211,6 +219,17 @@ pub struct Config {
     /// After SIGTERM, how long in-flight requests may run before runners are stopped.
     #[arg(long, env = "HERD_SHUTDOWN_GRACE", value_parser = ops::parse_duration, default_value = "10s")]
     pub shutdown_grace: std::time::Duration,
+    /// Longest keep_alive a request or OLLAMA_KEEP_ALIVE may set; negative (forever) is capped
+    /// too. Unset = no cap.
+    #[arg(long, env = "HERD_MAX_KEEP_ALIVE", value_parser = ops::parse_duration)]
+    pub max_keep_alive: Option<std::time::Duration>,
+    /// Models (comma list) that stay loaded: never evicted for another model, no idle expiry.
+    #[arg(long, env = "HERD_PIN", value_parser = ops::parse_pins, default_value = "")]
+    pub pin: Pins,
+    /// Registry hosts (comma list, `host` or `host:port`) that pull, push and create may
+    /// contact; others get 403. Empty = any.
+    #[arg(long, env = "HERD_ALLOW_PULL_HOSTS", value_parser = ops::parse_pull_hosts, default_value = "")]
+    pub allow_pull_hosts: PullHosts,
 }
 
 impl Config {
@@ -290,6 +309,13 @@ impl Config {
                     .map_or_else(String::new, |p| p.display().to_string()),
             ),
             ("HERD_SHUTDOWN_GRACE", format!("{:?}", self.shutdown_grace)),
+            (
+                "HERD_MAX_KEEP_ALIVE",
+                self.max_keep_alive
+                    .map_or_else(String::new, |d| format!("{d:?}")),
+            ),
+            ("HERD_PIN", self.pin.shown()),
+            ("HERD_ALLOW_PULL_HOSTS", self.allow_pull_hosts.0.join(",")),
         ];
         pairs.into_iter().map(|(k, v)| (k, redact(k, v))).collect()
     }
@@ -460,7 +486,7 @@ mod tests {
             "/opt/herd",
         ])
         .unwrap();
-        let Command::Serve(cfg) = cli.command else {
+        let Command::Serve(cfg) = cli.command.unwrap() else {
             panic!("expected serve")
         };
         assert_eq!(cfg.host.bind_addr(), "0.0.0.0:8080");
@@ -479,21 +505,21 @@ mod tests {
             .any(|(k, v)| *k == "OLLAMA_NUM_PARALLEL" && v == "4"));
 
         let cli = Cli::try_parse_from(["herd", "ls", "--host", "https://example.com/o"]).unwrap();
-        let Command::List(c) = cli.command else {
+        let Command::List(c) = cli.command.unwrap() else {
             panic!("expected list")
         };
         assert_eq!(c.client.host.connect_url(), "https://example.com:443/o");
         assert_eq!(c.prefix, None);
 
         let cli = Cli::try_parse_from(["herd", "rm", "a", "b:1"]).unwrap();
-        let Command::Rm(r) = cli.command else {
+        let Command::Rm(r) = cli.command.unwrap() else {
             panic!("expected rm")
         };
         assert_eq!(r.models, vec!["a", "b:1"]);
         assert!(Cli::try_parse_from(["herd", "rm"]).is_err());
 
         let cli = Cli::try_parse_from(["herd", "show", "m", "--parameters", "-v"]).unwrap();
-        let Command::Show(s) = cli.command else {
+        let Command::Show(s) = cli.command.unwrap() else {
             panic!("expected show")
         };
         assert!(s.parameters && s.verbose && !s.license);
@@ -502,19 +528,24 @@ mod tests {
         let cli =
             Cli::try_parse_from(["herd", "--debug", "serve", "--noprune", "--host", "h"]).unwrap();
         assert_eq!(cli.log.level, LogLevel::Debug);
-        let Command::Serve(cfg) = cli.command else {
+        let Command::Serve(cfg) = cli.command.unwrap() else {
             panic!("expected serve")
         };
         assert!(cfg.noprune);
         let cli = Cli::try_parse_from(["herd", "--debug=2", "serve", "--noprune=false"]).unwrap();
         assert_eq!(cli.log.level, LogLevel::Trace);
-        let Command::Serve(cfg) = cli.command else {
+        let Command::Serve(cfg) = cli.command.unwrap() else {
             panic!("expected serve")
         };
         assert!(!cfg.noprune);
 
-        let err = Cli::try_parse_from(["herd", "--version"]).unwrap_err();
-        assert_eq!(err.kind(), clap::error::ErrorKind::DisplayVersion);
-        assert!(err.to_string().contains(crate::VERSION));
+        for flag in ["--version", "-v"] {
+            let cli = Cli::try_parse_from(["herd", flag]).unwrap();
+            assert!(cli.version && cli.command.is_none(), "{flag}");
+        }
+        assert!(!Cli::try_parse_from(["herd", "ls"]).unwrap().version);
+        // `show -v` stays show's verbose flag.
+        let cli = Cli::try_parse_from(["herd", "show", "m", "-v"]).unwrap();
+        assert!(!cli.version);
     }
 }

@@ -43,6 +43,9 @@ pub enum Error {
     /// A blob upload over the configured cap (`HERD_MAX_BLOB_SIZE`).
     #[error("blob is larger than this server accepts ({limit} bytes, HERD_MAX_BLOB_SIZE)")]
     BlobTooLarge { limit: u64 },
+    /// The model cannot be loaded while the pinned models (`HERD_PIN`) stay loaded.
+    #[error("{0}")]
+    NoRoom(String),
     /// Admission queue full (note Ollama's two spaces).
     #[error("server busy, please try again.  maximum pending requests exceeded")]
     QueueFull,
@@ -79,7 +82,9 @@ impl Error {
             Error::Forbidden(_) => StatusCode::FORBIDDEN,
             Error::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Error::PayloadTooLarge | Error::BlobTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            Error::QueueFull | Error::Draining => StatusCode::SERVICE_UNAVAILABLE,
+            Error::QueueFull | Error::Draining | Error::NoRoom(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Error::Cancelled => StatusCode::from_u16(499).unwrap(),
             Error::Runner(e) => match e.kind {
                 K::BadRequest | K::ContextOverflow => StatusCode::BAD_REQUEST,

@@ -63,6 +63,20 @@ pub fn current() -> Provenance {
     }
 }
 
+impl Provenance {
+    /// One line naming this build and its engine pins, as `herd --version` prints it:
+    /// `herd 0.1.0 (git abc123) llama.cpp b11434 (commit def456)[ mlx 0.32.4 (commit …)]`.
+    pub fn pins_line(&self) -> String {
+        let pin = |name: &str, p: &EnginePin| format!(" {name} {} (commit {})", p.build, p.commit);
+        let mut line = format!("herd {} (git {})", self.version, self.git_commit);
+        line.push_str(&pin("llama.cpp", &self.engines.llamacpp));
+        if let Some(mlx) = &self.engines.mlx {
+            line.push_str(&pin("mlx", mlx));
+        }
+        line
+    }
+}
+
 /// Records the digest of the effective configuration (`Config::effective()`, already redacted).
 /// The first call wins: the configuration is parsed once per process.
 pub fn set_config(pairs: &[(&'static str, String)]) {
@@ -91,6 +105,28 @@ mod tests {
         assert_ne!(config_digest(&a), config_digest(&c));
         let d = config_digest(&a);
         assert!(d.starts_with("sha256:") && d.len() == 7 + 64, "{d}");
+    }
+
+    #[test]
+    fn pins_line_names_every_pin() {
+        let mut p = current();
+        let line = p.pins_line();
+        assert_eq!(
+            line,
+            format!(
+                "herd {} (git {GIT_COMMIT}) llama.cpp {LLAMACPP_BUILD} (commit {LLAMACPP_COMMIT})",
+                crate::VERSION
+            )
+        );
+        p.engines.mlx = Some(EnginePin {
+            build: "0.32.4".into(),
+            commit: "abc".into(),
+        });
+        assert!(
+            p.pins_line().ends_with(" mlx 0.32.4 (commit abc)"),
+            "{}",
+            p.pins_line()
+        );
     }
 
     #[test]

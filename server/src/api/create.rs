@@ -26,12 +26,37 @@ pub async fn create(State(state): State<AppState>, OJson(req): OJson<CreateReque
     if let Err(e) = precheck(&req) {
         return e.into_response();
     }
+    if let Err(e) = check_base_host(&state, &req).await {
+        return e.into_response();
+    }
     let stream = req.stream != Some(false);
     let chunks = spawn(state, req);
     if stream {
         ndjson(chunks).await
     } else {
         last(chunks).await
+    }
+}
+
+/// `HERD_ALLOW_PULL_HOSTS`: a `from` model that would be pulled from a host not allowed is
+/// refused before anything streams (a local model of that name is no fetch, so it passes).
+async fn check_base_host(state: &AppState, req: &CreateRequest) -> Result<()> {
+    if !state.pull_hosts.is_restricted() || req.from.is_empty() {
+        return Ok(());
+    }
+    let Ok(name) = ModelName::parse(&req.from) else {
+        return Ok(()); // `missing_base` reports the bad name with its usual error.
+    };
+    if state.check_pull_host(&name).is_ok() {
+        return Ok(());
+    }
+    let (store, req) = (state.store.clone(), req.clone());
+    let missing = tokio::task::spawn_blocking(move || missing_base(&store, &req))
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))??;
+    match missing {
+        Some(name) => state.check_pull_host(&name),
+        None => Ok(()),
     }
 }
 

@@ -21,6 +21,7 @@ pub mod gojson;
 pub mod guard;
 pub mod health;
 pub mod inference;
+pub mod metrics;
 pub mod models;
 pub mod openai;
 pub mod options;
@@ -84,6 +85,11 @@ pub struct AppState {
     pub api_keys: Arc<auth::ApiKeys>,
     /// Draining flag and in-flight count (SIGTERM), readiness inputs.
     pub lifecycle: Arc<health::Lifecycle>,
+    /// The server's Prometheus registry (`/metrics`); the engine's scheduler reports to the
+    /// same one (`with_engine`).
+    pub metrics: crate::metrics::Metrics,
+    /// `HERD_ALLOW_PULL_HOSTS`: registries pull, push and create may contact.
+    pub pull_hosts: Arc<crate::config::PullHosts>,
 }
 
 impl AppState {
@@ -106,7 +112,25 @@ impl AppState {
             quantizer: crate::create::QuantizeOptions::default(),
             api_keys: Arc::default(),
             lifecycle: Arc::default(),
+            metrics: crate::metrics::Metrics::default(),
+            pull_hosts: Arc::default(),
         }
+    }
+
+    pub fn with_pull_hosts(mut self, hosts: crate::config::PullHosts) -> AppState {
+        self.pull_hosts = Arc::new(hosts);
+        self
+    }
+
+    /// Refuses (403, before any connection) a registry host `HERD_ALLOW_PULL_HOSTS` leaves out.
+    pub fn check_pull_host(&self, name: &crate::store::ModelName) -> crate::error::Result<()> {
+        if self.pull_hosts.permits(name.host()) {
+            return Ok(());
+        }
+        Err(crate::error::Error::Forbidden(format!(
+            "registry host '{}' is not allowed on this server (HERD_ALLOW_PULL_HOSTS)",
+            name.host()
+        )))
     }
 
     pub fn with_api_keys(mut self, keys: auth::ApiKeys) -> AppState {
@@ -137,6 +161,7 @@ impl AppState {
     /// Serves inference (and `/api/ps`) with the scheduler-backed engine.
     pub fn with_engine(mut self, engine: crate::engine::Engine) -> AppState {
         self.inference = Some(Arc::new(engine.clone()));
+        self.metrics = engine.scheduler().metrics().clone();
         self.engine = Some(engine);
         self
     }
@@ -197,6 +222,7 @@ pub fn routes() -> Vec<Route> {
         route("/", GET_HEAD, get(root).head(root)),
         route("/healthz", GET_HEAD, get(health::healthz)),
         route("/readyz", GET_HEAD, get(health::readyz)),
+        route("/metrics", GET, get(metrics::metrics)),
         route("/api/version", GET_HEAD, get(version).head(version)),
         route("/api/tags", GET_HEAD, get(models::tags).head(models::tags)),
         route("/api/ps", GET, get(models::ps)),
@@ -246,6 +272,10 @@ pub fn app(state: AppState) -> Router {
             guard::host_guard,
         ))
         .layer(middleware::from_fn(error::log_server_errors))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            metrics::count,
+        ))
         // 5xx are logged once, with their message, by `log_server_errors`.
         .layer(TraceLayer::new_for_http().on_failure(()));
     routes.with_state(state)

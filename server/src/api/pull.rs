@@ -62,6 +62,9 @@ async fn transfer(state: AppState, req: TransferRequest, dir: Direction) -> Resp
         Ok(n) => n,
         Err(e) => return e.into_response(),
     };
+    if let Err(e) = state.check_pull_host(&name) {
+        return e.into_response();
+    }
     let registry = match state.registry.clone() {
         Some(r) => r,
         None => match Registry::new(state.store.clone(), RegistryOptions::default()) {

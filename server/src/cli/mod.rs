@@ -9,6 +9,7 @@ pub mod repl;
 pub mod run;
 pub mod serve;
 pub mod show;
+pub mod version;
 
 use std::time::SystemTime;
 
@@ -21,7 +22,11 @@ use client::Client;
 
 /// Runs one parsed command line to completion.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    match cli.command {
+    let Some(command) = cli.command else {
+        // clap prints help when neither a subcommand nor `--version` is given.
+        return version::run(&cli.host).await;
+    };
+    match command {
         Command::Serve(config) => serve::run(*config).await,
         Command::List(args) => list(args).await,
         Command::Ps(args) => ps(args).await,

@@ -86,6 +86,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .with_api_keys(api_keys)
         .with_lifecycle(lifecycle.clone())
         .with_registry(registry)
+        .with_pull_hosts(config.allow_pull_hosts.clone())
         .with_host_guard(guard)
         .with_cors(CorsPolicy::new(&config.origins.allowed()))
         .with_defaults(InferenceDefaults {

@@ -1,6 +1,8 @@
 //! Value types and parsers of herd's operations settings (`HERD_API_KEYS`,
 //! `HERD_API_KEYS_FILE`, `HERD_SHUTDOWN_GRACE`): secrets that never print, and durations with
-//! the same grammar as Ollama's (Go duration or integer seconds).
+//! the same grammar as Ollama's (Go duration or integer seconds). Also the policy settings
+//! (`HERD_MAX_KEEP_ALIVE`, `HERD_PIN`, `HERD_ALLOW_PULL_HOSTS`) with the pure checks the
+//! scheduler and the API apply.
 
 use std::path::Path;
 use std::time::Duration;
@@ -63,9 +65,138 @@ pub fn parse_duration(raw: &str) -> Result<Duration, String> {
         .map_err(|_| format!("{:?} is negative", clean(raw)))
 }
 
+// ---- Policy: HERD_MAX_KEEP_ALIVE (parsed by `parse_duration`), HERD_PIN, HERD_ALLOW_PULL_HOSTS.
+
+/// `HERD_PIN`: models that stay loaded and are never evicted for another model.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pins(pub Vec<crate::store::ModelName>);
+
+/// Comma list of model names, each normalized as names are (`smollm2` = `smollm2:latest` =
+/// `registry.ollama.ai/library/smollm2:latest`); an invalid name is a startup error.
+pub fn parse_pins(raw: &str) -> Result<Pins, String> {
+    clean(raw)
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(|n| {
+            crate::store::ModelName::parse(n).map_err(|_| format!("{n:?} is not a model name"))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Pins)
+}
+
+impl Pins {
+    /// Whether `name` (any spelling of a model name) is pinned; names compare ignoring case,
+    /// as store lookups do.
+    pub fn contains(&self, name: &str) -> bool {
+        let Ok(name) = crate::store::ModelName::parse(name) else {
+            return false;
+        };
+        self.0.iter().any(|p| p.eq_ignore_case(&name))
+    }
+
+    /// The names as the startup log shows them.
+    pub fn shown(&self) -> String {
+        let names: Vec<String> = self.0.iter().map(|n| n.display_shortest()).collect();
+        names.join(",")
+    }
+}
+
+/// `HERD_ALLOW_PULL_HOSTS`: registry hosts pull, push and create may contact; empty = any.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PullHosts(pub Vec<String>);
+
+/// Comma list of `host` or `host:port`, lowercased. A bad entry (a scheme, a path, a port
+/// that is not a number) is a startup error rather than an entry that never matches.
+pub fn parse_pull_hosts(raw: &str) -> Result<PullHosts, String> {
+    let mut hosts = Vec::new();
+    for h in clean(raw)
+        .split(',')
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+    {
+        let (host, port) = match h.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (h, None),
+        };
+        let host_ok = !host.is_empty()
+            && host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'_');
+        let port_ok = port.is_none_or(|p| p.parse::<u16>().is_ok_and(|p| p > 0));
+        if !host_ok || !port_ok {
+            return Err(format!("{h:?} is not a registry host (host or host:port)"));
+        }
+        hosts.push(h.to_ascii_lowercase());
+    }
+    Ok(PullHosts(hosts))
+}
+
+impl PullHosts {
+    pub fn is_restricted(&self) -> bool {
+        !self.0.is_empty()
+    }
+
+    /// Whether a model name's host part (`host` or `host:port`) may be contacted: an entry with
+    /// a port allows exactly that port, one without allows the host on any port. Case-blind.
+    pub fn permits(&self, host: &str) -> bool {
+        if self.0.is_empty() {
+            return true;
+        }
+        let host = host.to_ascii_lowercase();
+        let bare = host.split_once(':').map_or(host.as_str(), |(h, _)| h);
+        self.0
+            .iter()
+            .any(|a| *a == host || (!a.contains(':') && a == bare))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pins() {
+        let p = parse_pins(" smollm2 , Example.com/team/Gemma3:270m ").unwrap();
+        let table = [
+            ("smollm2", true),
+            ("smollm2:latest", true),
+            ("registry.ollama.ai/library/SmolLM2:latest", true),
+            ("smollm2:135m", false),
+            ("example.com/team/gemma3:270m", true),
+            ("gemma3:270m", false),
+            ("not a name", false),
+        ];
+        for (name, want) in table {
+            assert_eq!(p.contains(name), want, "{name}");
+        }
+        assert_eq!(p.shown(), "smollm2:latest,Example.com/team/Gemma3:270m");
+        assert!(parse_pins("").unwrap().0.is_empty());
+        assert!(parse_pins("ok,bad name").is_err());
+    }
+
+    #[test]
+    fn pull_hosts() {
+        let any = parse_pull_hosts("").unwrap();
+        assert!(!any.is_restricted() && any.permits("anything:1"));
+        let h = parse_pull_hosts("registry.ollama.ai, 127.0.0.1:5000").unwrap();
+        let table = [
+            ("registry.ollama.ai", true),
+            ("REGISTRY.ollama.ai", true),
+            ("registry.ollama.ai:8443", true),
+            ("127.0.0.1:5000", true),
+            ("127.0.0.1:5001", false),
+            ("127.0.0.1", false),
+            ("evil.example", false),
+            ("registry.ollama.ai.evil.example", false),
+        ];
+        for (host, want) in table {
+            assert_eq!(h.permits(host), want, "{host}");
+        }
+        for bad in ["http://x", "x/y", "x:port", "x:0", ":5000"] {
+            assert!(parse_pull_hosts(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn key_lists() {

@@ -12,6 +12,7 @@ use runner_protocol::{CompletionChunk, DoneReason, TokenLogprob};
 use crate::api::convert::metrics;
 use crate::api::types::Metrics;
 use crate::error::{Error, Result};
+use crate::metrics::CompletionMeter;
 use crate::prompt::parsers::{Parsed, Parser};
 use crate::runner::CompletionStream;
 
@@ -30,11 +31,14 @@ pub enum Step {
 }
 
 /// Maps a runner stream to steps. `started` is when the HTTP request arrived; `load` is the
-/// time spent acquiring the runner.
+/// time spent acquiring the runner. `meter` sees every token and the final counts: this is
+/// the one place a completion's tokens pass, so time to first token, token gaps and token
+/// counts are recorded here.
 pub fn steps(
     stream: CompletionStream,
     started: Instant,
     load: Duration,
+    mut meter: CompletionMeter,
 ) -> impl Stream<Item = Result<Step>> + Send {
     stream.map(move |item| {
         item.and_then(|chunk| match chunk {
@@ -42,18 +46,25 @@ pub fn steps(
                 content,
                 logprobs,
                 prompt_tokens,
-            } => Ok(Step::Text {
-                content,
-                logprobs,
-                prompt_tokens: prompt_tokens.map(u64::from),
-            }),
+            } => {
+                meter.token();
+                Ok(Step::Text {
+                    content,
+                    logprobs,
+                    prompt_tokens: prompt_tokens.map(u64::from),
+                })
+            }
             CompletionChunk::Done {
                 done_reason,
                 timings,
-            } => Ok(Step::Done {
-                reason: done_reason,
-                metrics: metrics(&timings, load, started.elapsed()),
-            }),
+            } => {
+                let metrics = metrics(&timings, load, started.elapsed());
+                meter.done(metrics.prompt_eval_count, metrics.eval_count);
+                Ok(Step::Done {
+                    reason: done_reason,
+                    metrics,
+                })
+            }
             // The client already turns error chunks into `Err` and consumes heartbeats; this
             // keeps the mapping total (an empty text step is no event).
             CompletionChunk::Error { error } => Err(Error::Runner(error)),

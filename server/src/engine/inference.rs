@@ -277,8 +277,9 @@ async fn run(
         Prompt::Text(t) => t.clone(),
         Prompt::Tokens(_) => String::new(),
     };
+    let meter = lease.meter(started);
     let stream = lease.into_completion(&creq).await?;
-    let steps = super::steps(stream, started, load);
+    let steps = super::steps(stream, started, load, meter);
     Ok(Box::pin(super::events(steps, parser, prompt)))
 }
 

@@ -134,7 +134,12 @@ async fn drive(plan: Plan, tx: &Tx) -> Result<()> {
     } = plan;
     let constraint = from_first_token(first.constraint.take());
     let sent = Instant::now();
-    let mut one = Box::pin(super::steps(lease.completion(&first).await?, started, load));
+    let mut one = Box::pin(super::steps(
+        lease.completion(&first).await?,
+        started,
+        load,
+        lease.meter(started),
+    ));
     let mut p1 = PassOne {
         transcript: prompt_text(&first.prompt),
         ..PassOne::default()
@@ -196,13 +201,19 @@ async fn drive(plan: Plan, tx: &Tx) -> Result<()> {
     let cancelled = Instant::now();
     drop(one);
     let mut summed = pass_one_metrics(&lease, &first, &p1, sent, cancelled).await;
+    // Pass one was cut short, so its counts never passed through `steps`.
+    lease
+        .meter(started)
+        .continued()
+        .done(summed.prompt_eval_count, summed.eval_count);
 
     let second = reprompt(&p1.thinking)?;
     let mut req = first;
     req.prompt = Prompt::Text(second.prompt.clone());
     req.add_special = second.add_special;
     req.constraint = constraint;
-    let two = super::steps(lease.completion(&req).await?, started, load);
+    let meter = lease.meter(started).continued();
+    let two = super::steps(lease.completion(&req).await?, started, load, meter);
     let mut two = Box::pin(events(two, second.parser, second.prompt));
     loop {
         let item = tokio::select! {

@@ -14,6 +14,7 @@
 //!   lives: EOF on it means the server is gone (a parent-death signal that needs no FFI).
 
 use super::client::{CompletionStream, RunnerClient};
+use super::exit::{self, ExitCause, ExitFacts};
 use super::liveness::{self, Liveness};
 use super::output::{self, Tail};
 use crate::error::{Error, Result};
@@ -125,6 +126,7 @@ pub struct ExitInfo {
     pub status: String,
     /// Ollama-style message plus the end of the output tail; what clients see.
     pub message: String,
+    pub cause: ExitCause,
 }
 
 /// A started runner process. Cheap to clone; all clones refer to the same process.
@@ -147,8 +149,9 @@ pub(super) struct Inner {
     /// Why herd killed a live but broken runner; set (once) before the SIGKILL, so the exit
     /// watcher reports it and the scheduler stops granting the runner at once.
     fault: Arc<OnceLock<String>>,
-    /// Set by [`Runner::stop`]: a runner going down on purpose is not probed any more.
-    stopping: AtomicBool,
+    /// Set by [`Runner::stop`]: a runner going down on purpose is not probed any more (and its
+    /// exit is `ExitCause::Stopped`).
+    stopping: Arc<AtomicBool>,
 }
 
 impl Inner {
@@ -272,9 +275,22 @@ impl Runner {
         let watch_socket = socket.clone();
         let fault: Arc<OnceLock<String>> = Arc::default();
         let watch_fault = fault.clone();
+        let stopping: Arc<AtomicBool> = Arc::default();
+        let watch_stopping = stopping.clone();
+        let oom_before = exit::oom_kills();
         tokio::spawn(async move {
             let _stdin = stdin;
-            let status = match child.wait().await {
+            let waited = child.wait().await;
+            let facts = ExitFacts {
+                signal: waited
+                    .as_ref()
+                    .ok()
+                    .and_then(std::os::unix::process::ExitStatusExt::signal),
+                stopped_by_herd: watch_stopping.load(Ordering::SeqCst),
+                unresponsive: watch_fault.get().is_some(),
+                oom_kills: exit::oom_kills().saturating_sub(oom_before),
+            };
+            let status = match waited {
                 Ok(s) => s.to_string(),
                 Err(e) => format!("wait failed: {e}"),
             };
@@ -293,7 +309,12 @@ impl Runner {
             };
             let message = with_tail(message, &watch_tail);
             span.in_scope(|| tracing::info!(%status, "runner exited"));
-            let _ = exit_tx.send(Some(ExitInfo { status, message }));
+            let cause = exit::classify(facts);
+            let _ = exit_tx.send(Some(ExitInfo {
+                status,
+                message,
+                cause,
+            }));
         });
 
         Ok(Runner {
@@ -309,7 +330,7 @@ impl Runner {
                 health_interval: cfg.health_interval,
                 liveness: cfg.liveness,
                 fault,
-                stopping: AtomicBool::new(false),
+                stopping,
             }),
         })
     }
@@ -565,6 +586,7 @@ fn lost_supervision() -> ExitInfo {
     ExitInfo {
         status: "unknown".into(),
         message: "llama runner process is no longer supervised".into(),
+        cause: ExitCause::Signal,
     }
 }
 

@@ -16,7 +16,7 @@
 use super::policy::{self, Limits, LoadedView, Plan, RunnerId};
 use super::{KeepAlive, Lease, ModelRequest, RunningModel, SchedulerConfig};
 use crate::error::{Error, Result};
-use crate::runner::{Runner, SpawnConfig};
+use crate::runner::{ExitCause, Runner, SpawnConfig};
 use runner_protocol::LoadOptions;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
@@ -66,6 +66,8 @@ struct Entry {
     keep_alive: KeepAlive,
     /// Set while idle with a finite keep-alive.
     idle_deadline: Option<Instant>,
+    /// Named in `HERD_PIN`: never evicted for another model, never expires.
+    pinned: bool,
 }
 
 impl Entry {
@@ -88,11 +90,16 @@ impl Entry {
 struct Pending {
     req: ModelRequest,
     reply: oneshot::Sender<Result<Lease>>,
+    /// When it was admitted (queue wait).
+    since: Instant,
 }
 
 struct Actor {
     num_parallel: u32,
     default_keep_alive: KeepAlive,
+    max_keep_alive: Option<Duration>,
+    pins: crate::config::Pins,
+    metrics: crate::metrics::Metrics,
     limits: Limits,
     spawn: SpawnConfig,
     entries: BTreeMap<RunnerId, Entry>,
@@ -108,6 +115,9 @@ pub(super) fn start(cfg: SchedulerConfig) -> mpsc::UnboundedSender<Cmd> {
     let actor = Actor {
         num_parallel: cfg.num_parallel.max(1),
         default_keep_alive: cfg.default_keep_alive,
+        max_keep_alive: cfg.max_keep_alive,
+        pins: cfg.pins.clone(),
+        metrics: cfg.metrics.clone(),
         limits: Limits {
             max_loaded: cfg.max_loaded(),
             memory_budget: cfg.memory_budget,
@@ -154,6 +164,7 @@ impl Actor {
             }
             self.dispatch();
             self.settle_idle();
+            self.publish();
         };
         self.finish(&mut rx).await;
         if let Some(reply) = shutdown_reply {
@@ -167,7 +178,11 @@ impl Actor {
                 if req.options.parallel == 0 {
                     req.options.parallel = self.num_parallel;
                 }
-                self.queue.push_back(Pending { req, reply });
+                self.queue.push_back(Pending {
+                    req,
+                    reply,
+                    since: Instant::now(),
+                });
             }
             Cmd::Release { id } => {
                 if let Some(e) = self.entries.get_mut(&id) {
@@ -194,8 +209,33 @@ impl Actor {
                 refcount: e.refcount,
                 memory: e.memory(),
                 expires_in: e.expires_in(now),
+                pinned: e.pinned,
             })
             .collect()
+    }
+
+    /// The keep-alive a request gives its runner (`policy::effective_keep_alive`).
+    fn keep_alive_for(&self, req: &ModelRequest, pinned: bool) -> KeepAlive {
+        let requested = req.keep_alive.unwrap_or(self.default_keep_alive);
+        policy::effective_keep_alive(requested, self.max_keep_alive, pinned)
+    }
+
+    /// The gauges of `metrics`: what is queued, leased and loaded, per model.
+    fn publish(&self) {
+        let mut state: BTreeMap<String, crate::metrics::ModelState> = BTreeMap::new();
+        for p in &self.queue {
+            state.entry(p.req.name.clone()).or_default().queued += 1;
+        }
+        for e in self.entries.values() {
+            let s = state.entry(e.name.clone()).or_default();
+            s.in_flight += e.refcount as i64;
+            if let Some(r) = &e.runner {
+                s.loaded += 1;
+                s.memory += e.memory() as i64;
+                s.memory_device += r.info().memory_device_bytes as i64;
+            }
+        }
+        self.metrics.publish(&state);
     }
 
     /// Serves the queue in arrival order as far as the policy allows.
@@ -223,12 +263,31 @@ impl Actor {
                 Plan::EvictThenLoad(ids) => self.start_load(i, ids),
                 Plan::WaitBusy => {}
                 Plan::WaitForRoom => load_blocked = true,
+                Plan::Refuse => {
+                    let p = self.queue.remove(i).expect("index in range");
+                    let _ = p.reply.send(Err(self.no_room(&p.req.name)));
+                    continue;
+                }
             }
             i += 1;
         }
     }
 
+    /// Why a request cannot be served while the pinned models stay loaded.
+    fn no_room(&self, name: &str) -> Error {
+        Error::NoRoom(format!(
+            "model '{name}' cannot be loaded: the pinned models (HERD_PIN={}) fill \
+             OLLAMA_MAX_LOADED_MODELS={} or the memory available",
+            self.pins.shown(),
+            self.limits.max_loaded
+        ))
+    }
+
     fn grant(&mut self, id: RunnerId, p: Pending) {
+        let Some(pinned) = self.entries.get(&id).map(|e| e.pinned) else {
+            return;
+        };
+        let keep_alive = self.keep_alive_for(&p.req, pinned);
         let Some(e) = self.entries.get_mut(&id) else {
             return;
         };
@@ -236,13 +295,15 @@ impl Actor {
             return;
         };
         e.refcount += 1;
-        e.keep_alive = p.req.keep_alive.unwrap_or(self.default_keep_alive);
+        e.keep_alive = keep_alive;
         e.idle_deadline = None;
+        self.metrics.queue_wait(&e.name, p.since.elapsed());
         let lease = Lease {
             runner,
             id,
             tx: self.tx.upgrade(),
             permit: None,
+            metrics: self.metrics.clone(),
         };
         // If the requester is gone the lease comes back and releases itself.
         let _ = p.reply.send(Ok(lease));
@@ -255,6 +316,8 @@ impl Actor {
         self.next_id += 1;
         let name = req.name.clone();
         let options = req.options.clone();
+        let pinned = self.pins.contains(&req.name);
+        let keep_alive = self.keep_alive_for(req, pinned);
         self.entries.insert(
             id,
             Entry {
@@ -264,8 +327,9 @@ impl Actor {
                 memory: req.memory,
                 runner: None,
                 refcount: 0,
-                keep_alive: req.keep_alive.unwrap_or(self.default_keep_alive),
+                keep_alive,
                 idle_deadline: None,
+                pinned,
             },
         );
         let evicted: Vec<Runner> = evict
@@ -280,11 +344,19 @@ impl Actor {
         let spawn = self.spawn.clone();
         let cancel = self.cancel.clone();
         let tx = self.tx.clone();
+        let metrics = self.metrics.clone();
         self.tasks.spawn(async move {
             futures_util::future::join_all(evicted.iter().map(Runner::stop)).await;
+            let started = Instant::now();
             let result = load(&spawn, &name, options, &cancel).await;
-            if let Err(e) = &result {
-                tracing::warn!(model = %name, error = %e, "model load failed");
+            match &result {
+                Ok(_) => metrics.load(&name, Some(started.elapsed())),
+                // A load cut short by shutdown is no failure of the model.
+                Err(_) if cancel.is_cancelled() => {}
+                Err(e) => {
+                    metrics.load(&name, None);
+                    tracing::warn!(model = %name, error = %e, "model load failed");
+                }
             }
             match tx.upgrade() {
                 Some(tx) => {
@@ -352,11 +424,13 @@ impl Actor {
             .collect();
         for id in dead {
             if let Some(e) = self.entries.remove(&id) {
-                let why = e
-                    .runner
-                    .as_ref()
-                    .and_then(|r| r.exit_info())
-                    .map(|i| i.message);
+                let exit = e.runner.as_ref().and_then(|r| r.exit_info());
+                // Not exited yet: herd found it broken and is killing it.
+                let cause = exit.as_ref().map_or(ExitCause::Unresponsive, |i| i.cause);
+                if cause != ExitCause::Stopped {
+                    self.metrics.runner_restart(&e.name, cause.label());
+                }
+                let why = exit.map(|i| i.message);
                 tracing::warn!(model = %e.name, reason = why.as_deref().unwrap_or("stopped responding"), "runner unloaded");
                 if let Some(r) = e.runner {
                     self.stop_in_background(r);
@@ -419,6 +493,12 @@ impl Actor {
             .map(|(id, _)| *id)
             .collect();
         let found = !ids.is_empty();
+        // A pinned model stays loaded whoever asks (HERD_PIN is the operator's decision).
+        let (pinned, ids): (Vec<RunnerId>, Vec<RunnerId>) =
+            ids.into_iter().partition(|id| self.entries[id].pinned);
+        if !pinned.is_empty() {
+            tracing::info!(model = %model.display(), "not unloading a pinned model (HERD_PIN)");
+        }
         let mut stopping = Vec::new();
         for id in ids {
             let e = self.entries.get_mut(&id).expect("listed above");

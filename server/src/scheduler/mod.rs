@@ -62,6 +62,12 @@ pub struct SchedulerConfig {
     /// `HERD_PROGRESS_TIMEOUT`, `HERD_HEALTH_INTERVAL`, `HERD_HEALTH_TIMEOUT`: when a ready
     /// runner that stopped answering is killed.
     pub liveness: Liveness,
+    /// `HERD_MAX_KEEP_ALIVE`: caps every keep-alive (forever included); `None` = no cap.
+    pub max_keep_alive: Option<Duration>,
+    /// `HERD_PIN`: models never evicted for another model and never expired.
+    pub pins: crate::config::Pins,
+    /// Where queue, load, runner and token metrics go.
+    pub metrics: crate::metrics::Metrics,
 }
 
 impl SchedulerConfig {
@@ -80,6 +86,9 @@ impl SchedulerConfig {
             runner_args: Vec::new(),
             stop_grace: Duration::from_secs(5),
             liveness: Liveness::default(),
+            max_keep_alive: None,
+            pins: crate::config::Pins::default(),
+            metrics: crate::metrics::Metrics::default(),
         }
     }
 
@@ -144,6 +153,7 @@ pub struct RunningModel {
 pub struct Scheduler {
     tx: mpsc::UnboundedSender<Cmd>,
     admission: Arc<Semaphore>,
+    metrics: crate::metrics::Metrics,
 }
 
 fn gone() -> Error {
@@ -154,8 +164,18 @@ impl Scheduler {
     /// Starts the actor; call inside a tokio runtime.
     pub fn new(cfg: SchedulerConfig) -> Self {
         let admission = Arc::new(Semaphore::new(cfg.max_queue.max(1)));
+        let metrics = cfg.metrics.clone();
         let tx = actor::start(cfg);
-        Self { tx, admission }
+        Self {
+            tx,
+            admission,
+            metrics,
+        }
+    }
+
+    /// The registry this scheduler (and the server around it) reports to.
+    pub fn metrics(&self) -> &crate::metrics::Metrics {
+        &self.metrics
     }
 
     /// Waits for a slot on a runner for `req`, loading (and evicting) as needed. Fails at once
@@ -215,6 +235,7 @@ pub struct Lease {
     id: RunnerId,
     tx: Option<mpsc::UnboundedSender<Cmd>>,
     permit: Option<OwnedSemaphorePermit>,
+    metrics: crate::metrics::Metrics,
 }
 
 impl Lease {
@@ -224,6 +245,12 @@ impl Lease {
 
     pub fn runner_id(&self) -> RunnerId {
         self.id
+    }
+
+    /// The recorder for one completion on this lease's model; `started` is when the HTTP
+    /// request arrived (time to first token counts from there).
+    pub fn meter(&self, started: std::time::Instant) -> crate::metrics::CompletionMeter {
+        self.metrics.completion(self.runner.name(), started)
     }
 
     /// Starts a completion whose stream owns this lease, so the slot is held exactly as long as

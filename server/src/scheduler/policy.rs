@@ -1,6 +1,7 @@
 //! Placement decisions, as pure functions over (request, loaded set, limits): no I/O, no clocks,
 //! no logging. The actor applies the resulting [`Plan`].
 
+use super::KeepAlive;
 use runner_protocol::LoadOptions;
 use std::time::Duration;
 
@@ -20,6 +21,8 @@ pub struct LoadedView<'a> {
     pub memory: u64,
     /// Time left on its keep-alive timer; `None` = forever. Orders idle runners for eviction.
     pub expires_in: Option<Duration>,
+    /// Named in `HERD_PIN`: never evicted to make room for another model.
+    pub pinned: bool,
 }
 
 impl LoadedView<'_> {
@@ -53,6 +56,26 @@ pub enum Plan {
     /// A load is needed but cannot start yet (another load is running, or the runners that
     /// would have to go are busy). Later requests must not start loads ahead of this one.
     WaitForRoom,
+    /// No eviction can ever make room: pinned runners alone fill the limits.
+    Refuse,
+}
+
+/// The keep-alive a runner gets from a request's (or the default) `requested`: a pinned model
+/// stays loaded (forever, whatever the request says, 0 included); otherwise `HERD_MAX_KEEP_ALIVE`
+/// caps it, forever included.
+pub fn effective_keep_alive(
+    requested: KeepAlive,
+    max: Option<Duration>,
+    pinned: bool,
+) -> KeepAlive {
+    if pinned {
+        return KeepAlive::Forever;
+    }
+    match (requested, max) {
+        (k, None) => k,
+        (KeepAlive::Forever, Some(m)) => KeepAlive::For(m),
+        (KeepAlive::For(d), Some(m)) => KeepAlive::For(d.min(m)),
+    }
 }
 
 /// Ollama's `needsReload`: a loaded runner serves a request only if every load-time option
@@ -68,7 +91,11 @@ pub fn needs_reload(loaded: &LoadOptions, requested: &LoadOptions) -> bool {
 /// Idle runners in the order they should be evicted: soonest keep-alive expiry first (forever
 /// last), then by model path for determinism.
 fn eviction_order<'a>(loaded: &[&'a LoadedView<'a>]) -> Vec<&'a LoadedView<'a>> {
-    let mut idle: Vec<_> = loaded.iter().copied().filter(|l| l.idle()).collect();
+    let mut idle: Vec<_> = loaded
+        .iter()
+        .copied()
+        .filter(|l| l.idle() && !l.pinned)
+        .collect();
     idle.sort_by(|a, b| {
         let key = |l: &LoadedView| (l.expires_in.is_none(), l.expires_in);
         key(a)
@@ -122,7 +149,13 @@ pub fn plan(requested: &LoadOptions, memory: u64, loaded: &[LoadedView], limits:
     let mut candidates = candidates.into_iter();
     while !fits(&remaining) {
         let Some(victim) = candidates.next() else {
-            return Plan::WaitForRoom;
+            // Busy runners free up eventually; pinned ones never do.
+            let pinned: Vec<&LoadedView> = remaining.iter().copied().filter(|l| l.pinned).collect();
+            return if fits(&pinned) {
+                Plan::WaitForRoom
+            } else {
+                Plan::Refuse
+            };
         };
         evict.push(victim.id);
         remaining.retain(|l| l.id != victim.id);
@@ -238,6 +271,7 @@ mod tests {
         refs: usize,
         mem: u64,
         exp: Option<u64>,
+        pinned: bool,
     }
 
     fn l(id: RunnerId, model: &str, refs: usize, exp: Option<u64>) -> L {
@@ -248,6 +282,7 @@ mod tests {
             refs,
             mem: 100,
             exp,
+            pinned: false,
         }
     }
 
@@ -260,6 +295,7 @@ mod tests {
                 refcount: x.refs,
                 memory: x.mem,
                 expires_in: x.exp.map(Duration::from_secs),
+                pinned: x.pinned,
             })
             .collect()
     }
@@ -271,6 +307,49 @@ mod tests {
         max_loaded: 3,
         memory_budget: None,
     };
+
+    #[test]
+    fn keep_alive_table() {
+        let s = Duration::from_secs;
+        let f = KeepAlive::For;
+        let cases = [
+            ("no cap", f(s(300)), None, false, f(s(300))),
+            (
+                "no cap, forever",
+                KeepAlive::Forever,
+                None,
+                false,
+                KeepAlive::Forever,
+            ),
+            ("under the cap", f(s(1)), Some(s(2)), false, f(s(1))),
+            ("over the cap", f(s(300)), Some(s(2)), false, f(s(2))),
+            (
+                "forever is capped",
+                KeepAlive::Forever,
+                Some(s(2)),
+                false,
+                f(s(2)),
+            ),
+            ("zero stays zero", f(s(0)), Some(s(2)), false, f(s(0))),
+            (
+                "pinned ignores zero",
+                f(s(0)),
+                Some(s(2)),
+                true,
+                KeepAlive::Forever,
+            ),
+            (
+                "pinned outranks the cap",
+                f(s(9)),
+                Some(s(2)),
+                true,
+                KeepAlive::Forever,
+            ),
+        ];
+        for (name, req, max, pinned, want) in cases {
+            assert_eq!(effective_keep_alive(req, max, pinned), want, "{name}");
+        }
+    }
 
     #[test]
     fn plan_table() {
@@ -288,6 +367,10 @@ mod tests {
         };
         let big = |mut x: L| {
             x.mem = 600;
+            x
+        };
+        let pin = |mut x: L| {
+            x.pinned = true;
             x
         };
         let budget = |b| Limits {
@@ -331,6 +414,20 @@ mod tests {
             ("too big even alone: try", opts("/c"), 10_000, vec![], budget(650), Plan::Load),
             ("too big: evict all then try", opts("/c"), 10_000,
                 vec![l(1, "/a", 0, Some(1))], budget(650), Plan::EvictThenLoad(vec![1])),
+            ("pinned idle is not evicted: the next idle goes", opts("/d"), 100,
+                vec![pin(l(1, "/a", 0, Some(1))), l(2, "/b", 0, Some(50)), l(3, "/c", 0, Some(9))], THREE,
+                Plan::EvictThenLoad(vec![3])),
+            ("max_loaded 1, pinned loaded: refuse", opts("/b"), 100, vec![pin(l(1, "/a", 0, None))],
+                Limits { max_loaded: 1, memory_budget: None }, Plan::Refuse),
+            ("pinned plus busy: wait for the busy one", opts("/c"), 100,
+                vec![pin(l(1, "/a", 0, None)), l(2, "/b", 1, None)],
+                Limits { max_loaded: 2, memory_budget: None }, Plan::WaitForRoom),
+            ("pinned fill the budget: refuse", opts("/c"), 100,
+                vec![pin(big(l(1, "/a", 0, None))), l(2, "/b", 0, Some(1))], budget(650), Plan::Refuse),
+            ("pinned model itself reloads in place", opts("/a"), 100,
+                vec![pin(ctx8k(l(1, "/a", 0, None)))], THREE, Plan::EvictThenLoad(vec![1])),
+            ("room left beside a pinned model", opts("/b"), 100, vec![pin(l(1, "/a", 0, None))],
+                THREE, Plan::Load),
         ];
         for (name, req, mem, loaded, limits, want) in cases {
             assert_eq!(plan(&req, mem, &views(&loaded), &limits), want, "{name}");
