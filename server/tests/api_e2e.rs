@@ -188,10 +188,26 @@ fn clients_explain_a_missing_server() {
 
 #[test]
 fn version_flag_prints_the_version() {
-    let out = Command::new(HERD).arg("--version").output().unwrap();
+    // No server there: Ollama's two warnings, then herd's pins line (metrics_serve checks the
+    // lines with a server answering).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = Command::new(HERD)
+        .arg("--version")
+        .env("OLLAMA_HOST", format!("127.0.0.1:{port}"))
+        .output()
+        .unwrap();
     assert!(out.status.success());
+    let p = server::provenance::current();
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        format!("herd {}", server::VERSION)
+        String::from_utf8_lossy(&out.stdout),
+        format!(
+            "Warning: could not connect to a running Ollama instance\nWarning: client version is {}\n{}\n",
+            server::VERSION,
+            p.pins_line()
+        )
     );
 }
