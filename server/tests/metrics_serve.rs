@@ -260,6 +260,34 @@ async fn metrics_follow_real_requests_and_pass_promtool() {
         "no runner died: {m}"
     );
     promtool_check(&m);
+
+    // Embeddings count their input tokens only.
+    let r = post(
+        "/api/embed",
+        json!({"model": "smol", "input": "hello metrics"}),
+    )
+    .await
+    .unwrap();
+    let status = r.status();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(status, 200, "{v}");
+    let embedded = v["prompt_eval_count"].as_f64().unwrap();
+    assert!(embedded > 0.0, "{v}");
+    let m = http
+        .get(format!("{base}/metrics"))
+        .header("authorization", &auth)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let s = |name: &str| sample(&m, name);
+    assert_eq!(
+        s(&format!("herd_prompt_tokens_total{model}")),
+        Some(prompt + embedded)
+    );
+    assert_eq!(s(&format!("herd_output_tokens_total{model}")), Some(eval));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

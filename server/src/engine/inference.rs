@@ -419,6 +419,7 @@ async fn chat(engine: Engine, job: ChatJob) -> Result<ChunkStream<ChatResponse>>
 }
 
 async fn embed(engine: Engine, job: EmbedJob) -> Result<EmbedOutput> {
+    let started = Instant::now();
     let model = engine.prepare(job.model.clone()).await?;
     let (lease, load) = engine
         .acquire(&model, &job.options, Some(job.keep_alive))
@@ -433,6 +434,10 @@ async fn embed(engine: Engine, job: EmbedJob) -> Result<EmbedOutput> {
         }
         other => other,
     })?;
+    // Embeddings generate nothing: only their input tokens count.
+    lease
+        .meter(started)
+        .done(u64::from(resp.prompt_eval_count), 0);
     Ok(EmbedOutput {
         embeddings: resp.embeddings,
         prompt_eval_count: u64::from(resp.prompt_eval_count),
