@@ -18,7 +18,7 @@ pub use client::{
     StopArgs, TransferArgs,
 };
 pub use host::{join_host_port, split_host_port, OllamaHost, DEFAULT_PORT};
-pub use ops::{keys_from_file_text, Pins, PullHosts, Secrets};
+pub use ops::{keys_from_file_text, MaxKeepAlive, Pins, PullHosts, Secrets};
 pub use parse::{
     clean, env_duration_nanos, go_parse_bool, go_parse_duration, keep_alive_display,
     keep_alive_from_nanos, ollama_bool, KeepAlive, LoadTimeout,
@@ -221,8 +221,9 @@ pub struct Config {
     pub shutdown_grace: std::time::Duration,
     /// Longest keep_alive a request or OLLAMA_KEEP_ALIVE may set; negative (forever) is capped
     /// too. Unset = no cap.
-    #[arg(long, env = "HERD_MAX_KEEP_ALIVE", value_parser = ops::parse_duration)]
-    pub max_keep_alive: Option<std::time::Duration>,
+    #[arg(long, env = "HERD_MAX_KEEP_ALIVE", value_parser = ops::parse_max_keep_alive, default_value = "",
+          hide_default_value = true)]
+    pub max_keep_alive: MaxKeepAlive,
     /// Models (comma list) that stay loaded: never evicted for another model, no idle expiry.
     #[arg(long, env = "HERD_PIN", value_parser = ops::parse_pins, default_value = "")]
     pub pin: Pins,
@@ -312,6 +313,7 @@ impl Config {
             (
                 "HERD_MAX_KEEP_ALIVE",
                 self.max_keep_alive
+                    .0
                     .map_or_else(String::new, |d| format!("{d:?}")),
             ),
             ("HERD_PIN", self.pin.shown()),

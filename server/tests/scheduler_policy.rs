@@ -1,8 +1,8 @@
 //! Scheduler policy and runner-death metrics against the fake runner: `HERD_PIN` (a pinned
 //! model is never evicted, never expires, survives unload; a model that cannot fit beside it is
 //! refused with 503), `HERD_MAX_KEEP_ALIVE` (forever is capped; the model unloads), and
-//! `herd_runner_restarts_total` by cause (a signal, an exit; a stop herd asked for is no
-//! restart). Needs `cargo build -p fake-runner` first.
+//! `herd_runner_restarts_total` by cause (a signal, an exit, a liveness kill; a stop herd asked
+//! for is no restart). Needs `cargo build -p fake-runner` first.
 
 #[path = "scheduler_support/mod.rs"]
 mod support;
@@ -243,5 +243,46 @@ async fn runner_deaths_are_counted_by_cause() {
         ),
         Ok(_) => panic!("a runner that exits at load cannot be ready"),
     }
+    sched.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_runner_killed_as_unresponsive_counts_as_such() {
+    let env = Env::new();
+    let mut cfg = env.config();
+    cfg.liveness.progress_timeout = Some(Duration::from_millis(500));
+    let sched = Scheduler::new(cfg);
+    let wedged = env.request("wedged", &["--tokens", "a b c", "--wedge-after", "1"], None);
+    let lease = sched.acquire(wedged).await.unwrap();
+    let req = CompletionRequest {
+        prompt: Prompt::Text("hi".into()),
+        ..Default::default()
+    };
+    let mut s = lease.into_completion(&req).await.unwrap();
+    let mut failed = false;
+    while let Some(item) = s.next().await {
+        failed |= item.is_err();
+    }
+    assert!(failed, "the stalled stream ends with an error");
+    drop(s);
+    wait_for(
+        "the stuck runner to be forgotten",
+        Duration::from_secs(5),
+        async || sched.ps().await.is_empty(),
+    )
+    .await;
+    let text = sched.metrics().render();
+    assert_eq!(
+        sample(
+            &text,
+            r#"herd_runner_restarts_total{cause="unresponsive",model="wedged:latest"}"#
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert!(
+        !text.contains(r#"cause="signal""#),
+        "the kill was herd's: {text}"
+    );
     sched.shutdown().await;
 }

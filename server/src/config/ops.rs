@@ -65,7 +65,19 @@ pub fn parse_duration(raw: &str) -> Result<Duration, String> {
         .map_err(|_| format!("{:?} is negative", clean(raw)))
 }
 
-// ---- Policy: HERD_MAX_KEEP_ALIVE (parsed by `parse_duration`), HERD_PIN, HERD_ALLOW_PULL_HOSTS.
+// ---- Policy: HERD_MAX_KEEP_ALIVE, HERD_PIN, HERD_ALLOW_PULL_HOSTS.
+
+/// `HERD_MAX_KEEP_ALIVE`: empty (or unset) = no cap, else `parse_duration`'s grammar.
+pub fn parse_max_keep_alive(raw: &str) -> Result<MaxKeepAlive, String> {
+    if clean(raw).is_empty() {
+        return Ok(MaxKeepAlive(None));
+    }
+    parse_duration(raw).map(|d| MaxKeepAlive(Some(d)))
+}
+
+/// The cap on every keep-alive; `None` = no cap.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MaxKeepAlive(pub Option<Duration>);
 
 /// `HERD_PIN`: models that stay loaded and are never evicted for another model.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -154,6 +166,24 @@ impl PullHosts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn max_keep_alive() {
+        let table = [
+            ("", Some(None)),
+            ("  ", Some(None)),
+            ("2s", Some(Some(2))),
+            ("90", Some(Some(90))),
+            ("-1", None),
+            ("later", None),
+        ];
+        for (raw, want) in table {
+            let got = parse_max_keep_alive(raw)
+                .ok()
+                .map(|m| m.0.map(|d| d.as_secs()));
+            assert_eq!(got, want, "{raw:?}");
+        }
+    }
 
     #[test]
     fn pins() {

@@ -114,7 +114,7 @@ pub fn start(config: &crate::config::Config) -> std::io::Result<(Engine, tempfil
     sc.default_keep_alive = config.keep_alive;
     sc.load_timeout = config.load_timeout.0;
     sc.liveness = config.liveness();
-    sc.max_keep_alive = config.max_keep_alive;
+    sc.max_keep_alive = config.max_keep_alive.0;
     sc.pins = config.pin.clone();
     // Runners see an allow-listed copy of our environment, never all of it.
     sc.runner_env = crate::runner::runner_env(std::env::vars_os());
