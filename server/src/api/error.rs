@@ -23,7 +23,8 @@ impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let status = self.status();
         let message = self.to_string();
-        let mut resp = (status, Json(serde_json::json!({ "error": message }))).into_response();
+        let shown = self.client_message();
+        let mut resp = (status, Json(serde_json::json!({ "error": shown }))).into_response();
         if matches!(self, Error::QueueFull) {
             // Admission overflow is transient (DESIGN.md decision 8): tell clients when to retry.
             resp.headers_mut().insert(
