@@ -211,6 +211,9 @@ pub struct Config {
     /// After SIGTERM, how long in-flight requests may run before runners are stopped.
     #[arg(long, env = "HERD_SHUTDOWN_GRACE", value_parser = ops::parse_duration, default_value = "10s")]
     pub shutdown_grace: std::time::Duration,
+    /// TLS, body and idle timeouts, the connection cap (`HERD_TLS_*`, `HERD_BODY_*`, …).
+    #[command(flatten)]
+    pub listen: ops::Listen,
 }
 
 impl Config {
@@ -291,7 +294,8 @@ impl Config {
             ),
             ("HERD_SHUTDOWN_GRACE", format!("{:?}", self.shutdown_grace)),
         ];
-        pairs.into_iter().map(|(k, v)| (k, redact(k, v))).collect()
+        let pairs = pairs.into_iter().chain(self.listen.effective());
+        pairs.map(|(k, v)| (k, redact(k, v))).collect()
     }
 }
 

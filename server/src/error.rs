@@ -40,6 +40,10 @@ pub enum Error {
     Draining,
     #[error("request entity too large")]
     PayloadTooLarge,
+    /// 408: the request body stopped arriving or arrived below the minimum rate
+    /// (`HERD_BODY_TIMEOUT`, `HERD_BODY_MIN_RATE`).
+    #[error("request body arrived too slowly")]
+    BodyTimeout,
     /// A blob upload over the configured cap (`HERD_MAX_BLOB_SIZE`).
     #[error("blob is larger than this server accepts ({limit} bytes, HERD_MAX_BLOB_SIZE)")]
     BlobTooLarge { limit: u64 },
@@ -82,6 +86,7 @@ impl Error {
             Error::Forbidden(_) => StatusCode::FORBIDDEN,
             Error::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Error::PayloadTooLarge | Error::BlobTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             Error::QueueFull | Error::Draining => StatusCode::SERVICE_UNAVAILABLE,
             Error::Cancelled => StatusCode::from_u16(499).unwrap(),
             Error::Runner(e) => match e.kind {

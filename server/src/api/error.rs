@@ -65,6 +65,8 @@ where
         let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 Error::PayloadTooLarge
+            } else if super::serve::is_too_slow(&rejection) {
+                Error::BodyTimeout
             } else {
                 Error::BadRequest(rejection.body_text())
             }
