@@ -231,6 +231,9 @@ pub struct Config {
     /// contact; others get 403. Empty = any.
     #[arg(long, env = "HERD_ALLOW_PULL_HOSTS", value_parser = ops::parse_pull_hosts, default_value = "")]
     pub allow_pull_hosts: PullHosts,
+    /// TLS, body and idle timeouts, the connection cap (`HERD_TLS_*`, `HERD_BODY_*`, …).
+    #[command(flatten)]
+    pub listen: ops::Listen,
 }
 
 impl Config {
@@ -319,7 +322,8 @@ impl Config {
             ("HERD_PIN", self.pin.shown()),
             ("HERD_ALLOW_PULL_HOSTS", self.allow_pull_hosts.0.join(",")),
         ];
-        pairs.into_iter().map(|(k, v)| (k, redact(k, v))).collect()
+        let pairs = pairs.into_iter().chain(self.listen.effective());
+        pairs.map(|(k, v)| (k, redact(k, v))).collect()
     }
 }
 

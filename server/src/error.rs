@@ -40,6 +40,10 @@ pub enum Error {
     Draining,
     #[error("request entity too large")]
     PayloadTooLarge,
+    /// 408: the request body stopped arriving or arrived below the minimum rate
+    /// (`HERD_BODY_TIMEOUT`, `HERD_BODY_MIN_RATE`).
+    #[error("request body arrived too slowly")]
+    BodyTimeout,
     /// A blob upload over the configured cap (`HERD_MAX_BLOB_SIZE`).
     #[error("blob is larger than this server accepts ({limit} bytes, HERD_MAX_BLOB_SIZE)")]
     BlobTooLarge { limit: u64 },
@@ -57,6 +61,9 @@ pub enum Error {
     /// A runner process died or could not be started; the message carries its output tail.
     #[error("{0}")]
     RunnerExited(String),
+    /// A model failed to load (or its runner died while loading): the model's name, then why.
+    #[error("model {model}: {source}")]
+    Load { model: String, source: Box<Error> },
     #[error("{0}")]
     Internal(String),
     #[error(transparent)]
@@ -82,6 +89,7 @@ impl Error {
             Error::Forbidden(_) => StatusCode::FORBIDDEN,
             Error::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Error::PayloadTooLarge | Error::BlobTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             Error::QueueFull | Error::Draining | Error::NoRoom(_) => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -91,6 +99,7 @@ impl Error {
                 K::Cancelled => StatusCode::from_u16(499).unwrap(),
                 K::OutOfMemory | K::ModelLoad | K::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             },
+            Error::Load { source, .. } => source.status(),
             Error::InvalidManifest(_)
             | Error::RunnerExited(_)
             | Error::Internal(_)
@@ -100,9 +109,131 @@ impl Error {
     }
 }
 
+impl Error {
+    /// The text a client sees. Messages written by the server about its own state (runner
+    /// errors and their output tails, I/O, manifests) can quote paths on the server; those are
+    /// scrubbed here, the one place errors leave toward clients (native JSON, NDJSON error lines,
+    /// the OpenAI/Anthropic shapes). Client mistakes are shown as written: they quote the request.
+    /// The log keeps the unscrubbed `to_string()`.
+    pub fn client_message(&self) -> String {
+        match self {
+            Error::Runner(_)
+            | Error::RunnerExited(_)
+            | Error::Load { .. }
+            | Error::Internal(_)
+            | Error::Io(_)
+            | Error::InvalidManifest(_) => scrub_paths(&self.to_string()),
+            _ => self.to_string(),
+        }
+    }
+}
+
+/// Replaces every absolute filesystem path in `text` with what a client may know of it: a blob
+/// (`…/blobs/sha256-HEX`) becomes its digest `sha256:HEX`, anything else its file name.
+///
+/// A path is a `/` at the start of the text or after a space, quote, bracket, `=` or `,`, with at
+/// least two components (so `/health` in "GET /health" stays, and `http://h/p` is never touched:
+/// its slashes follow `:` or a letter); it runs to the next space, quote or bracket, minus
+/// trailing `:`, `.`, `,`, `;`.
+pub fn scrub_paths(text: &str) -> String {
+    const BEFORE: &[char] = &[
+        ' ', '\t', '\n', '\'', '"', '`', '(', '[', '{', '<', '=', ',',
+    ];
+    const END: &[char] = &[' ', '\t', '\n', '\'', '"', '`', ')', ']', '}', '>', ','];
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    let mut prev: Option<char> = None;
+    while let Some(i) = rest.find('/') {
+        let before = rest[..i].chars().next_back().or(prev);
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        let len = tail.find(END).unwrap_or(tail.len());
+        let token = tail[..len].trim_end_matches([':', '.', ';']);
+        let starts = before.is_none_or(|c| BEFORE.contains(&c));
+        let components = token.split('/').filter(|c| !c.is_empty()).count();
+        if starts && components >= 2 && !token.contains("//") {
+            let name = token.rsplit('/').next().unwrap_or_default();
+            match name.strip_prefix("sha256-") {
+                Some(hex) if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                    out.push_str("sha256:");
+                    out.push_str(hex);
+                }
+                _ => out.push_str(name),
+            }
+            rest = &tail[token.len()..];
+            prev = token.chars().next_back();
+        } else {
+            out.push('/');
+            rest = &tail[1..];
+            prev = Some('/');
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scrubbed_paths() {
+        let hex = "6ee156ec74b81f10bf1ecc67bc97633b27ab4ec2bfa222a0175634aebe747db1";
+        let table = [
+            (
+                format!("llama.cpp could not load /tmp/x/models/blobs/sha256-{hex}"),
+                format!("llama.cpp could not load sha256:{hex}"),
+            ),
+            (
+                format!("failed to open GGUF file '/srv/m/blobs/sha256-{hex}' (No such file)"),
+                format!("failed to open GGUF file 'sha256:{hex}' (No such file)"),
+            ),
+            (
+                "failed to start runner /opt/herd/bin/runner-llamacpp: denied".into(),
+                "failed to start runner runner-llamacpp: denied".into(),
+            ),
+            (
+                "no ggml backend module found in /opt/herd/lib.".into(),
+                "no ggml backend module found in lib.".into(),
+            ),
+            ("path=/a/b/c, next".into(), "path=c, next".into()),
+            ("/var/lib/herd/x at start".into(), "x at start".into()),
+            // Not filesystem paths: one component, URLs, ratios.
+            ("GET /health failed".into(), "GET /health failed".into()),
+            (
+                "see https://example.com/a/b".into(),
+                "see https://example.com/a/b".into(),
+            ),
+            ("tokens 3/4/5 used".into(), "tokens 3/4/5 used".into()),
+            ("a // b".into(), "a // b".into()),
+            ("".into(), "".into()),
+        ];
+        for (input, want) in table {
+            assert_eq!(scrub_paths(&input), want, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn only_server_side_messages_are_scrubbed() {
+        let load = Error::Load {
+            model: "m:latest".into(),
+            source: Box::new(Error::Runner(runner_protocol::RunnerError::new(
+                runner_protocol::ErrorKind::ModelLoad,
+                "llama.cpp could not load /s/blobs/x",
+            ))),
+        };
+        assert_eq!(load.status(), 500);
+        assert_eq!(
+            load.to_string(),
+            "model m:latest: model load failed: llama.cpp could not load /s/blobs/x"
+        );
+        assert_eq!(
+            load.client_message(),
+            "model m:latest: model load failed: llama.cpp could not load x"
+        );
+        let bad = Error::BadRequest("model '/a/b' is invalid".into());
+        assert_eq!(bad.client_message(), bad.to_string());
+    }
 
     #[test]
     fn status_table() {

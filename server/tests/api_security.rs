@@ -147,6 +147,7 @@ async fn slow_request_heads_are_disconnected() {
     let opts = ServeOptions {
         header_read_timeout: Duration::from_millis(300),
         shutdown_grace: Duration::from_secs(1),
+        ..ServeOptions::default()
     };
     let server = tokio::spawn(serve(listener, ts.app(), opts, async {
         let _ = stop_rx.await;

@@ -97,6 +97,7 @@ pub async fn create_blob(
         // Ollama quotes the digest exactly as the client spelled it.
         Err(Error::DigestMismatch { got, .. }) => Err(Error::DigestMismatch { expected: raw, got }),
         Err(Error::Io(e)) if e.get_ref().is_some_and(|r| r.is::<OverCap>()) => Err(too_large),
+        Err(Error::Io(e)) if super::serve::is_too_slow(&e) => Err(Error::BodyTimeout),
         Err(e) => Err(e),
     }
 }

@@ -23,7 +23,8 @@ impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let status = self.status();
         let message = self.to_string();
-        let mut resp = (status, Json(serde_json::json!({ "error": message }))).into_response();
+        let shown = self.client_message();
+        let mut resp = (status, Json(serde_json::json!({ "error": shown }))).into_response();
         if matches!(self, Error::QueueFull) {
             // Admission overflow is transient (DESIGN.md decision 8): tell clients when to retry.
             resp.headers_mut().insert(
@@ -64,6 +65,8 @@ where
         let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 Error::PayloadTooLarge
+            } else if super::serve::is_too_slow(&rejection) {
+                Error::BodyTimeout
             } else {
                 Error::BadRequest(rejection.body_text())
             }
@@ -79,37 +82,38 @@ pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
     if bytes.trim_ascii().is_empty() {
         return Err(Error::BadRequest("missing request body".into()));
     }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let e = match serde_path_to_error::deserialize::<_, T>(&mut de) {
+        Ok(v) => return Ok(v),
+        Err(e) => e,
+    };
+    // Go reports the first syntax error of the value before any type mismatch, so a failed
+    // decode is scanned with Go's rules. A value serde decoded is well-formed JSON, so the scan
+    // (the costly part of a 50 MB body) is skipped on the success path.
     if let Some(msg) = gojson::syntax_error(bytes) {
         return Err(Error::BadRequest(msg));
     }
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    match serde_path_to_error::deserialize::<_, T>(&mut de) {
-        Ok(v) => Ok(v),
-        Err(e) if e.inner().is_eof() => Err(Error::BadRequest("unexpected EOF".into())),
-        Err(e) => {
-            let path: Vec<gojson::Step> = e
-                .path()
-                .iter()
-                .filter_map(|s| match s {
-                    serde_path_to_error::Segment::Map { key } => {
-                        Some(gojson::Step::Key(key.clone()))
-                    }
-                    serde_path_to_error::Segment::Seq { .. } => Some(gojson::Step::Index),
-                    _ => None,
-                })
-                .collect();
-            let inner = e.into_inner();
-            // serde_json appends " at line L column C"; Go's text has no position.
-            let text = inner.to_string();
-            let msg = text
-                .rsplit_once(" at line ")
-                .map_or(text.as_str(), |(m, _)| m);
-            let go = gojson::go_struct(std::any::type_name::<T>()).and_then(|root| {
-                gojson::found_kind(msg).and_then(|k| gojson::type_error(root, &path, &k))
-            });
-            Err(Error::BadRequest(go.unwrap_or(text)))
-        }
+    if e.inner().is_eof() {
+        return Err(Error::BadRequest("unexpected EOF".into()));
     }
+    let path: Vec<gojson::Step> = e
+        .path()
+        .iter()
+        .filter_map(|s| match s {
+            serde_path_to_error::Segment::Map { key } => Some(gojson::Step::Key(key.clone())),
+            serde_path_to_error::Segment::Seq { .. } => Some(gojson::Step::Index),
+            _ => None,
+        })
+        .collect();
+    let inner = e.into_inner();
+    // serde_json appends " at line L column C"; Go's text has no position.
+    let text = inner.to_string();
+    let msg = text
+        .rsplit_once(" at line ")
+        .map_or(text.as_str(), |(m, _)| m);
+    let go = gojson::go_struct(std::any::type_name::<T>())
+        .and_then(|root| gojson::found_kind(msg).and_then(|k| gojson::type_error(root, &path, &k)));
+    Err(Error::BadRequest(go.unwrap_or(text)))
 }
 
 #[cfg(test)]

@@ -39,7 +39,7 @@ fn line<T: Serialize>(chunk: &T) -> Bytes {
 }
 
 fn error_line(e: &Error) -> Bytes {
-    let mut v = serde_json::to_vec(&serde_json::json!({ "error": e.to_string() }))
+    let mut v = serde_json::to_vec(&serde_json::json!({ "error": e.client_message() }))
         .unwrap_or_else(|_| br#"{"error":"internal error"}"#.to_vec());
     v.push(b'\n');
     Bytes::from(v)

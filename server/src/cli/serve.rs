@@ -1,6 +1,7 @@
 //! `herd serve`: log the effective configuration, open the store (pruning unreferenced blobs
 //! older than an hour unless `OLLAMA_NOPRUNE`), bind `OLLAMA_HOST`, build the app state for the
-//! address actually bound, and serve until SIGINT/SIGTERM. On the signal the server drains:
+//! address actually bound (HTTPS when `HERD_TLS_CERT`/`HERD_TLS_KEY` are set), and serve until
+//! SIGINT/SIGTERM. On the signal the server drains:
 //! readiness and new requests answer 503 while admitted requests (streams) finish, for at most
 //! `HERD_SHUTDOWN_GRACE`; then the listener closes and every runner is stopped and reaped.
 
@@ -27,10 +28,26 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .map(|(k, v)| format!("{k}:{v}"))
         .collect();
     tracing::info!(target: "herd", "server config: {}", pairs.join(" "));
-    match crate::api::serve::raise_nofile_limit() {
-        Ok(n) => tracing::debug!(limit = n, "open file limit"),
-        Err(e) => tracing::warn!(error = %e, "could not raise the open file limit"),
-    }
+    let nofile = match crate::api::serve::raise_nofile_limit() {
+        Ok(n) => {
+            tracing::debug!(limit = n, "open file limit");
+            n
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "could not raise the open file limit");
+            1024
+        }
+    };
+    let max_connections = match config.listen.max_connections {
+        0 => api::serve::default_max_connections(nofile),
+        n => n as usize,
+    };
+    let tls = match config.listen.tls().map_err(anyhow::Error::msg)? {
+        None => None,
+        Some((cert, key)) => {
+            Some(api::serve::tls::acceptor(cert, key).map_err(anyhow::Error::msg)?)
+        }
+    };
     let api_keys = api::auth::ApiKeys::new(config.api_keys().map_err(anyhow::Error::msg)?);
     if !api_keys.is_empty() {
         tracing::info!(target: "herd", keys = api_keys.len(), "API keys required");
@@ -100,7 +117,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             threads: 0,
             env: crate::runner::runner_env(std::env::vars_os()),
         });
-    tracing::info!(target: "herd", "Listening on {local} (version {})", crate::VERSION);
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    tracing::info!(target: "herd", max_connections, "Listening on {local} ({scheme}, version {})", crate::VERSION);
     let grace = config.shutdown_grace;
     let drained = async move {
         shutdown_signal().await;
@@ -113,6 +131,13 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     // The grace is spent in `drained`; what is left for `serve` only closes idle connections.
     let opts = ServeOptions {
         shutdown_grace: Duration::from_secs(1),
+        body: api::serve::BodyPolicy {
+            timeout: config.listen.body_timeout,
+            min_rate: config.listen.body_min_rate,
+        },
+        idle_timeout: config.listen.idle_timeout,
+        max_connections,
+        tls,
         ..ServeOptions::default()
     };
     api::serve(listener, api::app(state), opts, drained).await?;

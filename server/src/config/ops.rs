@@ -4,7 +4,7 @@
 //! (`HERD_MAX_KEEP_ALIVE`, `HERD_PIN`, `HERD_ALLOW_PULL_HOSTS`) with the pure checks the
 //! scheduler and the API apply.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::parse::{clean, env_duration_nanos};
@@ -163,6 +163,82 @@ impl PullHosts {
     }
 }
 
+// --- Listener settings (issue 22 item 5, issue 16 TLS): one block, flattened into `Config`. ---
+
+/// How `herd serve` holds its connections: TLS, the body transfer rule, the idle timeout and the
+/// connection cap.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Listen {
+    /// PEM certificate chain for HTTPS on the listener; needs HERD_TLS_KEY too.
+    #[arg(long, env = "HERD_TLS_CERT", value_parser = parse_pem_path)]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key for HTTPS on the listener; needs HERD_TLS_CERT too.
+    #[arg(long, env = "HERD_TLS_KEY", value_parser = parse_pem_path)]
+    pub tls_key: Option<PathBuf>,
+    /// A request body may pause this long, and after this long must average HERD_BODY_MIN_RATE.
+    #[arg(long, env = "HERD_BODY_TIMEOUT", value_parser = parse_positive_duration, default_value = "30s")]
+    pub body_timeout: Duration,
+    /// Least average request-body rate in bytes per second after HERD_BODY_TIMEOUT (0 = none).
+    #[arg(long, env = "HERD_BODY_MIN_RATE", value_parser = super::parse::clap_byte_size, default_value = "4096")]
+    pub body_min_rate: u64,
+    /// A connection (HTTP/1 or h2) with no request in flight for this long is closed.
+    #[arg(long, env = "HERD_IDLE_TIMEOUT", value_parser = parse_positive_duration, default_value = "30s")]
+    pub idle_timeout: Duration,
+    /// Most connections open at once (0 = the open-file limit less 256 reserved descriptors);
+    /// further connections wait in the accept backlog.
+    #[arg(long, env = "HERD_MAX_CONNECTIONS", value_parser = super::parse::clap_uint::<0>, default_value = "0")]
+    pub max_connections: u32,
+}
+
+impl Listen {
+    /// Both TLS paths or neither; one alone is a startup error naming the missing one.
+    pub fn tls(&self) -> Result<Option<(&Path, &Path)>, String> {
+        match (&self.tls_cert, &self.tls_key) {
+            (None, None) => Ok(None),
+            (Some(c), Some(k)) => Ok(Some((c, k))),
+            (Some(_), None) => {
+                Err("HERD_TLS_CERT is set but HERD_TLS_KEY is not: set both or neither".into())
+            }
+            (None, Some(_)) => {
+                Err("HERD_TLS_KEY is set but HERD_TLS_CERT is not: set both or neither".into())
+            }
+        }
+    }
+
+    /// `(ENV_NAME, value)` pairs for the startup log.
+    pub fn effective(&self) -> Vec<(&'static str, String)> {
+        let path = |p: &Option<PathBuf>| {
+            p.as_ref()
+                .map_or_else(String::new, |p| p.display().to_string())
+        };
+        vec![
+            ("HERD_TLS_CERT", path(&self.tls_cert)),
+            ("HERD_TLS_KEY", path(&self.tls_key)),
+            ("HERD_BODY_TIMEOUT", format!("{:?}", self.body_timeout)),
+            ("HERD_BODY_MIN_RATE", self.body_min_rate.to_string()),
+            ("HERD_IDLE_TIMEOUT", format!("{:?}", self.idle_timeout)),
+            ("HERD_MAX_CONNECTIONS", self.max_connections.to_string()),
+        ]
+    }
+}
+
+fn parse_pem_path(raw: &str) -> Result<PathBuf, String> {
+    match clean(raw) {
+        "" => Err("empty path".into()),
+        s => Ok(PathBuf::from(s)),
+    }
+}
+
+/// A duration that must be above zero (a zero timeout would cut every connection).
+fn parse_positive_duration(raw: &str) -> Result<Duration, String> {
+    match parse_duration(raw)? {
+        d if d.is_zero() => Err(format!("{:?} must be above zero", clean(raw))),
+        d => Ok(d),
+    }
+}
+
+// --- End of listener settings. ---
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,5 +348,55 @@ mod tests {
                 "{raw:?}"
             );
         }
+    }
+
+    #[test]
+    fn listen_settings() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct T {
+            #[command(flatten)]
+            l: Listen,
+        }
+        let parse = |args: &[&str]| {
+            T::try_parse_from(std::iter::once("t").chain(args.iter().copied())).map(|t| t.l)
+        };
+        let l = parse(&[]).unwrap();
+        assert_eq!(
+            (
+                l.body_timeout,
+                l.body_min_rate,
+                l.idle_timeout,
+                l.max_connections
+            ),
+            (Duration::from_secs(30), 4096, Duration::from_secs(30), 0)
+        );
+        assert_eq!(l.tls().unwrap(), None);
+        let l = parse(&["--tls-cert", "c.pem"]).unwrap();
+        assert_eq!(
+            l.tls().unwrap_err(),
+            "HERD_TLS_CERT is set but HERD_TLS_KEY is not: set both or neither"
+        );
+        let l = parse(&["--tls-key", "k.pem"]).unwrap();
+        assert_eq!(
+            l.tls().unwrap_err(),
+            "HERD_TLS_KEY is set but HERD_TLS_CERT is not: set both or neither"
+        );
+        let l = parse(&[
+            "--tls-key",
+            "k.pem",
+            "--tls-cert",
+            "c.pem",
+            "--body-min-rate",
+            "1KiB",
+        ])
+        .unwrap();
+        assert_eq!(
+            l.tls().unwrap(),
+            Some((Path::new("c.pem"), Path::new("k.pem")))
+        );
+        assert_eq!(l.body_min_rate, 1024);
+        assert!(parse(&["--body-timeout", "0"]).is_err());
+        assert!(parse(&["--idle-timeout", "-1s"]).is_err());
     }
 }

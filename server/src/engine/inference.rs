@@ -14,6 +14,7 @@ use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use runner_protocol::{DetokenizeRequest, EmbedRequest, ErrorKind, Prompt, TokenizeRequest};
 
+use super::bound::Window;
 use super::convert;
 use super::respond::{self, Events};
 use super::{model::parse_request_template, truncate, two_pass, Engine, Model};
@@ -134,6 +135,22 @@ async fn generate(engine: Engine, job: GenerateJob) -> Result<ChunkStream<Genera
     let req = &job.request;
     let model = engine.prepare(job.model.clone()).await?;
     let has_context = req.context.as_ref().is_some_and(|c| !c.is_empty());
+    // Bound the work by num_ctx before rendering or tokenizing anything in full.
+    let win = engine.window(&model, &job.options);
+    let truncate = req.truncate.unwrap_or(true);
+    let context = req.context.as_deref().unwrap_or_default();
+    if !truncate {
+        if win.certainly_overflows(req.prompt.len()) {
+            return Err(overflow(Window::min_tokens(req.prompt.len()), win.limit));
+        }
+        if context.len() > win.limit {
+            return Err(overflow(context.len(), win.limit));
+        }
+    }
+    let user_prompt = win
+        .clip_text(&req.prompt)
+        .unwrap_or_else(|| req.prompt.clone());
+    let context = win.clip_ids(context);
     let think = convert::think(job.think);
     let template: Arc<Template> = if req.template.is_empty() {
         model.template.clone()
@@ -141,7 +158,7 @@ async fn generate(engine: Engine, job: GenerateJob) -> Result<ChunkStream<Genera
         Arc::new(parse_request_template(&req.template)?)
     };
     let render_req = prompt::GenerateRequest {
-        prompt: req.prompt.clone(),
+        prompt: user_prompt,
         suffix: req.suffix.clone(),
         system: if req.system.is_empty() {
             model.view.system.clone()
@@ -159,9 +176,10 @@ async fn generate(engine: Engine, job: GenerateJob) -> Result<ChunkStream<Genera
     };
     let (rendered, parser) = if req.raw {
         // Raw prompts get no parser and name no closing strings: the format applies at once.
-        (req.prompt.clone(), prompt::parsers::passthrough())
+        (render_req.prompt.clone(), prompt::parsers::passthrough())
     } else {
-        let rendered = render_generate(&template, &render_req)?;
+        let (t, r) = (template.clone(), render_req.clone());
+        let rendered = blocking(move || render_generate(&t, &r)).await?;
         let parser = prompt::parsers::for_model(
             &template,
             &prompt::parsers::Options {
@@ -188,10 +206,8 @@ async fn generate(engine: Engine, job: GenerateJob) -> Result<ChunkStream<Genera
     let runner = lease.runner().clone();
     let mut prefix = String::new();
     if has_context {
-        let tokens = req
-            .context
+        let tokens = context
             .iter()
-            .flatten()
             .map(|&t| {
                 i32::try_from(t)
                     .map_err(|_| Error::BadRequest(format!("invalid context token {t}")))
@@ -310,15 +326,28 @@ async fn chat(engine: Engine, job: ChatJob) -> Result<ChunkStream<ChatResponse>>
     ) {
         prompt::parsers::thinking::filter_old_thinking(&mut msgs);
     }
+    // Bound the work by num_ctx before rendering or tokenizing anything in full: a message
+    // longer than the runner could keep is clipped to the head and tail it would keep.
+    let win = engine.window(&model, &job.options);
+    let truncate = req.truncate.unwrap_or(true);
+    let total: usize = msgs.iter().map(|m| m.content.len()).sum();
+    if !truncate && win.certainly_overflows(total) {
+        return Err(overflow(Window::min_tokens(total), win.limit));
+    }
+    for m in &mut msgs {
+        if let Some(c) = win.clip_text(&m.content) {
+            m.content = c;
+        }
+    }
     let tools: Vec<serde_json::Value> = req
         .tools
         .iter()
         .map(serde_json::to_value)
         .collect::<std::result::Result<_, _>>()?;
     let think = convert::think(job.think);
-    let render = {
+    let render: Arc<dyn Fn(Vec<prompt::Message>) -> Result<String> + Send + Sync> = {
         let (model, tools, think) = (model.clone(), tools.clone(), think.clone());
-        move |messages: Vec<prompt::Message>| {
+        Arc::new(move |messages: Vec<prompt::Message>| {
             render_chat(
                 &model.template,
                 &RenderRequest {
@@ -327,7 +356,7 @@ async fn chat(engine: Engine, job: ChatJob) -> Result<ChunkStream<ChatResponse>>
                     think: think.clone(),
                 },
             )
-        }
+        })
     };
     if req.debug_render_only {
         let mut r = respond::chat_chunk(None);
@@ -344,15 +373,20 @@ async fn chat(engine: Engine, job: ChatJob) -> Result<ChunkStream<ChatResponse>>
         .await?;
     let runner = lease.runner().clone();
     let num_ctx = lease.options().ctx_size as usize;
-    let kept = truncate::fit(&msgs, num_ctx, req.truncate.unwrap_or(true), |window| {
+    let kept = truncate::fit(&msgs, num_ctx, truncate, |window| {
         let runner = runner.clone();
-        let rendered = render(window);
+        let render = render.clone();
         async move {
-            let content = rendered?;
+            // Rendering runs on the blocking pool, off the threads other requests wait on.
+            let content = blocking(move || render(window)).await?;
             // Every token of text covers at least one byte, so bytes + the BOS/EOS the tokenizer
-            // may add bound the count: a prompt that fits by that bound needs no runner trip.
+            // may add bound the count: a prompt that fits by that bound needs no runner trip,
+            // and one that certainly overflows needs none either.
             if content.len() + 2 <= num_ctx {
                 return Ok(content.len() + 2);
+            }
+            if Window::min_tokens(content.len()) > num_ctx {
+                return Ok(Window::min_tokens(content.len()));
             }
             let req = TokenizeRequest {
                 content,
@@ -363,7 +397,10 @@ async fn chat(engine: Engine, job: ChatJob) -> Result<ChunkStream<ChatResponse>>
         }
     })
     .await?;
-    let prompt_text = render(kept.clone())?;
+    let prompt_text = {
+        let (render, kept) = (render.clone(), kept.clone());
+        blocking(move || render(kept)).await?
+    };
     let names = prompt::parsers::tool_names(&tools);
     // The parser splits content, thinking and tool calls; text it holds back (a possible tag)
     // comes in a later chunk, so chunks with nothing to say are skipped as Ollama does.
@@ -416,6 +453,24 @@ async fn chat(engine: Engine, job: ChatJob) -> Result<ChunkStream<ChatResponse>>
     };
     let events = run(&engine, lease, creq, parser, reprompt, started, load).await?;
     Ok(respond::chat_chunks(events))
+}
+
+/// Runs CPU-heavy prompt work (rendering a long conversation or prompt) on tokio's blocking
+/// pool, so the runtime threads that every other request needs stay free.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| Error::Internal(format!("prompt rendering task: {e}")))?
+}
+
+/// The 400 for a prompt that certainly does not fit the context while truncation is off.
+fn overflow(tokens: usize, limit: usize) -> Error {
+    Error::Runner(runner_protocol::RunnerError::new(
+        ErrorKind::ContextOverflow,
+        format!("prompt is at least {tokens} tokens, the context holds {limit}"),
+    ))
 }
 
 async fn embed(engine: Engine, job: EmbedJob) -> Result<EmbedOutput> {

@@ -1,11 +1,13 @@
 //! The engine behind the API's `Inference` seam: between validated jobs and the scheduler.
 //! It prepares a resolved model for inference (`model`: GGUF facts, compiled template), turns
 //! resolved options into load and completion parameters (`plan`), renders prompts and drives
-//! runners (`inference`, with chat truncation policy in `truncate`), and turns a runner's
+//! runners (`inference`, with chat truncation policy in `truncate` and the `num_ctx` bound on
+//! prompt work in `bound`), and turns a runner's
 //! completion into timed steps and parsed events (`completion`), shaped into wire chunks by
 //! `respond`; `two_pass` is the `OLLAMA_FORMAT_TWO_PASS` rollback flow. Handlers own validation
 //! and wire shapes; this module owns what happens to a job between them and a runner.
 
+pub mod bound;
 pub mod completion;
 pub mod convert;
 mod inference;
@@ -84,6 +86,13 @@ impl Engine {
 
     fn cached(&self, digest: &str) -> Option<Arc<Model>> {
         self.inner.models.lock().unwrap().get(digest).cloned()
+    }
+
+    /// What of a prompt the runner would keep for `model` under `opts` (its context length
+    /// after defaults and caps, and `num_keep`): the bound applied before rendering.
+    pub fn window(&self, model: &Model, opts: &Options) -> bound::Window {
+        let load = plan::load_options(opts, model, &self.inner.settings);
+        bound::Window::new(load.ctx_size, opts.num_keep)
     }
 
     /// Waits for a runner slot for `model` loaded per `opts`. Returns the lease and how long

@@ -1,6 +1,6 @@
 //! Chat truncation (Ollama's `chatPrompt`): when the rendered conversation does not fit the
 //! context, drop the oldest non-system messages, keeping every system message that precedes the
-//! kept window and always the last message. Token counts come from the caller (the runner's
+//! kept window and always the last message, in O(log n) counts. Token counts come from the caller (the runner's
 //! `/tokenize` over the rendered prompt), so this module is the policy only.
 
 use std::future::Future;
@@ -19,8 +19,14 @@ fn window(msgs: &[Message], i: usize) -> Vec<Message> {
 }
 
 /// The longest suffix of `msgs` (plus earlier system messages) whose token count is at most
-/// `limit`. `count` renders and tokenizes a candidate. With `truncate` off, or when everything
-/// fits, all messages are kept (one count at most).
+/// `limit`. `count` renders and tokenizes a candidate (it may answer any number above `limit`
+/// for a window it knows is too long). With `truncate` off, or when everything fits, all
+/// messages are kept.
+///
+/// Ollama grows the window one message at a time from the newest and stops at the first that
+/// does not fit; counts grow with the window, so the same start is found here by doubling the
+/// window, then bisecting: O(log n) counts of windows at most twice the kept one, never a
+/// render of a 100k-message conversation in full.
 pub async fn fit<F, Fut>(
     msgs: &[Message],
     limit: usize,
@@ -31,24 +37,40 @@ where
     F: FnMut(Vec<Message>) -> Fut,
     Fut: Future<Output = Result<usize>>,
 {
-    if !truncate || msgs.len() <= 1 || count(msgs.to_vec()).await? <= limit {
+    if !truncate || msgs.len() <= 1 {
         return Ok(msgs.to_vec());
     }
-    // Grow the window backwards from the last message while it still fits.
+    // Window starts in growing order: the last message (always kept), each earlier non-system
+    // message down to index 1, then 0 (everything). A system message inside the window is kept
+    // anyway; it does not move the start.
     let last = msgs.len() - 1;
-    let mut start = last;
-    for i in (1..last).rev() {
-        if msgs[i].role == "system" {
-            // A system message inside the window is kept anyway; it does not move the start.
-            continue;
-        }
-        if count(window(msgs, i)).await? <= limit {
-            start = i;
+    let mut starts = vec![last];
+    starts.extend((1..last).rev().filter(|&i| msgs[i].role != "system"));
+    starts.push(0);
+    // `good` fits (index 0 by definition); `bad` (if any) does not.
+    let (mut good, mut bad) = (0usize, None::<usize>);
+    let mut step = 1;
+    while good + 1 < starts.len() {
+        let j = (good + step).min(starts.len() - 1);
+        if count(window(msgs, starts[j])).await? <= limit {
+            good = j;
+            step *= 2;
         } else {
+            bad = Some(j);
             break;
         }
     }
-    Ok(window(msgs, start))
+    if let Some(mut hi) = bad {
+        while hi - good > 1 {
+            let mid = good + (hi - good) / 2;
+            if count(window(msgs, starts[mid])).await? <= limit {
+                good = mid;
+            } else {
+                hi = mid;
+            }
+        }
+    }
+    Ok(window(msgs, starts[good]))
 }
 
 #[cfg(test)]
@@ -88,16 +110,8 @@ mod tests {
             ("user", "q"),
         ]);
         // Everything: 2 + 5*4 + 2 = 24.
-        assert_eq!(
-            run(&conv, 24, true).await,
-            (
-                vec!["S", "aaaa", "bbbb", "cccc", "dddd", "q"]
-                    .into_iter()
-                    .map(String::from)
-                    .collect(),
-                1
-            )
-        );
+        let (kept, _) = run(&conv, 24, true).await;
+        assert_eq!(kept, vec!["S", "aaaa", "bbbb", "cccc", "dddd", "q"]);
         // Keeps the system message and the newest turns that fit.
         let (kept, _) = run(&conv, 14, true).await;
         assert_eq!(kept, vec!["S", "cccc", "dddd", "q"]);
@@ -109,6 +123,24 @@ mod tests {
         // truncate:false keeps all, whatever the size.
         let (kept, calls) = run(&conv, 1, false).await;
         assert_eq!((kept.len(), calls), (6, 0));
+    }
+
+    #[tokio::test]
+    async fn long_conversations_take_logarithmically_many_counts() {
+        let spec: Vec<(&str, &str)> = (0..100_000)
+            .map(|i| (if i % 2 == 0 { "user" } else { "assistant" }, "ab"))
+            .collect();
+        let conv = msgs(&spec);
+        // 3 per message: the newest 33 fit in 100.
+        let (kept, calls) = run(&conv, 100, true).await;
+        assert_eq!(kept.len(), 33);
+        assert!(calls <= 2 * 17 + 2, "{calls} counts");
+        // The same start as growing one message at a time (Ollama's loop).
+        for limit in [1, 3, 4, 50, 299_999, 300_000] {
+            let (kept, _) = run(&conv, limit, true).await;
+            let want = (limit / 3).clamp(1, conv.len());
+            assert_eq!(kept.len(), want, "{limit}");
+        }
     }
 
     #[tokio::test]

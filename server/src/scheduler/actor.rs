@@ -143,6 +143,10 @@ fn copy_error(e: &Error) -> Error {
     match e {
         Error::Runner(r) => Error::Runner(r.clone()),
         Error::RunnerExited(m) => Error::RunnerExited(m.clone()),
+        Error::Load { model, source } => Error::Load {
+            model: model.clone(),
+            source: Box::new(copy_error(source)),
+        },
         other => Error::Internal(other.to_string()),
     }
 }
@@ -358,6 +362,15 @@ impl Actor {
                     tracing::warn!(model = %name, error = %e, "model load failed");
                 }
             }
+            // Clients see which model failed (several may load at once); shutdown is not a
+            // load failure of this model.
+            let result = result.map_err(|e| match e {
+                e @ (Error::Runner(_) | Error::RunnerExited(_)) => Error::Load {
+                    model: name.clone(),
+                    source: Box::new(e),
+                },
+                other => other,
+            });
             match tx.upgrade() {
                 Some(tx) => {
                     if let Err(mpsc::error::SendError(Cmd::Loaded { result: Ok(r), .. })) =

@@ -35,7 +35,7 @@ impl ApiError {
 
 impl From<Error> for ApiError {
     fn from(e: Error) -> ApiError {
-        ApiError::new(e.status(), e.to_string())
+        ApiError::new(e.status(), e.client_message())
     }
 }
 
