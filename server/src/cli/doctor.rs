@@ -3,7 +3,7 @@
 //! non-zero when any check fails. Checks: the GPU and driver the engines would see, the runner
 //! and its engine libraries (the runner is started with `--version`, which only succeeds when the
 //! dynamic linker resolves libllama/libggml; backend modules, which the runner dlopens at load,
-//! must be present beside it), free disk space under the store, the store's integrity
+//! must be present beside it), the effective configuration's digest, free disk space under the store, the store's integrity
 //! (`store::check`; `--verify` re-hashes every blob), the API key file, and whether
 //! `OLLAMA_HOST` can be bound (or a herd already answers there).
 //!
@@ -65,8 +65,14 @@ impl fmt::Display for Finding {
 }
 
 pub async fn run(args: DoctorArgs) -> anyhow::Result<()> {
-    let mut findings = Vec::new();
     let cfg = args.serve;
+    // The same pairs `herd serve` logs and digests at startup (`provenance::set_config`).
+    let digest = crate::provenance::config_digest(&cfg.effective());
+    if args.print_config_digest {
+        println!("{digest}");
+        return Ok(());
+    }
+    let mut findings = Vec::new();
     let runner = cfg.runner_path();
     let runner_dir = runner.parent().map(Path::to_path_buf).unwrap_or_default();
     let modules = backend_modules(&runner_dir);
@@ -88,6 +94,11 @@ pub async fn run(args: DoctorArgs) -> anyhow::Result<()> {
         Ok(k) => Finding::new(Level::Ok, "keys", format!("{} API keys", k.len())),
         Err(e) => Finding::new(Level::Fail, "keys", e),
     });
+    findings.push(Finding::new(
+        Level::Ok,
+        "config",
+        format!("effective configuration {digest} (/api/version config_digest)"),
+    ));
     findings.push(port_finding(&cfg).await);
 
     for f in &findings {

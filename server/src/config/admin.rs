@@ -12,6 +12,10 @@ pub struct DoctorArgs {
     /// Also re-hash every blob in the store against its sha256 name (reads every byte).
     #[arg(long)]
     pub verify: bool,
+    /// Print only the digest of this configuration (what `/api/version` reports as
+    /// `config_digest` for a server started with it) and exit; `scripts/deploy` compares it.
+    #[arg(long, conflicts_with = "verify")]
+    pub print_config_digest: bool,
     #[command(flatten)]
     pub serve: Config,
 }
