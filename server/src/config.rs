@@ -4,6 +4,7 @@
 //! Ollama's `envconfig` (values trimmed of spaces and quotes, its bool and duration rules), see
 //! `parse` and `host`; malformed numbers are rejected at startup rather than silently defaulted.
 
+mod admin;
 mod client;
 mod host;
 mod ops;
@@ -13,6 +14,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use runner_protocol::{FlashAttention, KvCacheType};
 use std::path::PathBuf;
 
+pub use admin::{ArchiveArgs, DoctorArgs};
 pub use client::{
     history_file, ClientArgs, CopyArgs, CreateArgs, ListArgs, RemoveArgs, RunArgs, ShowArgs,
     StopArgs, TransferArgs,
@@ -76,6 +78,10 @@ pub enum Command {
     Create(CreateArgs),
     /// Evaluate a server: record a dataset's answers, compare two runs
     Eval(crate::eval::EvalArgs),
+    /// Check this host before serving: GPU, engine libraries, disk, store, port
+    Doctor(Box<DoctorArgs>),
+    /// Keep this build's binary, runner and engine libraries beside the store
+    Archive(Box<ArchiveArgs>),
 }
 
 /// Logging, shared by every subcommand.

@@ -1,8 +1,10 @@
 //! The `herd` subcommands. `serve` runs the server in this process; the others are thin HTTP
 //! clients of a running server at `OLLAMA_HOST`, printing what Ollama's CLI prints.
 
+pub mod archive;
 pub mod client;
 pub mod create;
+pub mod doctor;
 pub mod format;
 pub mod pull;
 pub mod repl;
@@ -42,6 +44,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             create::run(&base, &a.model, a.file.as_deref(), a.quantize.as_deref()).await
         }
         Command::Eval(args) => crate::eval::run(args).await,
+        Command::Doctor(args) => doctor::run(*args).await,
+        Command::Archive(args) => archive::run(*args).await,
     }
 }
 

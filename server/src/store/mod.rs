@@ -23,6 +23,7 @@
 //! repair it without downloading again).
 
 pub mod blobs;
+pub mod check;
 pub mod digest;
 pub mod manifest;
 pub mod name;

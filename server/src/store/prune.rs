@@ -27,14 +27,14 @@ pub struct PruneReport {
     pub corrupt_manifests: usize,
 }
 
-enum Kind {
+pub(super) enum Kind {
     Blob(Digest),
     Partial,
     Temp,
     Other,
 }
 
-fn classify(name: &str) -> Kind {
+pub(super) fn classify(name: &str) -> Kind {
     if let Some(d) = Digest::from_blob_file_name(name) {
         return Kind::Blob(d);
     }
