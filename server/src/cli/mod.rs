@@ -4,6 +4,8 @@
 pub mod client;
 pub mod create;
 pub mod format;
+pub mod history;
+pub mod lineedit;
 pub mod pull;
 pub mod repl;
 pub mod run;
