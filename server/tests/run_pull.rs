@@ -4,11 +4,13 @@
 //! --insecure "hi"` with the pull's progress on stderr and the real runner's answer on stdout.
 
 mod registry_support;
+mod terminal_support;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 use registry_support::*;
+use terminal_support::Terminal;
 
 fn run_herd(addr: &str, home: &Path, args: &[&str]) -> (bool, String, String) {
     let out = Command::new(HERD)
@@ -69,37 +71,51 @@ fn run_pulls_a_missing_model_then_answers() {
     assert!(ok && !out.trim().is_empty(), "{err}");
     assert!(!err.contains("pulling manifest"), "{err}");
 
-    // The REPL's `/save` (in a pty through util-linux `script`) creates a model carrying the
-    // session: Ollama's `/api/create` with `from`, the messages, system and parameters.
-    if Command::new("script").arg("--version").output().is_err() {
-        prereq::missing("util-linux `script`");
-        return;
+    // The REPL's `/save` (on a pseudo-terminal) creates a model carrying the session: Ollama's
+    // `/api/create` with `from`, the messages, system and parameters.
+    if !Terminal::available() {
+        return prereq::missing("util-linux `script`");
     }
-    let input = "/set system be brief\n/set parameter num_predict 8\nhi\n/save saved\n/bye\n";
-    let mut child = Command::new("script")
-        .args(["-qec", &format!("{HERD} run {name}"), "/dev/null"])
-        .env("OLLAMA_HOST", &serve_b.addr)
-        .env("HOME", b.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write as _;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).replace('\r', "");
-    assert!(out.status.success(), "{text}");
-    assert!(text.contains("Created new model 'saved'"), "{text}");
+    let mut t = Terminal::start(&serve_b.addr, b.path(), &name);
+    t.expect(">>> ");
+    t.press("/set system be brief\r");
+    t.expect("Set system message.");
+    t.expect(">>> ");
+    t.press("/set parameter num_predict 8\r");
+    t.expect("Set parameter 'num_predict' to '8'");
+    t.expect(">>> ");
+    t.press("hi\r");
+    let answer = t.expect(">>> ");
+    t.press("/save saved\r");
+    t.expect("Created new model 'saved'");
+    t.expect(">>> ");
+    // `/load` switches model (an unknown one is refused, the session goes on).
+    t.press("/load ghost\r");
+    t.expect("not found");
+    t.expect(">>> ");
+    t.press("/load saved\r");
+    t.expect("Loading model 'saved'");
+    t.expect(">>> ");
+    t.press("/bye\r");
+    assert!(t.exit_status().success(), "{}", t.text());
     let (ok, out, err) = run_herd(&serve_b.addr, b.path(), &["show", "saved", "--modelfile"]);
     assert!(ok, "{err}");
     assert!(out.contains("SYSTEM be brief"), "{out}");
     assert!(out.contains("MESSAGE user hi"), "{out}");
     assert!(out.contains("MESSAGE assistant"), "{out}");
     assert!(out.contains("PARAMETER num_predict 8"), "{out}");
+
+    // `herd run saved` opens with the saved conversation on screen, as `ollama run` does.
+    let reply = answer
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.contains("hi"))
+        .unwrap_or_default()
+        .to_owned();
+    let mut t = Terminal::start(&serve_b.addr, b.path(), "saved");
+    t.expect(">>> hi\n");
+    t.expect(&reply);
+    t.expect(">>> ");
+    t.press("/bye\r");
+    assert!(t.exit_status().success(), "{}", t.text());
 }

@@ -3,13 +3,15 @@
 //! and `herd stop` (the model leaves `herd ps`). Needs `cargo build -p fake-runner`.
 
 mod serve_support;
+mod terminal_support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use serve_support::api_support::{ago, TestStore, MT_TEMPLATE};
+use serve_support::api_support::{ago, TestStore, MT_SYSTEM, MT_TEMPLATE};
 use serve_support::scheduler_support;
+use terminal_support::Terminal;
 
 const HERD: &str = env!("CARGO_BIN_EXE_herd");
 
@@ -110,6 +112,23 @@ fn store() -> TestStore {
         )],
         ago(60),
     );
+    ts.model(
+        "saved",
+        "latest",
+        b"#fake-runner\n--echo\n",
+        &[
+            (
+                MT_TEMPLATE,
+                b"{{ range .Messages }}[{{ .Role }}:{{ .Content }}]{{ end }}",
+            ),
+            (MT_SYSTEM, b"be brief"),
+            (
+                serve_support::MT_MESSAGES,
+                br#"[{"role":"user","content":"first\nsecond"},{"role":"assistant","content":"an answer"}]"#,
+            ),
+        ],
+        ago(60),
+    );
     ts
 }
 
@@ -172,61 +191,157 @@ fn run_with_piped_stdin_then_ps_and_stop() {
 
 #[test]
 fn run_in_a_terminal_is_a_repl() {
-    if Command::new("script").arg("--version").output().is_err() {
-        serve_support::prereq::missing("util-linux `script`");
-        return;
-    }
     let ts = store();
     let s = Server::start(&ts);
-    let input = "/set system be brief\n/set parameter num_predict 100\n\"\"\"first\nsecond\"\"\"\n\
-                 again\n/show system\n/clear\n/nonsense\n/bye\n";
-    let cmd = format!("{HERD} run echo");
-    // `script` runs herd on a pseudo-terminal and relays our pipe to it.
-    let mut child = Command::new("script")
-        .args(["-qec", &cmd, "/dev/null"])
-        .env("OLLAMA_HOST", &s.addr)
-        .env("HOME", s.home.path())
-        .env_remove("OLLAMA_NOHISTORY")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).replace('\r', "");
-    assert!(out.status.success(), "{text}");
-    assert!(text.contains(">>> Set system message."), "{text}");
-    assert!(
-        text.contains("Set parameter 'num_predict' to '100'"),
-        "{text}"
-    );
+    if !Terminal::available() {
+        return serve_support::prereq::missing("util-linux `script`");
+    }
+    let mut t = Terminal::start(&s.addr, s.home.path(), "echo");
+    t.expect(">>> ");
+    t.press("/set system be brief\r");
+    t.expect("Set system message.");
+    t.expect(">>> ");
+    t.press("/set parameter num_predict 100\r");
+    t.expect("Set parameter 'num_predict' to '100'");
+    t.expect(">>> ");
+    // A `"""` block: continuation lines get the `... ` prompt.
+    t.press("\"\"\"first\r");
+    t.expect("... ");
+    t.press("second\"\"\"\r");
     // The multi-line message and the session's system message reach the template.
-    assert!(
-        text.contains("[system:be brief][user:first\nsecond]"),
-        "{text}"
-    );
+    t.expect("[system:be brief][user:first\nsecond]");
+    t.expect(">>> ");
     // The second turn carries the first exchange.
-    assert!(
-        text.contains("[system:be brief][user:first\nsecond][assistant:[system:be brief][user:first\nsecond]][user:again]"),
-        "{text}"
+    t.press("again\r");
+    t.expect(
+        "[system:be brief][user:first\nsecond][assistant:[system:be brief][user:first\nsecond]][user:again]",
     );
+    t.expect(">>> ");
+    t.press("/show system\r");
+    let shown = t.expect(">>> ");
     assert!(
-        text.contains(">>> be brief"),
-        "/show system shows the session's: {text}"
+        shown.contains("be brief"),
+        "/show system shows the session's: {shown}"
     );
-    assert!(text.contains("Cleared session context"), "{text}");
+    t.press("/clear\r");
+    t.expect("Cleared session context");
+    t.expect(">>> ");
+    t.press("/nonsense\r");
+    t.expect("Unknown command '/nonsense'. Type /? for help");
+    t.expect(">>> ");
+    t.press("/bye\r");
+    assert!(t.exit_status().success(), "{}", t.text());
+    // A model saved with a conversation (what `/save` makes: MESSAGE and SYSTEM layers; the
+    // real `/save`, and the saved conversation shown on `herd run`, are in run_pull.rs, since
+    // `/api/show` and `/api/create` need a real GGUF): the server puts the conversation and the
+    // saved system message in front of the next turn.
+    let mut t = Terminal::start(&s.addr, s.home.path(), "saved");
+    t.expect(">>> ");
+    t.press("next\r");
+    t.expect("[system:be brief][user:first\nsecond][assistant:an answer][user:next]");
+    t.expect(">>> ");
+    // `/load` switches to another model with a fresh conversation; an unknown one is refused.
+    t.press("/load ghost\r");
+    t.expect("model 'ghost' not found");
+    t.expect(">>> ");
+    t.press("/load echo\r");
+    t.expect("Loading model 'echo'");
+    t.expect(">>> ");
+    t.press("fresh\r");
+    let fresh = t.expect(">>> ");
     assert!(
-        text.contains("Unknown command '/nonsense'. Type /? for help"),
-        "{text}"
+        fresh.contains("[user:fresh]") && !fresh.contains("be brief"),
+        "{fresh}"
     );
+    t.press("/bye\r");
+    assert!(t.exit_status().success(), "{}", t.text());
+    // Each line entered is one entry, as Ollama's readline records them.
     let history = std::fs::read_to_string(s.home.path().join(".ollama/history")).unwrap();
-    assert!(history.contains("first second\nagain\n"), "{history}");
+    assert!(
+        history.contains("\"\"\"first\nsecond\"\"\"\nagain\n"),
+        "{history}"
+    );
+}
+
+/// Issue 14 item 7: the REPL runs on a line editor. The history file is Ollama's (shared with
+/// `ollama run`): loaded at start, one entry per line, appended as lines are entered; Up-arrow
+/// recalls entries (this session's and the file's); Ctrl-C drops the line being typed and stops
+/// a streaming answer; `/set nohistory` stops the writes; Ctrl-D on an empty line exits 0.
+#[test]
+fn repl_recalls_history_and_takes_control_keys() {
+    let ts = store();
+    ts.model(
+        "slowecho",
+        "latest",
+        b"#fake-runner\n--echo\n--token-delay-ms\n300\n",
+        &[(
+            MT_TEMPLATE,
+            b"{{ range .Messages }}[{{ .Role }}:{{ .Content }}]{{ end }}",
+        )],
+        ago(60),
+    );
+    let s = Server::start(&ts);
+    let history = s.home.path().join(".ollama/history");
+    std::fs::create_dir_all(history.parent().unwrap()).unwrap();
+    std::fs::write(&history, "from ollama\n").unwrap();
+
+    if !Terminal::available() {
+        return serve_support::prereq::missing("util-linux `script`");
+    }
+    let mut t = Terminal::start(&s.addr, s.home.path(), "echo");
+    t.expect(">>> ");
+    t.press("hello there\r");
+    t.expect("[user:hello there]");
+    t.expect(">>> ");
+    // Up-arrow + Enter sends the previous line again: the model sees it twice.
+    t.press("\x1b[A\r");
+    t.expect("[user:hello there][assistant:[user:hello there]][user:hello there]");
+    t.expect(">>> ");
+    // Three entries back is the one loaded from the file.
+    t.press("\x1b[A\x1b[A\x1b[A\r");
+    t.expect("][user:from ollama]");
+    t.expect(">>> ");
+    // Ctrl-C drops the typed line; the session goes on.
+    t.press("never sent\x03");
+    t.expect("Use Ctrl + d or /bye to exit.");
+    t.expect(">>> ");
+    t.press("/set nohistory\r");
+    t.expect(">>> ");
+    t.press("not recorded\r");
+    t.expect("[user:not recorded]");
+    t.expect(">>> ");
+    // Ctrl-D on an empty line exits, successfully.
+    t.press("\x04");
+    assert!(t.exit_status().success(), "{}", t.text());
+    assert_eq!(
+        std::fs::read_to_string(&history).unwrap(),
+        "from ollama\nhello there\nhello there\nfrom ollama\n/set nohistory\n"
+    );
+
+    // Ctrl-C while an answer streams stops it: the prompt comes back long before the 20-word
+    // echo (300 ms a word) would end; the question stays in the conversation (as in Ollama),
+    // the cut-off answer does not.
+    let words: Vec<String> = (1..=20).map(|i| format!("w{i}")).collect();
+    let question = words.join(" ");
+    let mut t = Terminal::start(&s.addr, s.home.path(), "slowecho");
+    t.expect(">>> ");
+    t.press(&format!("{question}\r"));
+    t.expect("[user:w1");
+    let started = std::time::Instant::now();
+    t.press("\x03");
+    let cut = t.expect(">>> ");
+    assert!(started.elapsed() < Duration::from_secs(4), "{cut}");
+    assert!(!cut.contains("w20"), "the answer was cut off: {cut}");
+    t.press("next\r");
+    // Consecutive user messages merge, as Ollama's template data merges them.
+    t.expect(&format!("[user:{question}\n\nnext]"));
+    t.expect(">>> ");
+    // Ctrl-C on an empty line only says how to leave.
+    t.press("\x03");
+    t.expect("Use Ctrl + d or /bye to exit.");
+    t.expect(">>> ");
+    t.press("/bye\r");
+    assert!(t.exit_status().success(), "{}", t.text());
 }
 
 /// Processes whose command line mentions `needle` (any parent).

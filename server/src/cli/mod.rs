@@ -6,6 +6,8 @@ pub mod client;
 pub mod create;
 pub mod doctor;
 pub mod format;
+pub mod history;
+pub mod lineedit;
 pub mod pull;
 pub mod repl;
 pub mod run;

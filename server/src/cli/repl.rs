@@ -2,13 +2,12 @@
 //! slash commands, `"""` multi-line input and the history file `~/.ollama/history` (unless
 //! `OLLAMA_NOHISTORY` / `--nohistory`).
 
-use std::io::Write;
-
-use serde_json::{json, Value};
-use tokio::sync::mpsc;
-
-use super::run::{check_model, think_value, Session};
 use reqwest::Method;
+use serde_json::{json, Value};
+
+use super::history::History;
+use super::lineedit::{Line, LineEditor};
+use super::run::{check_model, think_value, Session};
 
 const HELP: &str = "Available Commands:
   /set            Set session variables
@@ -38,58 +37,72 @@ const SET_HELP: &str = "Available Commands:
   /set nothink           Disable thinking
 ";
 
-/// Reads stdin lines on a plain thread (blocking reads never stall the runtime).
-fn stdin_lines() -> mpsc::UnboundedReceiver<String> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    std::thread::spawn(move || {
-        let stdin = std::io::stdin();
-        let mut line = String::new();
-        loop {
-            line.clear();
-            match stdin.read_line(&mut line) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    if tx
-                        .send(line.trim_end_matches(['\n', '\r']).to_owned())
-                        .is_err()
-                    {
-                        break;
-                    }
+/// What the lines being read belong to: Ollama's `"""` states.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Multiline {
+    None,
+    Prompt,
+    System,
+}
+
+/// The REPL proper: reads lines with the line editor (`>>> `, `... ` inside a `"""` block) and
+/// runs them as Ollama's `generateInteractive` does.
+pub(super) async fn repl(s: &mut Session, history: History) -> anyhow::Result<()> {
+    let mut ed = LineEditor::new(history)?;
+    let mut sb = String::new();
+    let mut multiline = Multiline::None;
+    loop {
+        let prompt = if multiline == Multiline::None {
+            ">>> "
+        } else {
+            "... "
+        };
+        let line = match ed.read(prompt)? {
+            Line::Eof => {
+                println!();
+                return Ok(());
+            }
+            Line::Interrupted => {
+                // Ollama: the line (and any open `"""` block) is dropped, the session goes on.
+                println!("\nUse Ctrl + d or /bye to exit.");
+                multiline = Multiline::None;
+                sb.clear();
+                continue;
+            }
+            Line::Text(line) => line,
+        };
+        if multiline != Multiline::None {
+            let (before, done) = match line.strip_suffix("\"\"\"") {
+                Some(b) => (b, true),
+                None => (line.as_str(), false),
+            };
+            sb.push_str(before);
+            if !done {
+                sb.push('\n');
+                continue;
+            }
+            if multiline == Multiline::System {
+                set_system(s, &std::mem::take(&mut sb));
+            }
+            multiline = Multiline::None;
+        } else if let Some(rest) = line.strip_prefix("\"\"\"") {
+            match rest.strip_suffix("\"\"\"") {
+                Some(one) => sb.push_str(one),
+                None => {
+                    sb.push_str(rest);
+                    sb.push('\n');
+                    multiline = Multiline::Prompt;
+                    continue;
                 }
             }
-        }
-    });
-    rx
-}
-
-fn prompt_marker(text: &str) {
-    print!("{text}");
-    let _ = std::io::stdout().flush();
-}
-
-pub(super) async fn repl(
-    s: &mut Session,
-    history: Option<std::path::PathBuf>,
-) -> anyhow::Result<()> {
-    let mut lines = stdin_lines();
-    loop {
-        prompt_marker(">>> ");
-        let Some(first) = lines.recv().await else {
-            println!();
-            return Ok(());
-        };
-        let input = match first.trim_start().strip_prefix("\"\"\"") {
-            Some(rest) => read_multiline(rest, &mut lines).await,
-            None => first,
-        };
-        if input.trim().is_empty() {
+        } else if let Some(text) = system_block(&line) {
+            // `/set system """...` opens a multi-line system message.
+            sb.push_str(text);
+            sb.push('\n');
+            multiline = Multiline::System;
             continue;
-        }
-        if let Some(path) = &history {
-            record(path, &input);
-        }
-        if input.starts_with('/') {
-            match command(s, input.trim()).await {
+        } else if line.trim_start().starts_with('/') {
+            match command(s, &mut ed, line.trim()).await {
                 Ok(true) => continue,
                 Ok(false) => return Ok(()),
                 Err(e) => {
@@ -97,46 +110,31 @@ pub(super) async fn repl(
                     continue;
                 }
             }
+        } else {
+            sb.push_str(&line);
         }
-        if let Err(e) = s.chat(&input).await {
+        if sb.trim().is_empty() {
+            sb.clear();
+            continue;
+        }
+        let text = std::mem::take(&mut sb);
+        if let Err(e) = s.chat(&text).await {
             println!("Error: {e:#}");
         }
     }
 }
 
-/// `"""` input: everything up to a line ending in `"""`.
-async fn read_multiline(first: &str, lines: &mut mpsc::UnboundedReceiver<String>) -> String {
-    if let Some(done) = first.strip_suffix("\"\"\"") {
-        return done.to_owned();
-    }
-    let mut text = first.to_owned();
-    loop {
-        prompt_marker("... ");
-        let Some(line) = lines.recv().await else {
-            return text;
-        };
-        text.push('\n');
-        match line.strip_suffix("\"\"\"") {
-            Some(end) => {
-                text.push_str(end);
-                return text.trim_start_matches('\n').to_owned();
-            }
-            None => text.push_str(&line),
-        }
-    }
+/// The text after `/set system """` when the block does not close on the same line.
+fn system_block(line: &str) -> Option<&str> {
+    let rest = line.trim_start().strip_prefix("/set")?.trim_start();
+    let rest = rest.strip_prefix("system")?.trim_start();
+    let text = rest.strip_prefix("\"\"\"")?;
+    (!text.ends_with("\"\"\"")).then_some(text)
 }
 
-fn record(path: &std::path::Path, input: &str) {
-    if let Some(dir) = path.parent() {
-        let _ = std::fs::create_dir_all(dir);
-    }
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-    {
-        let _ = writeln!(f, "{}", input.replace('\n', " "));
-    }
+fn set_system(s: &mut Session, text: &str) {
+    s.system = (!text.is_empty()).then(|| text.to_owned());
+    println!("Set system message.");
 }
 
 /// A `/set parameter` value as Ollama types it: integer, float, bool, else a string.
@@ -155,7 +153,7 @@ pub fn parameter_value(raw: &str) -> Value {
 }
 
 /// Runs one slash command; `Ok(false)` ends the session.
-async fn command(s: &mut Session, line: &str) -> anyhow::Result<bool> {
+async fn command(s: &mut Session, ed: &mut LineEditor, line: &str) -> anyhow::Result<bool> {
     let mut words = line.split_whitespace();
     let cmd = words.next().unwrap_or_default();
     let rest: Vec<&str> = words.collect();
@@ -179,10 +177,15 @@ async fn command(s: &mut Session, line: &str) -> anyhow::Result<bool> {
             s.options.insert((*key).to_owned(), v);
             println!("Set parameter '{key}' to '{}'", values.join(", "));
         }
-        ("/set", ["system", ..]) => {
-            let text = line.splitn(3, ' ').nth(2).unwrap_or("").trim();
-            s.system = (!text.is_empty()).then(|| text.trim_matches('"').to_owned());
-            println!("Set system message.");
+        ("/set", ["system"]) => println!("{SET_HELP}"),
+        ("/set", ["system", words @ ..]) => {
+            // Ollama joins the words with single spaces; `"""x"""` on one line is the text x.
+            let text = words.join(" ");
+            let text = text
+                .strip_prefix("\"\"\"")
+                .and_then(|t| t.strip_suffix("\"\"\""))
+                .unwrap_or(&text);
+            set_system(s, text);
         }
         ("/set", ["format", "json"]) => {
             s.format = "json".into();
@@ -208,7 +211,10 @@ async fn command(s: &mut Session, line: &str) -> anyhow::Result<bool> {
             s.think = Some(Value::Bool(false));
             println!("Set 'nothink' mode.");
         }
-        ("/set", [flag @ ("history" | "nohistory" | "wordwrap" | "nowordwrap")]) => {
+        // As in Ollama, these two print nothing.
+        ("/set", ["history", ..]) => ed.set_history_enabled(true),
+        ("/set", ["nohistory", ..]) => ed.set_history_enabled(false),
+        ("/set", [flag @ ("wordwrap" | "nowordwrap")]) => {
             println!("Set '{flag}' mode.");
         }
         ("/show", [what]) => show(s, what).await?,

@@ -12,6 +12,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::client::Client;
+use super::history::History;
 use crate::config::RunArgs;
 
 #[derive(Debug, Default, Deserialize)]
@@ -60,7 +61,7 @@ pub(super) struct Session {
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let client = Client::new(&args.client.host)?;
-    ensure_model(&client, &args.model, args.insecure).await?;
+    let info = ensure_model(&client, &args.model, args.insecure).await?;
     let mut prompt = args.prompt.join(" ");
     let stdin_tty = std::io::stdin().is_terminal();
     if !stdin_tty {
@@ -88,7 +89,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     if stdin_tty && args.prompt.is_empty() {
         s.preload().await?;
-        let history = (!args.nohistory).then(crate::config::history_file);
+        show_saved_messages(info.as_ref());
+        let history = History::load(crate::config::history_file(), !args.nohistory);
         return super::repl::repl(&mut s, history).await;
     }
     s.chat(&prompt).await
@@ -96,8 +98,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 
 /// Ollama's pre-flight `/api/show`: a model the server does not have is pulled first, with
 /// the pull's progress display, then shown again (its `RunHandler`); the pull's error is the
-/// run's. Any other failure to describe the model does not stop the run.
-async fn ensure_model(client: &Client, model: &str, insecure: bool) -> anyhow::Result<()> {
+/// run's. Any other failure to describe the model does not stop the run (no description then).
+async fn ensure_model(
+    client: &Client,
+    model: &str,
+    insecure: bool,
+) -> anyhow::Result<Option<Value>> {
     match show_model(client, model).await {
         Err(ShowError::NotFound) => {
             super::pull::transfer(client, model, insecure, super::pull::Direction::Pull).await?;
@@ -105,15 +111,32 @@ async fn ensure_model(client: &Client, model: &str, insecure: bool) -> anyhow::R
                 Err(ShowError::NotFound | ShowError::Fatal(_)) => {
                     Err(anyhow!("model '{model}' not found"))
                 }
-                _ => Ok(()),
+                Err(ShowError::Other(_)) => Ok(None),
+                Ok(info) => Ok(Some(info)),
             }
         }
         Err(ShowError::Fatal(e)) => Err(e),
         Err(ShowError::Other(e)) => {
             tracing::debug!(error = %e, "show failed; running anyway");
-            Ok(())
+            Ok(None)
         }
-        Ok(()) => Ok(()),
+        Ok(info) => Ok(Some(info)),
+    }
+}
+
+/// A model saved with `/save` (its MESSAGE layers) opens with its conversation on screen, as
+/// `ollama run` shows it; the server itself puts the messages in front of every chat.
+fn show_saved_messages(info: Option<&Value>) {
+    let Some(messages) = info.and_then(|i| i["messages"].as_array()) else {
+        return;
+    };
+    for m in messages {
+        let content = m["content"].as_str().unwrap_or_default();
+        match m["role"].as_str() {
+            Some("user") => println!(">>> {content}"),
+            Some("assistant") => println!("{content}\n"),
+            _ => {}
+        }
     }
 }
 
@@ -132,15 +155,15 @@ enum ShowError {
     Other(anyhow::Error),
 }
 
-async fn show_model(client: &Client, model: &str) -> Result<(), ShowError> {
+async fn show_model(client: &Client, model: &str) -> Result<Value, ShowError> {
     match client
-        .send(Method::POST, "/api/show", Some(&json!({"model": model})))
+        .json::<_, Value>(Method::POST, "/api/show", Some(&json!({"model": model})))
         .await
     {
         Err(e) if e.to_string().contains("not found") => Err(ShowError::NotFound),
         Err(e) if e.to_string().contains("connect") => Err(ShowError::Fatal(e)),
         Err(e) => Err(ShowError::Other(e)),
-        Ok(_) => Ok(()),
+        Ok(info) => Ok(info),
     }
 }
 
@@ -195,10 +218,20 @@ impl Session {
         body
     }
 
-    /// One streamed turn; the reply joins the history only when it completed.
+    /// One streamed turn; the reply joins the history only when it completed. Ctrl-C stops
+    /// the answer (the request is dropped, so the server cancels it) and, as in Ollama's `chat`,
+    /// is no error: the user's message stays, the partial reply does not join the history.
     pub(super) async fn chat(&mut self, text: &str) -> anyhow::Result<()> {
         self.messages.push(json!({"role": "user", "content": text}));
-        match self.stream_turn().await {
+        let outcome = tokio::select! {
+            r = self.stream_turn() => Some(r),
+            _ = tokio::signal::ctrl_c() => None,
+        };
+        let Some(outcome) = outcome else {
+            println!();
+            return Ok(());
+        };
+        match outcome {
             Ok(reply) => {
                 self.messages
                     .push(json!({"role": "assistant", "content": reply}));
