@@ -134,7 +134,7 @@ fn archive_is_complete_idempotent_and_runs() {
     assert!(reply["eval_count"].as_u64().unwrap() >= 1, "{reply}");
 
     // doctor sees that herd on its port.
-    let port = served.base.rsplit(':').next().unwrap();
+    let port = served.base.rsplit(':').next().unwrap().to_string();
     let out = Command::new(HERD)
         .arg("doctor")
         .env("OLLAMA_HOST", format!("127.0.0.1:{port}"))
@@ -150,7 +150,20 @@ fn archive_is_complete_idempotent_and_runs() {
             && l.contains(&format!("(commit {commit}) already answers"))),
         "{text}"
     );
+    // The container health probe: ready while it serves, not once it is gone.
+    let probe = |port: &str| {
+        Command::new(HERD)
+            .args(["doctor", "--ready"])
+            .env("OLLAMA_HOST", format!("0.0.0.0:{port}"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = probe(&port);
+    assert!(out.status.success(), "{out:?}");
     drop(served);
+    let out = probe(&port);
+    assert!(!out.status.success(), "{out:?}");
 
     // A valid archive of a different build under this id is not overwritten.
     let manifest_path = dir.join("manifest.json");

@@ -72,6 +72,9 @@ pub async fn run(args: DoctorArgs) -> anyhow::Result<()> {
         println!("{digest}");
         return Ok(());
     }
+    if args.ready {
+        return ready(&cfg).await;
+    }
     let mut findings = Vec::new();
     let runner = cfg.runner_path();
     let runner_dir = runner.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -293,7 +296,9 @@ fn store_probe(models: &Path, verify: bool) -> Vec<Finding> {
         .to_path_buf();
     match nix::sys::statvfs::statvfs(&existing) {
         Ok(s) => {
-            let avail = s.blocks_available() as u64 * s.fragment_size() as u64;
+            // fsblkcnt_t / c_ulong are u64 on Linux but narrower elsewhere (macOS).
+            #[allow(clippy::unnecessary_cast)]
+            let avail = (s.blocks_available() as u64).saturating_mul(s.fragment_size() as u64);
             out.push(Finding::new(
                 disk_level(avail),
                 "disk",
@@ -375,6 +380,24 @@ struct VersionReply {
     version: String,
     #[serde(default)]
     git_commit: Option<String>,
+}
+
+/// `--ready`: `GET /readyz` on OLLAMA_HOST must answer 200 within 5 s.
+async fn ready(cfg: &Config) -> anyhow::Result<()> {
+    let url = format!("{}/readyz", cfg.host.connect_url());
+    let reply = reqwest::Client::new()
+        .get(&url)
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .map_err(|e| anyhow::anyhow!("{url}: {e}"))?;
+    let status = reply.status();
+    if status != reqwest::StatusCode::OK {
+        let body = reply.text().await.unwrap_or_default();
+        anyhow::bail!("{url}: {status} {}", body.trim());
+    }
+    println!("ready");
+    Ok(())
 }
 
 /// Whether `herd serve` could listen on OLLAMA_HOST; a herd already serving there is fine.

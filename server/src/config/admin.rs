@@ -16,6 +16,10 @@ pub struct DoctorArgs {
     /// `config_digest` for a server started with it) and exit; `scripts/deploy` compares it.
     #[arg(long, conflicts_with = "verify")]
     pub print_config_digest: bool,
+    /// Only ask the server at OLLAMA_HOST whether it is ready (`GET /readyz`); exit 0 when it
+    /// answers 200 (a container health check that needs no curl).
+    #[arg(long, conflicts_with_all = ["verify", "print_config_digest"])]
+    pub ready: bool,
     #[command(flatten)]
     pub serve: Config,
 }
