@@ -37,9 +37,17 @@ fn options(num_predict: u64) -> Value {
     json!({"num_ctx": NUM_CTX, "num_predict": num_predict, "temperature": 0, "seed": 1})
 }
 
+/// Posts `body` and times the exchange (the body is serialized before the clock starts).
 async fn post(http: &reqwest::Client, url: String, body: Value) -> (u16, Value, Duration) {
+    let body = serde_json::to_vec(&body).unwrap();
     let t = Instant::now();
-    let r = http.post(url).json(&body).send().await.unwrap();
+    let r = http
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
     let status = r.status().as_u16();
     let text = r.text().await.unwrap();
     let v = serde_json::from_str(&text).unwrap_or_else(|_| json!({"raw": text}));

@@ -368,7 +368,14 @@ async fn a_failed_load_fails_every_request_waiting_on_it() {
     let results = futures_util::future::join_all((0..3).map(|_| sched.acquire(req.clone()))).await;
     for r in results {
         match r {
-            Err(Error::Runner(e)) => assert_eq!(e.kind, ErrorKind::ModelLoad),
+            // Every waiter gets the runner's typed error, naming the model that failed.
+            Err(Error::Load { model, source }) => {
+                assert_eq!(model, "m:latest");
+                assert!(
+                    matches!(&*source, Error::Runner(e) if e.kind == ErrorKind::ModelLoad),
+                    "{source:?}"
+                );
+            }
             other => panic!("unexpected {other:?}"),
         }
     }

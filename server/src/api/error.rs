@@ -3,9 +3,7 @@
 //! extractor, which turns Ollama's request-decoding failures into the same errors: empty body →
 //! 400 `missing request body`, malformed → 400 with the decoder's message, too large → 413.
 
-use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
-use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -61,18 +59,57 @@ where
 {
     type Rejection = Error;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Error> {
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                Error::PayloadTooLarge
-            } else if super::serve::is_too_slow(&rejection) {
-                Error::BodyTimeout
-            } else {
-                Error::BadRequest(rejection.body_text())
-            }
-        })?;
+    async fn from_request(req: Request, _state: &S) -> Result<Self, Error> {
+        let bytes = read_body(req).await?;
         decode_json(&bytes).map(OJson)
     }
+}
+
+/// The whole body of a JSON request, in one buffer sized from `Content-Length`, under the
+/// router's body limit (`DefaultBodyLimit`): a declared length over the limit is 413 before a
+/// byte is read; one that turns out longer is 413 when it crosses; a body that stalls or
+/// trickles is 408 (`serve::BodyPolicy`). One copy of the body is held while it arrives, never
+/// a list of chunks and their concatenation side by side.
+async fn read_body(req: Request) -> Result<Vec<u8>, Error> {
+    use axum::RequestExt;
+    use http_body_util::BodyExt;
+    let declared = axum::body::HttpBody::size_hint(req.body()).exact();
+    let mut body = req.into_limited_body();
+    let cap = axum::body::HttpBody::size_hint(&body).upper();
+    if let (Some(declared), Some(cap)) = (declared, cap) {
+        if declared > cap {
+            return Err(Error::PayloadTooLarge);
+        }
+    }
+    let mut buf = Vec::with_capacity(declared.unwrap_or(0).min(cap.unwrap_or(0)) as usize);
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| {
+            let e: &(dyn std::error::Error + 'static) = &e;
+            if chain_has::<http_body_util::LengthLimitError>(e) {
+                Error::PayloadTooLarge
+            } else if super::serve::is_too_slow(e) {
+                Error::BodyTimeout
+            } else {
+                Error::BadRequest(format!("Failed to buffer the request body: {e}"))
+            }
+        })?;
+        if let Ok(data) = frame.into_data() {
+            buf.extend_from_slice(&data);
+        }
+    }
+    Ok(buf)
+}
+
+/// Whether `err` or an error it wraps is an `E`.
+fn chain_has<E: std::error::Error + 'static>(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut e = Some(err);
+    while let Some(cur) = e {
+        if cur.is::<E>() {
+            return true;
+        }
+        e = cur.source();
+    }
+    false
 }
 
 /// Decode the first JSON value in `bytes` with the native API's error texts: Go's
@@ -119,6 +156,7 @@ pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::StatusCode;
 
     #[derive(serde::Deserialize, Debug)]
     struct Req {
