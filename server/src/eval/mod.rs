@@ -1,11 +1,13 @@
 //! `herd eval`: the instruments that show whether a build, config or engine changed answers.
 //! `run` records a dataset's answers with provenance (run.rs, dataset.rs, record.rs), `compare`
 //! pairs two runs and tests the difference (compare.rs, score.rs, stats.rs, plot.rs), `repeat` counts
-//! byte-identical answers to one request across runner states (repeat.rs). A thin HTTP client of
-//! a running server, like the other client subcommands.
+//! byte-identical answers to one request across runner states (repeat.rs), `parity` compares the
+//! runner's first-step log-probs with llama.cpp's own llama-server (parity.rs). A thin HTTP client
+//! of a running server, like the other client subcommands.
 
 pub mod compare;
 pub mod dataset;
+pub mod parity;
 pub mod plot;
 pub mod record;
 pub mod repeat;
@@ -34,6 +36,33 @@ pub enum EvalCommand {
     /// Send one request N times in five states (cold, warm, prefix, alone, concurrent) and count
     /// the answers byte-identical to the first
     Repeat(RepeatArgs),
+    /// Compare the runner's first-step top-k log-probs on fixed prompts with llama.cpp's
+    /// llama-server running the same GGUF: argmax agreement and max |Δlogprob| per prompt
+    Parity(ParityArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ParityArgs {
+    /// The llama-server to compare with (its base URL), serving the same GGUF
+    #[arg(long)]
+    pub llama_server: String,
+    /// The herd model (default: the server's only model)
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Prompts, one per line (a line may be a JSON string); default: a built-in set of 8
+    #[arg(long)]
+    pub prompts: Option<PathBuf>,
+    /// How many top tokens to compare (1-20)
+    #[arg(long, default_value_t = 20)]
+    pub top_k: u32,
+    /// herd's inference threads (options.num_thread); give llama-server the same `-t`
+    #[arg(long)]
+    pub threads: Option<u32>,
+    /// Print a JSON record instead of the table
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub client: ClientArgs,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -46,6 +75,9 @@ pub struct RepeatArgs {
     /// The model (default: the request's "model")
     #[arg(long)]
     pub model: Option<String>,
+    /// Print a JSON record (per-state counts) instead of the table
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub client: ClientArgs,
 }
@@ -92,5 +124,6 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<()> {
         EvalCommand::Run(a) => run::run(a).await,
         EvalCommand::Compare(a) => compare::run(a),
         EvalCommand::Repeat(a) => repeat::run(a).await,
+        EvalCommand::Parity(a) => parity::run(a).await,
     }
 }

@@ -7,6 +7,8 @@
 //! - `alone`: back to back with nothing else in flight (the baseline for the next state);
 //! - `concurrent`: while 3 other streams are generating (they batch with it when the server's
 //!   OLLAMA_NUM_PARALLEL ≥ 4; otherwise they queue and the state is not really concurrent).
+//!
+//! `--json` prints the counts as one record ([`record`]) instead of the table.
 
 use anyhow::{bail, Context};
 use reqwest::Method;
@@ -52,11 +54,34 @@ pub async fn run(args: RepeatArgs) -> anyhow::Result<()> {
     }
     let client = Client::new(&args.client.host)?;
     let counts = measure(&client, path, &body, &model, args.n).await?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&record(&model, path, args.n, &counts))?
+        );
+        return Ok(());
+    }
     println!("{:<12}identical to the first", "state");
     for (state, same) in STATES.iter().zip(counts) {
         println!("{state:<12}{same}/{}", args.n);
     }
     Ok(())
+}
+
+/// The `--json` record: per state, how many of `n` answers were byte-identical to the first.
+pub fn record(model: &str, endpoint: &str, n: u32, counts: &[u32]) -> Value {
+    let states: Vec<Value> = STATES
+        .iter()
+        .zip(counts)
+        .map(|(state, same)| json!({"state": state, "identical": same, "n": n}))
+        .collect();
+    json!({
+        "model": model,
+        "endpoint": endpoint,
+        "n": n,
+        "states": states,
+        "all_identical": counts.iter().all(|&c| c == n),
+    })
 }
 
 /// The same request with a different question (so it shares no cache prefix with it).
@@ -132,4 +157,24 @@ async fn beside(client: &Client, path: &str, body: &Value) -> anyhow::Result<Res
     let answer = send(client, path, body).await;
     drop(streams);
     answer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_record_lists_every_state() {
+        let r = record("m", "/api/chat", 20, &[20, 20, 19, 20, 20]);
+        assert_eq!(r["states"].as_array().unwrap().len(), 5);
+        assert_eq!(
+            r["states"][2],
+            json!({"state": "prefix", "identical": 19, "n": 20})
+        );
+        assert_eq!(r["all_identical"], json!(false));
+        assert_eq!(
+            record("m", "/api/chat", 3, &[3; 5])["all_identical"],
+            json!(true)
+        );
+    }
 }

@@ -120,7 +120,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 }
 
 /// The model when the server has exactly one; otherwise `--model` is needed.
-async fn only_model(client: &Client) -> anyhow::Result<String> {
+pub(super) async fn only_model(client: &Client) -> anyhow::Result<String> {
     let tags: Value = client.json(Method::GET, "/api/tags", None::<&()>).await?;
     let names: Vec<&str> = tags["models"]
         .as_array()
