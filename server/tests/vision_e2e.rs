@@ -1,0 +1,269 @@
+//! Images through the projector on the GGUF engine (issue 17), end to end through the real
+//! `herd serve` binary and runner: gemma3-270m with a generated tiny gemma3 projector
+//! (`vision_support`). An image costs exactly the projector's tokens in prompt_eval_count, a
+//! repeated image is served from the slot's prefix cache, /v1 data URIs work, a text-only
+//! model answers Ollama's 400, and bad images are 400s that leave the server serving.
+
+mod quantize_support;
+mod vision_support;
+
+use base64::Engine as _;
+use quantize_support::{native_runner, test_model, Serve};
+use serde_json::{json, Value};
+use vision_support::{png, tiny_gemma3_mmproj, IMAGE_TOKENS};
+
+const GEMMA: &str = "gemma-3-270m-q4_k_m.gguf";
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn opts() -> Value {
+    // Sampling options only: /v1 requests must land on the same runner (load options equal).
+    json!({"temperature": 0, "num_predict": 3})
+}
+
+async fn post(serve: &Serve, path: &str, body: Value) -> (u16, Value) {
+    let (st, body) = serve.post(path, body).await;
+    (
+        st,
+        serde_json::from_str(&body).unwrap_or(Value::String(body)),
+    )
+}
+
+fn setup() -> Option<(Serve, tempfile::TempDir)> {
+    let runner = native_runner()?;
+    let gemma = test_model(GEMMA)?;
+    let serve = Serve::start(&runner, &[("OLLAMA_DEBUG", "1")]);
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    std::fs::write(p.join("mmproj.gguf"), tiny_gemma3_mmproj(3)).unwrap();
+    for (name, modelfile) in [
+        (
+            "vis",
+            format!("FROM {}\nFROM ./mmproj.gguf\n", gemma.display()),
+        ),
+        ("plain", format!("FROM {}\n", gemma.display())),
+    ] {
+        std::fs::write(p.join(format!("{name}.Modelfile")), modelfile).unwrap();
+        let (ok, _, err) = serve.herd(&["create", name, "-f", &format!("{name}.Modelfile")], p);
+        assert!(ok, "{name}: {err}");
+    }
+    Some((serve, dir))
+}
+
+#[tokio::test]
+async fn images_reach_the_projector_and_cost_its_tokens() {
+    let Some((serve, _dir)) = setup() else { return };
+    let img = b64(&png(64, 48, 1));
+
+    let (st, show) = post(&serve, "/api/show", json!({"model": "vis"})).await;
+    assert_eq!(st, 200, "{show}");
+    let caps = show["capabilities"].as_array().unwrap();
+    assert!(caps.contains(&json!("vision")), "{caps:?}");
+    assert_eq!(
+        show["projector_info"]["clip.projector_type"], "gemma3",
+        "{show}"
+    );
+
+    let (st, with) = post(
+        &serve,
+        "/api/chat",
+        json!({"model": "vis", "stream": false, "options": opts(),
+               "messages": [{"role": "user", "content": "What is this?", "images": [img]}]}),
+    )
+    .await;
+    assert_eq!(st, 200, "{with}");
+
+    // Second turn repeating the conversation: the whole first turn, image included, comes from
+    // the slot's prefix cache, so the image is not encoded again. (The native API reports the
+    // whole prompt in prompt_eval_count, cached part included, as Ollama 0.30 does; the
+    // runner's debug line says how much of it came from the cache.)
+    let answer = with["message"]["content"].as_str().unwrap().to_owned();
+    let with_n = with["prompt_eval_count"].as_u64().unwrap();
+    let (st, turn2) = post(
+        &serve,
+        "/api/chat",
+        json!({"model": "vis", "stream": false, "options": opts(),
+               "messages": [{"role": "user", "content": "What is this?", "images": [img]},
+                            {"role": "assistant", "content": answer},
+                            {"role": "user", "content": "And now?"}]}),
+    )
+    .await;
+    assert_eq!(st, 200, "{turn2}");
+    let n2 = turn2["prompt_eval_count"].as_u64().unwrap();
+    let cached: Vec<(u64, u64)> = serve
+        .log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|l| {
+            const TAG: &str = "runner-llamacpp: slot ";
+            let rest = &l[l.find(TAG)? + TAG.len()..];
+            let rest = &rest[rest.find(": ")? + 2..];
+            let total: u64 = rest.split(' ').next()?.parse().ok()?;
+            let from = rest.split(", ").nth(1)?.split(' ').next()?.parse().ok()?;
+            Some((total, from))
+        })
+        .collect();
+    assert_eq!(cached.len(), 2, "{cached:?}");
+    assert_eq!(cached[0], (with_n, 0), "the first turn is evaluated whole");
+    assert_eq!(cached[1].0, n2);
+    assert!(
+        cached[1].1 >= with_n,
+        "the second turn re-evaluated part of the first ({with_n} tokens, image included): {cached:?}"
+    );
+
+    // The same first turn with the image's wrapping tokens typed as text instead, on the same
+    // GGUF without the projector (its own runner, so nothing is cached): the difference is the
+    // projector's image tokens, exactly.
+    let (st, text) = post(
+        &serve,
+        "/api/chat",
+        json!({"model": "plain", "stream": false, "options": opts(),
+               "messages": [{"role": "user",
+                             "content": "<start_of_image><end_of_image>What is this?"}]}),
+    )
+    .await;
+    assert_eq!(st, 200, "{text}");
+    let text_n = text["prompt_eval_count"].as_u64().unwrap();
+    assert_eq!(
+        with_n,
+        text_n + IMAGE_TOKENS as u64,
+        "image turn {with_n}, text turn {text_n}"
+    );
+
+    // /v1 with a data URI (both accepted prefixes).
+    for prefix in ["data:image/png;base64,", "data:;base64,"] {
+        let (st, v1) = post(
+            &serve,
+            "/v1/chat/completions",
+            json!({"model": "vis", "max_tokens": 2, "temperature": 0,
+                   "messages": [{"role": "user", "content": [
+                       {"type": "text", "text": "Describe"},
+                       {"type": "image_url", "image_url": {"url": format!("{prefix}{img}")}}]}]}),
+        )
+        .await;
+        assert_eq!(st, 200, "{prefix}: {v1}");
+        assert!(v1["usage"]["prompt_tokens"].as_u64().unwrap() > IMAGE_TOKENS as u64);
+    }
+    let (st, url) = post(
+        &serve,
+        "/v1/chat/completions",
+        json!({"model": "vis", "messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": "http://example.com/x.png"}}]}]}),
+    )
+    .await;
+    assert_eq!(st, 400, "{url}");
+
+    // A text-only model: Ollama's 400.
+    let (st, plain) = post(
+        &serve,
+        "/api/generate",
+        json!({"model": "plain", "prompt": "hi", "images": [img], "stream": false}),
+    )
+    .await;
+    assert_eq!(st, 400, "{plain}");
+    assert_eq!(
+        plain["error"],
+        "this model is missing data required for image input"
+    );
+}
+
+/// A PNG claiming `w`×`h` (signature and an IHDR with a valid CRC) whose pixel data is a
+/// tiny zlib stream of zeros: the shape of a decompression bomb, a few bytes on the wire.
+fn png_header(w: u32, h: u32) -> Vec<u8> {
+    fn crc32(bytes: &[u8]) -> u32 {
+        let mut c = 0xffff_ffffu32;
+        for &b in bytes {
+            c ^= u32::from(b);
+            for _ in 0..8 {
+                c = if c & 1 != 0 {
+                    0xedb8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
+            }
+        }
+        !c
+    }
+    fn chunk(out: &mut Vec<u8>, kind: &[u8], data: &[u8]) {
+        out.extend((data.len() as u32).to_be_bytes());
+        let body: Vec<u8> = kind.iter().chain(data).copied().collect();
+        out.extend(&body);
+        out.extend(crc32(&body).to_be_bytes());
+    }
+    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
+    let mut ihdr = Vec::new();
+    ihdr.extend(w.to_be_bytes());
+    ihdr.extend(h.to_be_bytes());
+    ihdr.extend([8, 2, 0, 0, 0]); // 8-bit RGB
+    chunk(&mut out, b"IHDR", &ihdr);
+    chunk(
+        &mut out,
+        b"IDAT",
+        &[0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01],
+    );
+    chunk(&mut out, b"IEND", &[]);
+    out
+}
+
+#[tokio::test]
+async fn bad_images_are_400_and_the_server_keeps_serving() {
+    let Some((serve, _dir)) = setup() else { return };
+    let good = png(32, 32, 2);
+    let gif = b"GIF89a\x01\x00\x01\x00\x00\x00\x00;".to_vec();
+    let svg = br#"<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"></svg>"#.to_vec();
+    let cases: Vec<(&str, String, &str)> = vec![
+        (
+            "truncated png",
+            b64(&good[..good.len() / 2]),
+            "corrupt or truncated",
+        ),
+        (
+            "corrupt jpeg",
+            b64(b"\xff\xd8\xff\xe0garbage garbage"),
+            "corrupt or truncated",
+        ),
+        ("zero size", b64(&png_header(0, 0)), "corrupt or truncated"),
+        (
+            "20000x20000 bomb",
+            b64(&png_header(20000, 20000)),
+            "larger than",
+        ),
+        ("gif", b64(&gif), "not supported"),
+        ("svg", b64(&svg), "unknown image format"),
+        ("truncated base64", b64(&good)[..41].to_owned(), "base64"),
+    ];
+    for (what, data, want) in cases {
+        let (st, r) = post(
+            &serve,
+            "/api/generate",
+            json!({"model": "vis", "prompt": "hi", "images": [data], "stream": false}),
+        )
+        .await;
+        assert_eq!(st, 400, "{what}: {r}");
+        let msg = r["error"].as_str().unwrap_or_default();
+        assert!(msg.contains(want), "{what}: {msg}");
+    }
+    let (st, ok) = post(
+        &serve,
+        "/api/generate",
+        json!({"model": "vis", "prompt": "hi", "images": [b64(&good)], "stream": false,
+               "options": opts()}),
+    )
+    .await;
+    assert_eq!(st, 200, "{ok}");
+    let (st, budget) = post(
+        &serve,
+        "/api/generate",
+        json!({"model": "vis", "prompt": "hi", "images": [b64(&good)], "stream": false,
+               "options": {"image_max_tokens": 280}}),
+    )
+    .await;
+    assert_eq!(st, 400, "{budget}");
+    assert!(budget["error"]
+        .as_str()
+        .unwrap()
+        .contains("image_max_tokens"));
+}
