@@ -268,17 +268,7 @@ impl Engine {
             });
             return;
         }
-        // Image stand-ins are no tokens of the vocabulary: penalties never see them.
-        let history: std::borrow::Cow<'_, [Token]> = if job.media.is_empty() {
-            (&job.tokens[..]).into()
-        } else {
-            let text = job
-                .tokens
-                .iter()
-                .copied()
-                .filter(|&t| !vision::is_stand_in(t));
-            text.collect::<Vec<_>>().into()
-        };
+        let history = vision::text_history(&job.tokens, !job.media.is_empty());
         let sampler = Sampler::new(&job.req.sampling, &history, n_ctx_seq, job.mask);
         let media: VecDeque<vision::Media> =
             job.media.into_iter().filter(|m| m.at >= reuse).collect();
@@ -357,12 +347,7 @@ impl Engine {
         self.stats.lap(Phase::Loop);
         self.compact();
         // A prompt that has reached an image evaluates it in a step of its own.
-        let image_due = self.slots.iter().position(|s| {
-            s.active.as_ref().is_some_and(|a| {
-                a.next.is_none() && a.media.front().is_some_and(|m| m.at == s.cache.len())
-            })
-        });
-        if let Some(i) = image_due {
+        if let Some(i) = self.image_due() {
             self.eval_image(i);
             self.prefilled_last = true;
             return true;
@@ -531,45 +516,6 @@ impl Engine {
         self.stats.lap(Phase::Emit);
         self.stats.end(n_rows, prefill);
         true
-    }
-
-    /// Encodes slot `i`'s next image with the projector and decodes its embeddings into the
-    /// slot's sequence, in one micro-batch. A failure fails the request and forgets the
-    /// sequence (its KV state is unknown).
-    fn eval_image(&mut self, i: usize) {
-        let slot = &mut self.slots[i];
-        let Some(a) = slot.active.as_mut() else {
-            return;
-        };
-        let Some(m) = a.media.pop_front() else {
-            return;
-        };
-        let Some(projector) = self.projector.as_ref() else {
-            return fail(
-                slot,
-                ErrorKind::BadRequest,
-                "this model is missing data required for image input",
-            );
-        };
-        let started = Instant::now();
-        let n = m.n_tokens();
-        let res = projector.encode(&m.chunk).and_then(|embd| {
-            let non_causal = projector.non_causal(&m.chunk);
-            self.ctx
-                .decode_embd(&embd, n, slot.cache.len() as i32, slot.seq, non_causal)
-                .map_err(|e| format!("decoding the image's embeddings failed ({e:?})"))
-        });
-        match res {
-            Ok(()) => {
-                a.timings.prompt_eval_duration_ns += started.elapsed().as_nanos() as u64;
-                slot.cache.extend(a.pending.drain(..n));
-            }
-            Err(msg) => {
-                fail(slot, ErrorKind::Internal, &msg);
-                self.ctx.seq_rm(slot.seq, -1, -1);
-                slot.cache.clear();
-            }
-        }
     }
 
     /// Embeddings of each input on slot `i`'s sequence, which is wiped first and after.

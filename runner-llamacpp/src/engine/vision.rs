@@ -14,6 +14,9 @@ use std::sync::Arc;
 
 use runner_protocol::{CompletionRequest, ErrorKind, Prompt, RunnerError};
 
+use std::time::Instant;
+
+use super::{fail, Engine};
 use crate::ffi::{ImageChunk, Part, Piece, Projector, Token};
 use crate::http::Loaded;
 
@@ -154,6 +157,71 @@ pub fn reuse_boundary(reuse: usize, media: &[Media]) -> usize {
         .iter()
         .find(|m| m.at < reuse && reuse < m.at + m.n_tokens())
         .map_or(reuse, |m| m.at)
+}
+
+/// A prompt's tokens as the sampler's penalty history: image stand-ins are no tokens of the
+/// vocabulary, so penalties never see them.
+pub fn text_history(tokens: &[Token], has_media: bool) -> std::borrow::Cow<'_, [Token]> {
+    if has_media {
+        tokens
+            .iter()
+            .copied()
+            .filter(|&t| !is_stand_in(t))
+            .collect::<Vec<_>>()
+            .into()
+    } else {
+        tokens.into()
+    }
+}
+
+impl Engine {
+    /// A slot whose prompt has reached an image: it evaluates the image in a step of its own.
+    pub(super) fn image_due(&self) -> Option<usize> {
+        self.slots.iter().position(|s| {
+            s.active.as_ref().is_some_and(|a| {
+                a.next.is_none() && a.media.front().is_some_and(|m| m.at == s.cache.len())
+            })
+        })
+    }
+
+    /// Encodes slot `i`'s next image with the projector and decodes its embeddings into the
+    /// slot's sequence, in one micro-batch. A failure fails the request and forgets the
+    /// sequence (its KV state is unknown).
+    pub(super) fn eval_image(&mut self, i: usize) {
+        let slot = &mut self.slots[i];
+        let Some(a) = slot.active.as_mut() else {
+            return;
+        };
+        let Some(m) = a.media.pop_front() else {
+            return;
+        };
+        let Some(projector) = self.projector.as_ref() else {
+            return fail(
+                slot,
+                ErrorKind::BadRequest,
+                "this model is missing data required for image input",
+            );
+        };
+        let started = Instant::now();
+        let n = m.n_tokens();
+        let res = projector.encode(&m.chunk).and_then(|embd| {
+            let non_causal = projector.non_causal(&m.chunk);
+            self.ctx
+                .decode_embd(&embd, n, slot.cache.len() as i32, slot.seq, non_causal)
+                .map_err(|e| format!("decoding the image's embeddings failed ({e:?})"))
+        });
+        match res {
+            Ok(()) => {
+                a.timings.prompt_eval_duration_ns += started.elapsed().as_nanos() as u64;
+                slot.cache.extend(a.pending.drain(..n));
+            }
+            Err(msg) => {
+                fail(slot, ErrorKind::Internal, &msg);
+                self.ctx.seq_rm(slot.seq, -1, -1);
+                slot.cache.clear();
+            }
+        }
+    }
 }
 
 #[cfg(test)]
