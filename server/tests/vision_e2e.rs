@@ -147,6 +147,7 @@ async fn images_reach_the_projector_and_cost_its_tokens() {
         assert_eq!(st, 200, "{prefix}: {v1}");
         assert!(v1["usage"]["prompt_tokens"].as_u64().unwrap() > IMAGE_TOKENS as u64);
     }
+    openai_client_sends_a_data_uri(&serve, &img);
     let (st, url) = post(
         &serve,
         "/v1/chat/completions",
@@ -168,6 +169,54 @@ async fn images_reach_the_projector_and_cost_its_tokens() {
         plain["error"],
         "this model is missing data required for image input"
     );
+}
+
+/// The official openai-python client (installed by `scripts/test-clients` into the cache, keyed
+/// by tests/clients/requirements.txt) sends a data-URI image to /v1/chat/completions.
+fn openai_client_sends_a_data_uri(serve: &Serve, img: &str) {
+    use sha2::Digest;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap();
+    let req = std::fs::read(root.join("tests/clients/requirements.txt")).unwrap();
+    let key = &hex::encode(sha2::Sha256::digest(&req))[..16];
+    let home = std::env::var_os("HOME")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_default();
+    let cache = std::env::var_os("HERD_CACHE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| home.join(".cache/herd"));
+    let py = cache.join("pyclients").join(key);
+    if !py.join(".complete").exists() {
+        quantize_support::prereq::missing(format!(
+            "the official Python clients at {} (scripts/test-clients installs them)",
+            py.display()
+        ));
+        return;
+    }
+    let script = r#"
+import os, sys, openai
+ai = openai.OpenAI(base_url=os.environ["URL"] + "/v1", api_key="herd", max_retries=0)
+r = ai.chat.completions.create(model="vis", max_tokens=2, temperature=0, messages=[
+    {"role": "user", "content": [
+        {"type": "text", "text": "Describe"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + os.environ["IMG"]}}]}])
+print(r.usage.prompt_tokens)
+"#;
+    let out = std::process::Command::new("python3")
+        .args(["-c", script])
+        .env("PYTHONPATH", &py)
+        .env("URL", &serve.base)
+        .env("IMG", img)
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "openai client: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let n: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert!(n > IMAGE_TOKENS as u64, "prompt_tokens {n}");
 }
 
 /// A PNG claiming `w`×`h` (signature and an IHDR with a valid CRC) whose pixel data is a

@@ -70,8 +70,14 @@ fn size_policy() {
 #[test]
 fn bad_inputs_say_what_is_wrong() {
     let cases: [(&[u8], &str); 3] = [
-        (b"GIF89a\x01\x00\x01\x00\x00\x00\x00;", "gif images are not supported"),
-        (b"<svg xmlns=\"http://www.w3.org/2000/svg\"/>", "unknown image format"),
+        (
+            b"GIF89a\x01\x00\x01\x00\x00\x00\x00;",
+            "gif images are not supported",
+        ),
+        (
+            b"<svg xmlns=\"http://www.w3.org/2000/svg\"/>",
+            "unknown image format",
+        ),
         (b"\x89PNG\r\n\x1a\n\x00\x00", "corrupt or truncated"),
     ];
     for (bytes, want) in cases {
@@ -79,7 +85,10 @@ fn bad_inputs_say_what_is_wrong() {
         assert!(e.starts_with("invalid image 2: "), "{e}");
         assert!(e.contains(want), "{e}");
     }
-    assert!(decode(0, "not base64!").unwrap_err().to_string().contains("base64"));
+    assert!(decode(0, "not base64!")
+        .unwrap_err()
+        .to_string()
+        .contains("base64"));
 }
 
 fn image(id: &str) -> Image {
