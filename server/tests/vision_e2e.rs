@@ -295,6 +295,19 @@ async fn bad_images_are_400_and_the_server_keeps_serving() {
         let msg = r["error"].as_str().unwrap_or_default();
         assert!(msg.contains(want), "{what}: {msg}");
     }
+    // The bomb was refused from its header: the server's peak RSS stays far below the 1.2 GB
+    // its pixels would take.
+    let status = std::fs::read_to_string(format!("/proc/{}/status", serve.pid())).unwrap();
+    let hwm_kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    eprintln!(
+        "herd serve peak RSS after the bad images: {} MiB",
+        hwm_kb / 1024
+    );
+    assert!(hwm_kb < 300 * 1024, "peak RSS {hwm_kb} kB");
     let (st, ok) = post(
         &serve,
         "/api/generate",
@@ -315,4 +328,54 @@ async fn bad_images_are_400_and_the_server_keeps_serving() {
         .as_str()
         .unwrap()
         .contains("image_max_tokens"));
+}
+
+/// Bench (scripts/bench vision): per cold image, the projector's tokens and the image's share
+/// of prompt evaluation (prompt_eval_duration with the image − the same turn with its
+/// wrapping tokens as text, on the model without the projector). One run; CPU.
+#[tokio::test]
+#[ignore]
+async fn bench_image_encode() {
+    let Some((serve, _dir)) = setup() else { return };
+    let n: usize = std::env::var("HERD_BENCH_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    let chat = |model: &str, content: &str, images: Vec<String>| {
+        json!({"model": model, "stream": false, "options": {"temperature": 0, "num_predict": 1},
+               "messages": [{"role": "user", "content": content, "images": images}]})
+    };
+    // Warm both runners.
+    post(&serve, "/api/chat", chat("plain", "hi", vec![])).await;
+    post(&serve, "/api/chat", chat("vis", "hi", vec![])).await;
+    let mut ms = Vec::new();
+    for i in 0..n {
+        // A new image each time (nothing cached), a different text so the text turn is cold too.
+        let img = b64(&png(640, 480, 100 + i as u64));
+        let q = format!("Question {i}: what is this?");
+        let (_, with) = post(&serve, "/api/chat", chat("vis", &q, vec![img])).await;
+        let text = format!("<start_of_image><end_of_image>{q}");
+        let (_, without) = post(&serve, "/api/chat", chat("plain", &text, vec![])).await;
+        let d = |v: &Value| v["prompt_eval_duration"].as_u64().unwrap_or(0) as f64 / 1e6;
+        let tokens = with["prompt_eval_count"].as_u64().unwrap_or(0)
+            - without["prompt_eval_count"].as_u64().unwrap_or(0);
+        assert_eq!(tokens, IMAGE_TOKENS as u64);
+        ms.push(d(&with) - d(&without));
+    }
+    ms.sort_by(f64::total_cmp);
+    // The runner's own split of each image's time (its debug line).
+    for l in serve.log.lock().unwrap().iter() {
+        if let Some(at) = l.find("image of ") {
+            println!(
+                "\nvision: runner {}",
+                l[at..].split(" stream=").next().unwrap_or("")
+            );
+        }
+    }
+    println!(
+        "\nvision: tiny gemma3 projector, 640x480 PNG, {IMAGE_TOKENS} tokens per image (fixed \
+         resolution; budgets not implemented): image prompt time p50 {:.1} ms, max {:.1} ms over {n}",
+        ms[ms.len() / 2],
+        ms[ms.len() - 1]
+    );
 }

@@ -204,12 +204,21 @@ impl Engine {
         };
         let started = Instant::now();
         let n = m.n_tokens();
+        let mut encoded = started;
         let res = projector.encode(&m.chunk).and_then(|embd| {
+            encoded = Instant::now();
             let non_causal = projector.non_causal(&m.chunk);
             self.ctx
                 .decode_embd(&embd, n, slot.cache.len() as i32, slot.seq, non_causal)
                 .map_err(|e| format!("decoding the image's embeddings failed ({e:?})"))
         });
+        if crate::ffi::log_debug() {
+            eprintln!(
+                "runner-llamacpp: slot {i}: image of {n} tokens: encode {:.1} ms, decode {:.1} ms",
+                (encoded - started).as_secs_f64() * 1e3,
+                encoded.elapsed().as_secs_f64() * 1e3
+            );
+        }
         match res {
             Ok(()) => {
                 a.timings.prompt_eval_duration_ns += started.elapsed().as_nanos() as u64;
