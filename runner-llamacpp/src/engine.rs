@@ -44,10 +44,13 @@ use tokio::sync::{mpsc::UnboundedSender, oneshot};
 mod cancel;
 mod sample;
 mod stats;
+pub mod vision;
 
 pub struct CompleteJob {
     /// Already tokenized and fitted to the slot size (`plan::fit_prompt`).
     pub tokens: Vec<Token>,
+    /// The prompt's images, in order (`vision` module invariants).
+    pub media: Vec<vision::Media>,
     pub req: CompletionRequest,
     pub out: UnboundedSender<CompletionChunk>,
     /// The request's output constraint (`NoMask` when it has none).
@@ -71,6 +74,9 @@ struct Active {
     req: CompletionRequest,
     /// Prompt tokens not yet in the KV.
     pending: Vec<Token>,
+    /// Images among `pending`, by position in the slot's sequence; an image is evaluated when
+    /// the cache has reached its position.
+    media: VecDeque<vision::Media>,
     /// Sampled token waiting to enter the KV.
     next: Option<Token>,
     sampler: Sampler,
@@ -110,6 +116,7 @@ pub struct Engine {
     /// K of the device top-k; None = every row comes whole to the host.
     k_dev: Option<usize>,
     stats: StepStats,
+    projector: Option<Arc<crate::ffi::Projector>>,
 }
 
 impl Engine {
@@ -136,7 +143,14 @@ impl Engine {
             prefilled_last: false,
             k_dev,
             stats: StepStats::new(0),
+            projector: None,
         }
+    }
+
+    /// The vision projector that evaluates the images of requests (`vision`).
+    pub fn with_projector(mut self, projector: Option<Arc<crate::ffi::Projector>>) -> Engine {
+        self.projector = projector;
+        self
     }
 
     /// Print per-phase step timings every `every` decode steps (0 = off).
@@ -221,11 +235,21 @@ impl Engine {
     fn start(&mut self, i: usize, job: CompleteJob) {
         let n_ctx_seq = self.n_ctx_seq;
         let slot = &mut self.slots[i];
-        let mut reuse = plan::reuse_len(&slot.cache, &job.tokens, job.req.cache_prompt);
+        let mut reuse = vision::reuse_boundary(
+            plan::reuse_len(&slot.cache, &job.tokens, job.req.cache_prompt),
+            &job.media,
+        );
         if !self.ctx.seq_rm(slot.seq, reuse as i32, -1) {
             // The memory cannot cut a partial range (recurrent models): start over.
             self.ctx.seq_rm(slot.seq, -1, -1);
             reuse = 0;
+        }
+        if crate::ffi::log_debug() {
+            eprintln!(
+                "runner-llamacpp: slot {i}: {} prompt tokens, {reuse} from the cache, {} images",
+                job.tokens.len(),
+                job.media.len()
+            );
         }
         slot.cache.truncate(reuse);
         let limit = match job.req.num_predict {
@@ -244,7 +268,10 @@ impl Engine {
             });
             return;
         }
-        let sampler = Sampler::new(&job.req.sampling, &job.tokens, n_ctx_seq, job.mask);
+        let history = vision::text_history(&job.tokens, !job.media.is_empty());
+        let sampler = Sampler::new(&job.req.sampling, &history, n_ctx_seq, job.mask);
+        let media: VecDeque<vision::Media> =
+            job.media.into_iter().filter(|m| m.at >= reuse).collect();
         let lp = job.req.logprobs || job.req.top_logprobs > 0;
         let why = self
             .k_dev
@@ -259,6 +286,7 @@ impl Engine {
         slot.active = Some(Active {
             text: TextStream::new(&job.req.stop),
             pending: job.tokens[reuse..].to_vec(),
+            media,
             out: job.out,
             req: job.req,
             next: None,
@@ -318,6 +346,12 @@ impl Engine {
     fn step(&mut self) -> bool {
         self.stats.lap(Phase::Loop);
         self.compact();
+        // A prompt that has reached an image evaluates it in a step of its own.
+        if let Some(i) = self.image_due() {
+            self.eval_image(i);
+            self.prefilled_last = true;
+            return true;
+        }
         self.batch.clear();
         let mut in_prefill = vec![false; self.slots.len()];
         // Tokens go in in slot (= sequence) order, which llama.cpp needs to keep a step in one
@@ -326,9 +360,14 @@ impl Engine {
             .slots
             .iter()
             .map(|s| {
-                s.active
-                    .as_ref()
-                    .map_or((false, 0), |a| (a.next.is_some(), a.pending.len()))
+                s.active.as_ref().map_or((false, 0), |a| {
+                    // Text up to the next image (which gets a step of its own).
+                    let text = a
+                        .media
+                        .front()
+                        .map_or(a.pending.len(), |m| m.at - s.cache.len());
+                    (a.next.is_some(), text)
+                })
             })
             .collect();
         let (takes, prefill) = plan::compose(

@@ -30,7 +30,8 @@ use tokio_stream::StreamExt;
 pub type Body = BoxBody<Bytes, Infallible>;
 
 /// Request bodies above this are refused (a long prompt is a few MB of JSON at most).
-const MAX_BODY: usize = 64 << 20;
+// Images travel as RGB (the server bounds them at 64 Mpx a request: 256 MiB of base64).
+const MAX_BODY: usize = 320 << 20;
 
 /// What a loaded runner knows; set once when the load succeeds.
 pub struct Loaded {
@@ -41,6 +42,8 @@ pub struct Loaded {
     /// Longest embedding input (per-slot context, or one batch for pooled models).
     pub embed_limit: usize,
     pub abort: Arc<AtomicBool>,
+    /// The vision projector, when the model has one (`--mmproj`).
+    pub projector: Option<Arc<crate::ffi::Projector>>,
 }
 
 pub struct State {
@@ -152,42 +155,51 @@ async fn prompt_tokens(
 
 async fn completion(req: Request<Incoming>, state: &State) -> Res {
     let loaded = ready(state).await?;
-    let r: CompletionRequest = body(req).await?;
+    let mut r: CompletionRequest = body(req).await?;
     if r.top_logprobs > 20 {
         return Err(RunnerError::new(
             ErrorKind::BadRequest,
             "top_logprobs must be at most 20",
         ));
     }
-    let tokens = prompt_tokens(
-        &loaded.model,
-        r.prompt.clone(),
-        r.add_special,
-        r.parse_special,
-    )
-    .await?;
+    let (tokens, media) = if r.images.is_empty() {
+        let tokens = prompt_tokens(
+            &loaded.model,
+            r.prompt.clone(),
+            r.add_special,
+            r.parse_special,
+        )
+        .await?;
+        (tokens, Vec::new())
+    } else {
+        crate::engine::vision::prompt(loaded, &mut r).await?
+    };
     if tokens.is_empty() {
         return Err(RunnerError::new(
             ErrorKind::BadRequest,
             "the prompt is empty",
         ));
     }
+    let overflow = |o: plan::Overflow| {
+        RunnerError::new(
+            ErrorKind::ContextOverflow,
+            format!(
+                "prompt is {} tokens, the context holds {}",
+                o.prompt, o.limit
+            ),
+        )
+    };
+    // A prompt with images is never cut (half an image means nothing to the model).
+    let truncate = r.truncate && media.is_empty();
     let tokens =
-        plan::fit_prompt(tokens, loaded.n_ctx_seq, r.num_keep, r.truncate).map_err(|o| {
-            RunnerError::new(
-                ErrorKind::ContextOverflow,
-                format!(
-                    "prompt is {} tokens, the context holds {}",
-                    o.prompt, o.limit
-                ),
-            )
-        })?;
+        plan::fit_prompt(tokens, loaded.n_ctx_seq, r.num_keep, truncate).map_err(overflow)?;
     let mask = constraint_mask(&loaded.model, r.constraint.clone()).await?;
     let (tx, rx) = mpsc::unbounded_channel();
     send(
         state,
         Job::Complete(Box::new(CompleteJob {
             tokens,
+            media,
             req: r,
             out: tx,
             mask,

@@ -76,6 +76,9 @@ struct Args {
     /// A LoRA adapter GGUF to apply (repeatable; the model's ADAPTER layers).
     #[arg(long)]
     lora: Vec<PathBuf>,
+    /// A vision projector (mmproj GGUF, the model's projector layer) loaded through libmtmd.
+    #[arg(long)]
+    mmproj: Option<PathBuf>,
     /// Choose each row's top candidates on the device that computes the logits and copy only
     /// those to the host (requests that need whole rows still get them). auto = when the output
     /// layer is on a GPU. Off by default: even with patch 0004's radix top-k it measured level
@@ -301,12 +304,14 @@ fn load_and_run(args: &Args, state: &State, jobs: std::sync::mpsc::Receiver<engi
             // CPU batch invariance needs isolated prompt steps; the patches behind it are
             // CPU-only, and on a GPU mixed steps start many streams sooner.
             let isolate = !(ffi::supports_gpu_offload() && args.gpu_layers != 0);
+            let projector = state.loaded.get().and_then(|l| l.projector.clone());
             engine::Engine::new(
                 loaded.1,
                 args.parallel as usize,
                 args.batch as usize,
                 isolate,
             )
+            .with_projector(projector)
             .with_step_stats(args.step_stats)
             .run(jobs);
         }
@@ -364,11 +369,27 @@ fn load(args: &Args, state: &State) -> Result<(Loaded, ffi::Context), RunnerErro
             .unwrap_or(4),
         n => n as i32,
     };
+    let projector = match &args.mmproj {
+        None => None,
+        Some(p) => Some(Arc::new(
+            ffi::Projector::load(p, model.clone(), threads, args.gpu_layers != 0)
+                .map_err(|m| load_err(format!("projector: {m}")))?,
+        )),
+    };
+    // An image's tokens go through the model in one micro-batch (non-causal attention), so
+    // the context's batch and micro-batch hold the largest image the projector makes.
+    let image_tokens = match &projector {
+        Some(p) => {
+            engine::vision::max_image_tokens(p).map_err(|m| load_err(format!("projector: {m}")))?
+        }
+        None => 0,
+    };
+    let n_batch = args.batch.max(image_tokens);
     let cp = ffi::ContextParams {
         n_ctx: args.ctx_size.saturating_mul(args.parallel),
         n_seq_max: args.parallel,
-        n_batch: args.batch,
-        n_ubatch: args.ubatch.min(args.batch),
+        n_batch,
+        n_ubatch: args.ubatch.min(args.batch).max(image_tokens),
         threads,
         flash_attn: match args.flash_attn {
             FlashAttention::On => Some(true),
@@ -437,6 +458,7 @@ fn load(args: &Args, state: &State) -> Result<(Loaded, ffi::Context), RunnerErro
             n_ctx_seq,
             embed_limit,
             abort,
+            projector,
         },
         ctx,
     ))
@@ -494,9 +516,11 @@ mod tests {
             mmap: false,
             embedding: true,
             lora: vec!["/m/a.gguf".into(), "/m/b.gguf".into()],
+            projector: Some("/m/p.gguf".into()),
         };
         let a = parse(&o);
         assert_eq!(a.lora, o.lora, "every adapter reaches the runner, in order");
+        assert_eq!(a.mmproj, o.projector, "the projector reaches the runner");
         assert_eq!(
             (
                 a.ctx_size,

@@ -11,6 +11,7 @@ pub mod engine;
 pub mod error;
 pub mod eval;
 pub mod gguf;
+pub mod images;
 pub mod metrics;
 pub mod modelfile;
 pub mod prompt;

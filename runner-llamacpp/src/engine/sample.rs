@@ -86,6 +86,7 @@ mod tests {
             sampler: Sampler::new(&req.sampling, &[1, 2, 3], 64, Box::new(NoMask)),
             req,
             pending: Vec::new(),
+            media: Default::default(),
             next: None,
             text: TextStream::new(&[]),
             lp_held: Vec::new(),

@@ -25,10 +25,12 @@ mod sys {
 mod backend_sampling;
 mod chain;
 mod lora;
+mod mtmd;
 mod quantize;
 mod rows;
 
 pub use chain::SamplerChain;
+pub use mtmd::{ImageChunk, Part, Piece, Projector};
 pub use rows::Row;
 
 pub use quantize::{ftype, model_quantize, QuantLog};

@@ -211,6 +211,54 @@ pub struct CompletionRequest {
     /// 0..=20.
     pub top_logprobs: u32,
     pub constraint: Option<Constraint>,
+    /// Images placed in a text prompt, in prompt order (empty for text-only requests).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<PromptImage>,
+}
+
+/// One image in a text prompt, already decoded and bounded by the server (a runner never
+/// parses an image file): RGB pixels, so the runner's only work is the projector's own resize.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptImage {
+    /// Byte offset in the text prompt where the image goes (a char boundary; offsets never
+    /// decrease from one image to the next).
+    pub offset: usize,
+    /// Hex SHA-256 of the image file as sent: equal ids are the same pixels, so a runner's
+    /// prefix cache may key the image's positions by it.
+    pub id: String,
+    pub width: u32,
+    pub height: u32,
+    /// `width * height * 3` bytes, row-major RGB8 (base64 in JSON).
+    #[serde(with = "rgb_base64")]
+    pub rgb: Vec<u8>,
+}
+
+impl std::fmt::Debug for PromptImage {
+    /// Pixels are never printed (logs carry sizes only).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PromptImage")
+            .field("offset", &self.offset)
+            .field("id", &self.id)
+            .field("width", &self.width)
+            .field("height", &self.height)
+            .finish_non_exhaustive()
+    }
+}
+
+mod rgb_base64 {
+    use base64::Engine as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(v))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        base64::engine::general_purpose::STANDARD
+            .decode(s.as_bytes())
+            .map_err(serde::de::Error::custom)
+    }
 }
 
 impl Default for CompletionRequest {
@@ -229,6 +277,7 @@ impl Default for CompletionRequest {
             logprobs: false,
             top_logprobs: 0,
             constraint: None,
+            images: Vec::new(),
         }
     }
 }

@@ -92,6 +92,10 @@ pub struct LoadOptions {
     /// LoRA adapters applied at load (the model's `ADAPTER` layers), in order.
     #[serde(default)]
     pub lora: Vec<PathBuf>,
+    /// The vision projector (mmproj GGUF, the model's `projector` layer) loaded beside the
+    /// model; images are refused by a runner without one.
+    #[serde(default)]
+    pub projector: Option<PathBuf>,
 }
 
 impl Default for LoadOptions {
@@ -110,6 +114,7 @@ impl Default for LoadOptions {
             mmap: true,
             embedding: false,
             lora: Vec::new(),
+            projector: None,
         }
     }
 }
@@ -150,6 +155,10 @@ impl LoadOptions {
         for l in &self.lora {
             a.push("--lora".into());
             a.push(l.to_string_lossy().into_owned());
+        }
+        if let Some(p) = &self.projector {
+            a.push("--mmproj".into());
+            a.push(p.to_string_lossy().into_owned());
         }
         a
     }

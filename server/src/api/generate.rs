@@ -2,6 +2,7 @@
 //! load/unload special cases (empty prompt or messages), then the job goes to the `Inference`
 //! seam and its chunks are streamed (NDJSON) or folded into one reply.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::State;
@@ -10,8 +11,8 @@ use axum::Json;
 use futures_util::StreamExt;
 
 use super::inference::{
-    check_capabilities, check_images, check_requires, engine, resolve_model, ChatJob, GenerateJob,
-    NameErrors,
+    check_capabilities, check_requires, engine, request_images, resolve_model, ChatJob,
+    GenerateJob, NameErrors,
 };
 use super::options::Options;
 use super::request::{
@@ -54,7 +55,11 @@ async fn generate_inner(state: AppState, req: GenerateRequest) -> Result<Respons
     check_capabilities(&model, &req.model, "generate", &wanted)?;
     check_requires(&model)?;
     // A render-only request shows where images go; no model looks at them.
-    check_images(&model, !req.images.is_empty() && !req.debug_render_only)?;
+    let images = if req.debug_render_only {
+        Arc::default()
+    } else {
+        request_images(&model, req.images.clone()).await?
+    };
     let options = Options::resolve(
         state.defaults.context_length,
         &model.view.options,
@@ -78,6 +83,7 @@ async fn generate_inner(state: AppState, req: GenerateRequest) -> Result<Respons
             think,
             format,
             keep_alive,
+            images,
         })
         .await?;
     let chunks: ChunkStream<GenerateResponse> = Box::pin(chunks.map(move |c| {
@@ -125,10 +131,12 @@ async fn chat_inner(state: AppState, req: ChatRequest) -> Result<Response> {
     let think = effective_think(think, model.can("thinking"), &req.model)?;
     check_capabilities(&model, &req.model, "chat", &wanted)?;
     check_requires(&model)?;
-    check_images(
-        &model,
-        !req.debug_render_only && req.messages.iter().any(|m| !m.images.is_empty()),
-    )?;
+    let images = if req.debug_render_only {
+        Arc::default()
+    } else {
+        let all = req.messages.iter().flat_map(|m| m.images.iter().cloned());
+        request_images(&model, all.collect()).await?
+    };
     let options = Options::resolve(
         state.defaults.context_length,
         &model.view.options,
@@ -153,6 +161,7 @@ async fn chat_inner(state: AppState, req: ChatRequest) -> Result<Response> {
             think,
             format,
             keep_alive,
+            images,
         })
         .await?;
     let chunks: ChunkStream<ChatResponse> = Box::pin(chunks.map(move |c| {

@@ -48,6 +48,8 @@ pub struct GenerateJob {
     pub think: Option<ThinkValue>,
     pub format: Format,
     pub keep_alive: KeepAlive,
+    /// The request's images, decoded, in conversation order.
+    pub images: Arc<Vec<crate::images::Image>>,
 }
 
 #[derive(Debug, Clone)]
@@ -58,6 +60,8 @@ pub struct ChatJob {
     pub think: Option<ThinkValue>,
     pub format: Format,
     pub keep_alive: KeepAlive,
+    /// The request's images, decoded, in conversation order.
+    pub images: Arc<Vec<crate::images::Image>>,
 }
 
 #[derive(Debug, Clone)]
@@ -270,20 +274,29 @@ pub fn check_requires(model: &ResolvedModel) -> Result<()> {
 
 /// Images are never dropped in silence. A model without the vision capability gets Ollama's
 /// error (its runner's text, which clients match on to fall back to text-only); a vision model
-/// is refused too while no runner evaluates images (its projector is not loaded).
-pub fn check_images(model: &ResolvedModel, has_images: bool) -> Result<()> {
-    if !has_images {
-        Ok(())
-    } else if !model.can("vision") {
-        Err(Error::BadRequest(
-            "this model is missing data required for image input".into(),
-        ))
-    } else {
-        Err(Error::BadRequest(format!(
-            "{}: image input is not supported by this server yet",
-            model.name
-        )))
+/// whose encoder lives inside the model file (no projector layer) is refused too, since the
+/// GGUF engine evaluates images only through a projector. Otherwise the images are decoded and
+/// bounded here (`crate::images`), before any runner is involved.
+pub async fn request_images(
+    model: &ResolvedModel,
+    images: Vec<String>,
+) -> Result<Arc<Vec<crate::images::Image>>> {
+    if images.is_empty() {
+        return Ok(Arc::default());
     }
+    if !model.can("vision") {
+        return Err(Error::BadRequest(
+            "this model is missing data required for image input".into(),
+        ));
+    }
+    if model.view.projector_paths.is_empty() {
+        return Err(Error::BadRequest(format!(
+            "{}: this model's vision encoder is inside the model file; the GGUF engine \
+             evaluates images only through a projector layer",
+            model.name
+        )));
+    }
+    crate::images::decode_all(images).await
 }
 
 /// The engine, or a clear error while none is wired in.

@@ -119,6 +119,14 @@ impl Options {
                 "presence_penalty" => self.presence_penalty = float(key, val)?,
                 "frequency_penalty" => self.frequency_penalty = float(key, val)?,
                 "stop" => self.stop = strings(key, val)?,
+                // Per-request image budgets need a projector that resizes per image; until the
+                // engine honours them they are refused, never ignored (issue 17).
+                "image_min_tokens" | "image_max_tokens" => {
+                    return Err(Error::BadRequest(format!(
+                        "option {} is not supported by this server yet (image token budgets)",
+                        go_quote(key)
+                    )))
+                }
                 _ => {
                     tracing::warn!(option = %key, "invalid option provided");
                     ignored.push(key.clone());

@@ -231,12 +231,19 @@ impl ModelView {
                     if tpl.uses_suffix() {
                         add("insert");
                     }
+                    // Ollama checks projector layers after tools/insert, before thinking.
+                    if !self.projector_paths.is_empty() {
+                        add("vision");
+                    }
                     if tpl.thinking_tags().is_some() {
                         add("thinking");
                     }
                 }
                 Err(e) => tracing::warn!(error = %e, "model template contains errors"),
             }
+        }
+        if !self.projector_paths.is_empty() {
+            add("vision");
         }
         caps
     }

@@ -110,6 +110,8 @@ struct Controls<'a> {
     format: &'a crate::api::request::Format,
     /// Strings that end the thinking the response begins with (the output parser's).
     thinking_close: Vec<String>,
+    /// The images the prompt's `[img-N]` markers name.
+    images: &'a [crate::images::Image],
 }
 
 /// The completion parameters every job shares.
@@ -118,16 +120,18 @@ fn completion(
     opts: &Options,
     prompt: String,
     ctl: Controls<'_>,
-) -> runner_protocol::CompletionRequest {
+) -> Result<runner_protocol::CompletionRequest> {
     let mut c = opts.completion_request();
     c.add_special = convert::add_special(model, &prompt);
+    let (prompt, images) = crate::images::place(&prompt, ctl.images)?;
     c.prompt = Prompt::Text(prompt);
+    c.images = images;
     c.truncate = ctl.truncate.unwrap_or(true);
     c.shift = ctl.shift.unwrap_or(true);
     c.logprobs = ctl.logprobs;
     c.top_logprobs = u32::try_from(ctl.top_logprobs).unwrap_or(0);
     c.constraint = api_convert::constraint(ctl.format, ctl.thinking_close);
-    c
+    Ok(c)
 }
 
 async fn generate(engine: Engine, job: GenerateJob) -> Result<ChunkStream<GenerateResponse>> {
@@ -233,8 +237,9 @@ async fn generate(engine: Engine, job: GenerateJob) -> Result<ChunkStream<Genera
             top_logprobs: req.top_logprobs,
             format: &job.format,
             thinking_close: parser.thinking_close(),
+            images: &job.images,
         },
-    );
+    )?;
     let reprompt: two_pass::Reprompt = Box::new(move |thinking: &str| {
         let prefill = two_pass::prefill(thinking);
         let rendered = render_generate(
@@ -280,6 +285,12 @@ async fn run(
     load: std::time::Duration,
 ) -> Result<Events> {
     if two_pass::applies(engine.settings().format_two_pass, creq.constraint.as_ref()) {
+        if !creq.images.is_empty() {
+            // Pass two re-renders the prompt, which would have to place the images again.
+            return Err(Error::BadRequest(
+                "a format with images is not supported while OLLAMA_FORMAT_TWO_PASS is on".into(),
+            ));
+        }
         return Ok(Box::pin(two_pass::run(two_pass::Plan {
             lease,
             first: creq,
@@ -401,6 +412,10 @@ async fn chat(engine: Engine, job: ChatJob) -> Result<ChunkStream<ChatResponse>>
         let (render, kept) = (render.clone(), kept.clone());
         blocking(move || render(kept)).await?
     };
+    // Truncation drops the oldest turns, so the kept messages hold the last images; their
+    // markers are numbered from 0 again in the rendered window.
+    let kept_images: usize = kept.iter().map(|m| m.images).sum();
+    let images = &job.images[job.images.len().saturating_sub(kept_images)..];
     let names = prompt::parsers::tool_names(&tools);
     // The parser splits content, thinking and tool calls; text it holds back (a possible tag)
     // comes in a later chunk, so chunks with nothing to say are skipped as Ollama does.
@@ -425,8 +440,9 @@ async fn chat(engine: Engine, job: ChatJob) -> Result<ChunkStream<ChatResponse>>
             top_logprobs: req.top_logprobs,
             format: &job.format,
             thinking_close: parser.thinking_close(),
+            images,
         },
-    );
+    )?;
     let reprompt: two_pass::Reprompt = {
         let model = model.clone();
         Box::new(move |thinking: &str| {

@@ -67,6 +67,8 @@ pub fn load_options(opts: &Options, model: &Model, settings: &Settings) -> LoadO
         embedding,
         // A model never runs without its adapter: the runner applies these or fails to load.
         lora: model.view.adapter_paths.clone(),
+        // Ollama's runner loads the first projector layer.
+        projector: model.view.projector_paths.first().cloned(),
         ..LoadOptions::default()
     };
     opts.apply_to_load(&mut load);

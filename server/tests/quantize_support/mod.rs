@@ -97,6 +97,11 @@ impl Serve {
     }
 
     /// Runs a herd client command against this server: (success, stdout, stderr).
+    /// The `herd serve` process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn herd(&self, args: &[&str], cwd: &Path) -> (bool, String, String) {
         let out = Command::new(HERD)
             .args(args)
