@@ -27,8 +27,9 @@
 
 use crate::ffi::{Batch, Context, DecodeError, Model, Row, Token};
 use crate::plan::{self, Take};
-use crate::sampling::{needs_row, Choice, Sampler, TokenMask};
-use crate::text::TextStream;
+use crate::sampling::{needs_row, Choice, Sampler};
+use runner_core::jobs::{CompleteJob, Job};
+use runner_core::text::TextStream;
 use runner_protocol::{
     CompletionChunk, CompletionRequest, DoneReason, EmbedResponse, ErrorKind, RunnerError, Timings,
     TokenLogprob, TopLogprob,
@@ -39,32 +40,11 @@ use std::collections::VecDeque;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::sync::{mpsc::UnboundedSender, oneshot};
+use tokio::sync::mpsc::UnboundedSender;
 
 mod cancel;
 mod sample;
 mod stats;
-
-pub struct CompleteJob {
-    /// Already tokenized and fitted to the slot size (`plan::fit_prompt`).
-    pub tokens: Vec<Token>,
-    pub req: CompletionRequest,
-    pub out: UnboundedSender<CompletionChunk>,
-    /// The request's output constraint (`NoMask` when it has none).
-    pub mask: Box<dyn TokenMask>,
-}
-
-pub struct EmbedJob {
-    /// Tokenized and fitted inputs.
-    pub inputs: Vec<Vec<Token>>,
-    pub reply: oneshot::Sender<Result<EmbedResponse, RunnerError>>,
-}
-
-pub enum Job {
-    Complete(Box<CompleteJob>),
-    Embed(EmbedJob),
-    Shutdown,
-}
 
 struct Active {
     out: UnboundedSender<CompletionChunk>,
