@@ -303,6 +303,10 @@ fn bindings(install: &Path) -> Res<()> {
         .allowlist_function("ggml_log_set")
         .allowlist_type("llama_.*")
         .allowlist_var("LLAMA_.*")
+        // Candidates are runner-core's `TokenData` (same #[repr(C)] layout as llama.h's
+        // struct), so the sampler's arrays reach llama.cpp's samplers without a copy.
+        .blocklist_type("llama_token_data")
+        .raw_line("pub use runner_core::TokenData as llama_token_data;")
         .prepend_enum_name(false)
         .derive_default(true)
         .layout_tests(false)

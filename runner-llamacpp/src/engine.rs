@@ -27,8 +27,9 @@
 
 use crate::ffi::{Batch, Context, DecodeError, Model, Row, Token};
 use crate::plan::{self, Take};
-use crate::sampling::{needs_row, Choice, Sampler, TokenMask};
-use crate::text::TextStream;
+use crate::sampling::{needs_row, Choice, Sampler};
+use runner_core::jobs::{CompleteJob, Job};
+use runner_core::text::TextStream;
 use runner_protocol::{
     CompletionChunk, CompletionRequest, DoneReason, EmbedResponse, ErrorKind, RunnerError, Timings,
     TokenLogprob, TopLogprob,
@@ -39,35 +40,12 @@ use std::collections::VecDeque;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::sync::{mpsc::UnboundedSender, oneshot};
+use tokio::sync::mpsc::UnboundedSender;
 
 mod cancel;
 mod sample;
 mod stats;
 pub mod vision;
-
-pub struct CompleteJob {
-    /// Already tokenized and fitted to the slot size (`plan::fit_prompt`).
-    pub tokens: Vec<Token>,
-    /// The prompt's images, in order (`vision` module invariants).
-    pub media: Vec<vision::Media>,
-    pub req: CompletionRequest,
-    pub out: UnboundedSender<CompletionChunk>,
-    /// The request's output constraint (`NoMask` when it has none).
-    pub mask: Box<dyn TokenMask>,
-}
-
-pub struct EmbedJob {
-    /// Tokenized and fitted inputs.
-    pub inputs: Vec<Vec<Token>>,
-    pub reply: oneshot::Sender<Result<EmbedResponse, RunnerError>>,
-}
-
-pub enum Job {
-    Complete(Box<CompleteJob>),
-    Embed(EmbedJob),
-    Shutdown,
-}
 
 struct Active {
     out: UnboundedSender<CompletionChunk>,
@@ -232,12 +210,13 @@ impl Engine {
         }
     }
 
-    fn start(&mut self, i: usize, job: CompleteJob) {
+    fn start(&mut self, i: usize, mut job: CompleteJob) {
         let n_ctx_seq = self.n_ctx_seq;
         let slot = &mut self.slots[i];
+        let job_media = vision::from_jobs(std::mem::take(&mut job.media));
         let mut reuse = vision::reuse_boundary(
             plan::reuse_len(&slot.cache, &job.tokens, job.req.cache_prompt),
-            &job.media,
+            &job_media,
         );
         if !self.ctx.seq_rm(slot.seq, reuse as i32, -1) {
             // The memory cannot cut a partial range (recurrent models): start over.
@@ -248,7 +227,7 @@ impl Engine {
             eprintln!(
                 "runner-llamacpp: slot {i}: {} prompt tokens, {reuse} from the cache, {} images",
                 job.tokens.len(),
-                job.media.len()
+                job_media.len()
             );
         }
         slot.cache.truncate(reuse);
@@ -268,10 +247,10 @@ impl Engine {
             });
             return;
         }
-        let history = vision::text_history(&job.tokens, !job.media.is_empty());
+        let history = vision::text_history(&job.tokens, !job_media.is_empty());
         let sampler = Sampler::new(&job.req.sampling, &history, n_ctx_seq, job.mask);
         let media: VecDeque<vision::Media> =
-            job.media.into_iter().filter(|m| m.at >= reuse).collect();
+            job_media.into_iter().filter(|m| m.at >= reuse).collect();
         let lp = job.req.logprobs || job.req.top_logprobs > 0;
         let why = self
             .k_dev

@@ -1,37 +1,26 @@
 //! runner-llamacpp: serves one GGUF model over the runner protocol (runner_protocol) on a Unix
 //! socket. Flags are exactly `LoadOptions::to_args()` plus `--socket`.
 //!
-//! Start-up order: bind the socket (0600) and serve at once, so `/health` reports the load's
-//! progress; load the model and create the context on the engine thread; then `ready` (or
-//! `failed{kind,message}`, after which the process keeps answering `/health` until stopped).
+//! The socket, its protocol, start-up order and SIGTERM drain are runner-core's (`serve`); this
+//! binary loads the model and creates the context on the engine thread, then runs the engine.
 //! `runner-llamacpp quantize …` instead runs the one-shot quantizer (quantize.rs).
-//!
-//! SIGTERM/SIGINT: stop accepting, abort the in-flight decode, end streams with `Cancelled`,
-//! remove the socket, exit 0.
 
 mod embed;
 mod engine;
 mod ffi;
-mod grammar;
-mod http;
 #[cfg(test)]
 mod numerics;
 mod plan;
 mod quantize;
 mod sampling;
-mod select;
-mod text;
+mod vocab;
 
 use clap::Parser;
-use http::{Loaded, State};
-use hyper_util::rt::TokioIo;
-use runner_protocol::{ErrorKind, FlashAttention, Health, Info, KvCacheType, RunnerError};
+use runner_core::http::{Loaded, State};
+use runner_protocol::{ErrorKind, FlashAttention, Info, KvCacheType, RunnerError};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::UnixListener;
-use tokio::sync::watch;
 
 /// Engine name and pin reported in `/info`.
 const ENGINE: &str = concat!("llama.cpp ", env!("HERD_LLAMA_BUILD"));
@@ -128,13 +117,6 @@ fn parse_kv(s: &str) -> Result<KvCacheType, String> {
 }
 
 fn main() {
-    // Fail fast: a panic on any thread (the engine's above all) ends the process, so the server
-    // sees the exit at once instead of a runner that is `ready` but never answers.
-    let default_hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        default_hook(info);
-        std::process::exit(101);
-    }));
     // `runner-llamacpp quantize …` is a separate one-shot tool (quantize.rs).
     if std::env::args_os().nth(1).is_some_and(|a| a == "quantize") {
         std::process::exit(quantize::main(std::env::args_os().skip(1)));
@@ -144,136 +126,32 @@ fn main() {
         eprintln!("runner-llamacpp: --parallel, --ctx-size and --batch must be positive");
         std::process::exit(2);
     }
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("runner-llamacpp: cannot start the async runtime: {e}");
-            std::process::exit(1);
-        }
-    };
-    let code = rt.block_on(serve(args));
+    let socket = args.socket.clone();
+    let code = runner_core::serve::run(&socket, move |state, jobs| {
+        std::thread::Builder::new()
+            .name("engine".into())
+            .spawn(move || load_and_run(&args, &state, jobs))
+    });
     std::process::exit(code);
 }
 
-fn bind(path: &Path) -> std::io::Result<UnixListener> {
-    match std::fs::remove_file(path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    // Created 0600 from the start: no window in which others could connect.
-    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
-    let l = UnixListener::bind(path);
-    nix::sys::stat::umask(old);
-    l
-}
-
-async fn serve(args: Args) -> i32 {
-    let listener = match bind(&args.socket) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!(
-                "runner-llamacpp: cannot bind {}: {e}",
-                args.socket.display()
-            );
-            return 1;
-        }
-    };
-    let (jobs_tx, jobs_rx) = std::sync::mpsc::channel();
-    let state = Arc::new(State {
-        health: watch::Sender::new(Health::Loading { progress: 0.0 }),
-        loaded: OnceLock::new(),
-        jobs: Mutex::new(jobs_tx),
-        shutting_down: Default::default(),
-    });
-    let engine = {
-        let (state, args) = (state.clone(), args.clone());
-        std::thread::Builder::new()
-            .name("engine".into())
-            .spawn(move || load_and_run(&args, &state, jobs_rx))
-    };
-    let engine = match engine {
-        Ok(h) => h,
-        Err(e) => {
-            eprintln!("runner-llamacpp: cannot start the engine thread: {e}");
-            return 1;
-        }
-    };
-
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("runner-llamacpp: cannot watch SIGTERM: {e}");
-            return 1;
-        }
-    };
-    let parent_gone = parent_gone();
-    tokio::pin!(parent_gone);
-    loop {
-        tokio::select! {
-            _ = term.recv() => break,
-            _ = tokio::signal::ctrl_c() => break,
-            _ = &mut parent_gone => {
-                eprintln!("runner-llamacpp: stdin closed, the server is gone; shutting down");
-                break;
-            }
-            conn = listener.accept() => {
-                let Ok((stream, _)) = conn else { continue };
-                let state = state.clone();
-                tokio::spawn(async move {
-                    let svc = hyper::service::service_fn(move |req| http::handle(req, state.clone()));
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .await;
-                });
-            }
-        }
-    }
-
-    // Shutdown: no new connections; abort the decode in flight; let the engine end the streams.
-    drop(listener);
-    state.shutting_down.store(true, Ordering::SeqCst);
-    if let Some(l) = state.loaded.get() {
-        l.abort.store(true, Ordering::SeqCst);
-    }
-    if let Ok(jobs) = state.jobs.lock() {
-        let _ = jobs.send(engine::Job::Shutdown);
-    }
-    let joined = tokio::task::spawn_blocking(move || engine.join());
-    let _ = tokio::time::timeout(Duration::from_secs(5), joined).await;
-    // Give the connection tasks a moment to flush the final error lines.
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let _ = std::fs::remove_file(&args.socket);
-    0
-}
-
-/// The server holds our stdin pipe open for our whole life and never writes to it: EOF means it
-/// died without stopping us (e.g. SIGKILL), so we shut down rather than linger as an orphan.
-/// Only when stdin is a pipe; a terminal or /dev/null never resolves.
-async fn parent_gone() {
-    use std::os::unix::fs::FileTypeExt;
-    use tokio::io::AsyncReadExt;
-    let is_pipe = std::fs::metadata("/proc/self/fd/0").is_ok_and(|m| m.file_type().is_fifo());
-    if !is_pipe {
-        return std::future::pending().await;
-    }
-    let mut stdin = tokio::io::stdin();
-    let mut buf = [0u8; 64];
-    while matches!(stdin.read(&mut buf).await, Ok(n) if n > 0) {}
-}
-
-fn fail(state: &State, kind: ErrorKind, message: String) {
-    eprintln!("runner-llamacpp: {kind}: {message}");
-    state.health.send_replace(Health::Failed { kind, message });
+/// runner-core's prompt fitting, with llama.cpp's slot policy (plan.rs).
+fn fit_prompt(
+    prompt: Vec<ffi::Token>,
+    n_ctx: usize,
+    num_keep: i32,
+    truncate: bool,
+) -> Result<Vec<ffi::Token>, (usize, usize)> {
+    plan::fit_prompt(prompt, n_ctx, num_keep, truncate).map_err(|o| (o.prompt, o.limit))
 }
 
 /// Engine thread body: load, publish, then run the engine until shutdown. After a failed load it
 /// answers every queued job with the load error.
-fn load_and_run(args: &Args, state: &State, jobs: std::sync::mpsc::Receiver<engine::Job>) {
+fn load_and_run(
+    args: &Args,
+    state: &State,
+    jobs: std::sync::mpsc::Receiver<runner_core::jobs::Job>,
+) {
     let lib_dir = std::env::current_exe()
         .ok()
         .and_then(|p| p.parent().map(Path::to_path_buf))
@@ -299,12 +177,11 @@ fn load_and_run(args: &Args, state: &State, jobs: std::sync::mpsc::Receiver<engi
     };
     match loaded {
         Ok(loaded) => {
-            let _ = state.loaded.set(loaded.0);
-            state.health.send_replace(Health::Ready);
+            state.ready(loaded.0);
             // CPU batch invariance needs isolated prompt steps; the patches behind it are
             // CPU-only, and on a GPU mixed steps start many streams sooner.
             let isolate = !(ffi::supports_gpu_offload() && args.gpu_layers != 0);
-            let projector = state.loaded.get().and_then(|l| l.projector.clone());
+            let projector = loaded.2;
             engine::Engine::new(
                 loaded.1,
                 args.parallel as usize,
@@ -315,23 +192,14 @@ fn load_and_run(args: &Args, state: &State, jobs: std::sync::mpsc::Receiver<engi
             .with_step_stats(args.step_stats)
             .run(jobs);
         }
-        Err(e) => {
-            fail(state, e.kind, e.message.clone());
-            for job in jobs {
-                match job {
-                    engine::Job::Complete(j) => drop(
-                        j.out
-                            .send(runner_protocol::CompletionChunk::Error { error: e.clone() }),
-                    ),
-                    engine::Job::Embed(j) => drop(j.reply.send(Err(e.clone()))),
-                    engine::Job::Shutdown => return,
-                }
-            }
-        }
+        Err(e) => state.failed(e, jobs),
     }
 }
 
-fn load(args: &Args, state: &State) -> Result<(Loaded, ffi::Context), RunnerError> {
+/// A loaded model: what the protocol layer knows, the engine's context, and the projector.
+type LoadedParts = (Loaded, ffi::Context, Option<Arc<ffi::Projector>>);
+
+fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
     let load_err = |m: String| RunnerError::new(ErrorKind::ModelLoad, m);
     if !args.model.is_file() {
         return Err(load_err(format!(
@@ -352,14 +220,7 @@ fn load(args: &Args, state: &State) -> Result<(Loaded, ffi::Context), RunnerErro
             delayed = true;
             std::thread::sleep(delay);
         }
-        state.health.send_if_modified(|h| match h {
-            Health::Loading { progress } if p > *progress => {
-                *progress = p.min(1.0);
-                true
-            }
-            _ => false,
-        });
-        !state.shutting_down.load(Ordering::Relaxed)
+        state.progress(p)
     })
     .map_err(load_err)?;
     let model = Arc::new(model);
@@ -453,14 +314,18 @@ fn load(args: &Args, state: &State) -> Result<(Loaded, ffi::Context), RunnerErro
     let abort = ctx.abort_flag();
     Ok((
         Loaded {
-            model,
+            vocab: model,
             info,
+            fit_prompt,
             n_ctx_seq,
             embed_limit,
             abort,
-            projector,
+            media: projector.clone().map(|p| {
+                Arc::new(engine::vision::Images(p)) as Arc<dyn runner_core::jobs::MediaPrompt>
+            }),
         },
         ctx,
+        projector,
     ))
 }
 

@@ -1,555 +1,106 @@
-//! Token selection for one request: mask → penalties → (greedy | llama.cpp chain), plus
-//! log-probabilities.
-//!
-//! The sampler works in place on the context's logits row, so a [`TokenMask`] (the grammar
-//! engine) and the repetition penalties act on the raw logits before any llama.cpp sampler sees
-//! them, and no step copies the vocabulary. Cost per token: greedy is one argmax pass; with
-//! `top_k > 0` one selection pass keeps the k best and the chain (typical, top_p, min_p, temp,
-//! dist — Ollama's order) runs on those k; penalties touch only the recent tokens' logits. Only
-//! `top_k <= 0` with a temperature hands the chain every finite token. The chain only `apply`s;
-//! this module calls `accept` exactly once per chosen token (llama_sampler_sample would accept
-//! internally — never mixed with this path).
+//! llama.cpp's sampler chain as runner-core's [`Chain`]: the sampling policy (mask, penalties,
+//! greedy, top-k selection, log-probabilities) is runner-core's; the stochastic samplers are
+//! llama.cpp's, so seeded draws match llama.cpp's (and Ollama's) for the same candidates.
 
 use crate::ffi::{SamplerChain, Token, TokenData};
-use crate::select;
 use runner_protocol::Sampling;
-use std::collections::{HashMap, VecDeque};
 
-mod device;
-pub use device::needs_row;
+pub use runner_core::sampling::{needs_row, Chain, Choice};
 
-/// A constraint on the next token, applied to the logits before sampling.
-pub trait TokenMask: Send {
-    /// Forbid tokens by setting their logit to `f32::NEG_INFINITY`.
-    fn apply(&mut self, logits: &mut [f32]);
-    /// Either forbid tokens as `apply` does and return None, or leave `logits` alone and return
-    /// the allowed ids (ascending) when they are few: then nothing vocabulary-sized is written
-    /// and the sampler reads only those entries.
-    fn apply_sparse(&mut self, logits: &mut [f32]) -> Option<Vec<Token>> {
-        self.apply(logits);
-        None
-    }
-    /// The token that was chosen (advance the constraint's state).
-    fn commit(&mut self, token: Token);
-    /// True only when the mask never forbids anything (then the device's top-K candidates
-    /// suffice: sampling/device.rs).
-    fn is_trivial(&self) -> bool {
-        false
-    }
-}
+/// The sampler every slot uses.
+pub type Sampler = runner_core::sampling::Sampler<SamplerChain>;
 
-/// Sets every logit outside `ids` (ascending, unique) to -inf.
-pub(crate) fn keep_only(logits: &mut [f32], ids: &[Token]) {
-    let mut next = 0usize;
-    for &id in ids {
-        let id = id as usize;
-        if id >= logits.len() {
-            break;
+impl Chain for SamplerChain {
+    fn build(p: &Sampling) -> Self {
+        let mut c = SamplerChain::new();
+        if p.top_k > 0 {
+            // Idempotent on the k candidates the sampler hands over; kept so the chain alone
+            // means what Ollama's does.
+            c.top_k(p.top_k);
         }
-        logits[next..id].fill(f32::NEG_INFINITY);
-        next = id + 1;
-    }
-    if next < logits.len() {
-        logits[next..].fill(f32::NEG_INFINITY);
-    }
-}
-
-/// No constraint.
-pub struct NoMask;
-
-impl TokenMask for NoMask {
-    fn apply(&mut self, _: &mut [f32]) {}
-    fn commit(&mut self, _: Token) {}
-    fn is_trivial(&self) -> bool {
-        true
-    }
-}
-
-/// The chosen token and, when asked, its log-probability and the top alternatives.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Choice {
-    pub token: Token,
-    pub logprob: Option<f32>,
-    pub top: Vec<(Token, f32)>,
-}
-
-pub struct Sampler {
-    p: Sampling,
-    /// None → greedy (temperature <= 0).
-    chain: Option<SamplerChain>,
-    /// The chain's top_k, taken by selection before the chain runs; 0 → no top-k.
-    k: usize,
-    mask: Box<dyn TokenMask>,
-    /// Last `repeat_last_n` tokens (prompt tail, then generated), oldest first.
-    history: VecDeque<Token>,
-    /// How often each token occurs in `history` (kept in step with it; no zero entries).
-    counts: HashMap<Token, u32>,
-    window: usize,
-    cands: Vec<TokenData>,
-}
-
-impl Sampler {
-    /// `n_ctx` bounds the penalty window when `repeat_last_n` is -1 ("whole context").
-    pub fn new(p: &Sampling, prompt: &[Token], n_ctx: usize, mask: Box<dyn TokenMask>) -> Sampler {
-        let window = match p.repeat_last_n {
-            n if n < 0 => n_ctx,
-            n => n as usize,
-        };
-        let chain = (p.temperature > 0.0).then(|| {
-            let mut c = SamplerChain::new();
-            if p.top_k > 0 {
-                // Idempotent on the k candidates `sample` hands over; kept so the chain alone
-                // means what Ollama's does.
-                c.top_k(p.top_k);
-            }
-            if p.typical_p > 0.0 && p.typical_p < 1.0 {
-                c.typical(p.typical_p);
-            }
-            if p.top_p > 0.0 && p.top_p < 1.0 {
-                c.top_p(p.top_p);
-            }
-            if p.min_p > 0.0 {
-                c.min_p(p.min_p);
-            }
-            c.temp(p.temperature);
-            // Negative seed = random: llama.cpp's LLAMA_DEFAULT_SEED (u32::MAX) draws one.
-            let seed = if p.seed < 0 { u32::MAX } else { p.seed as u32 };
-            c.dist(seed);
-            c
-        });
-        let mut s = Sampler {
-            p: p.clone(),
-            chain,
-            k: p.top_k.max(0) as usize,
-            mask,
-            history: VecDeque::with_capacity(window.min(4096)),
-            counts: HashMap::new(),
-            window,
-            cands: Vec::new(),
-        };
-        for &t in &prompt[prompt.len().saturating_sub(window)..] {
-            s.remember(t);
+        if p.typical_p > 0.0 && p.typical_p < 1.0 {
+            c.typical(p.typical_p);
         }
-        s
-    }
-
-    fn penalties_active(&self) -> bool {
-        self.window > 0
-            && (self.p.repeat_penalty != 1.0
-                || self.p.frequency_penalty != 0.0
-                || self.p.presence_penalty != 0.0)
-    }
-
-    /// Push `t` into the penalty window, dropping the oldest token when it is full.
-    fn remember(&mut self, t: Token) {
-        if self.window == 0 {
-            return;
+        if p.top_p > 0.0 && p.top_p < 1.0 {
+            c.top_p(p.top_p);
         }
-        if self.history.len() == self.window {
-            if let Some(old) = self.history.pop_front() {
-                if let Some(c) = self.counts.get_mut(&old) {
-                    *c -= 1;
-                    if *c == 0 {
-                        self.counts.remove(&old);
-                    }
-                }
-            }
+        if p.min_p > 0.0 {
+            c.min_p(p.min_p);
         }
-        self.history.push_back(t);
-        *self.counts.entry(t).or_default() += 1;
+        c.temp(p.temperature);
+        // Negative seed = random: llama.cpp's LLAMA_DEFAULT_SEED (u32::MAX) draws one.
+        let seed = if p.seed < 0 { u32::MAX } else { p.seed as u32 };
+        c.dist(seed);
+        c
     }
 
-    /// Choose the next token from `logits` (this step's row; the mask and penalties are written
-    /// into it). `logprobs` or `top_logprobs` > 0 fills `Choice`.
-    pub fn sample(
-        &mut self,
-        logits: &mut [f32],
-        logprobs: bool,
-        top_logprobs: usize,
-    ) -> Option<Choice> {
-        let allowed = self.mask.apply_sparse(logits);
-        if self.penalties_active() {
-            apply_penalties(logits, &self.counts, &self.p);
-        }
-        let token = match (&mut self.chain, &allowed) {
-            (None, None) => select::argmax(logits)?,
-            (None, Some(ids)) => select::argmax_of(logits, ids)?,
-            (Some(chain), _) => {
-                match &allowed {
-                    Some(ids) => select::top_k_of(logits, ids, self.k, &mut self.cands),
-                    None if self.k > 0 => select::top_k(logits, self.k, &mut self.cands),
-                    None => {
-                        self.cands.clear();
-                        self.cands.extend(
-                            logits
-                                .iter()
-                                .enumerate()
-                                .filter(|(_, l)| l.is_finite())
-                                .map(|(i, &l)| TokenData {
-                                    id: i as Token,
-                                    logit: l,
-                                    p: 0.0,
-                                }),
-                        );
-                    }
-                }
-                if self.cands.is_empty() {
-                    return None;
-                }
-                let t = chain.select(&mut self.cands)?;
-                chain.accept(t);
-                t
-            }
-        };
-        if let (Some(ids), true) = (&allowed, logprobs || top_logprobs > 0) {
-            // Log-probabilities are over the masked row: write the mask now, only when asked.
-            keep_only(logits, ids);
-        }
-        self.mask.commit(token);
-        self.remember(token);
-        let (logprob, top) = if logprobs || top_logprobs > 0 {
-            select::log_probs(logits, token, top_logprobs, &mut self.cands)
-        } else {
-            (None, Vec::new())
-        };
-        Some(Choice {
-            token,
-            logprob,
-            top,
-        })
-    }
-}
-
-/// llama.cpp's penalty semantics: repeat penalty divides positive logits and multiplies negative
-/// ones; frequency subtracts count × f; presence subtracts p once per seen token. Only the
-/// logits of tokens in `counts` are touched.
-fn apply_penalties(logits: &mut [f32], counts: &HashMap<Token, u32>, p: &Sampling) {
-    for (&t, &c) in counts {
-        if let Some(l) = logits.get_mut(t as usize) {
-            *l = penalized(*l, c, p);
-        }
-    }
-}
-
-/// One logit after the penalties for a token seen `count` times; non-finite logits (masked)
-/// stay as they are.
-fn penalized(l: f32, count: u32, p: &Sampling) -> f32 {
-    if !l.is_finite() {
-        return l;
-    }
-    let mut l = l;
-    if p.repeat_penalty != 1.0 && p.repeat_penalty > 0.0 {
-        l = if l <= 0.0 {
-            l * p.repeat_penalty
-        } else {
-            l / p.repeat_penalty
-        };
-    }
-    l - (count as f32 * p.frequency_penalty + p.presence_penalty)
-}
-
-/// Timing of `Sampler::sample` at real vocabulary sizes. Run in release:
-/// `cargo test --release -p runner-llamacpp --bins sample_timing -- --ignored --nocapture`.
-#[cfg(test)]
-mod timing {
-    use super::*;
-    use std::time::Instant;
-
-    /// Gaussian-ish logits (sum of uniforms), fixed by `seed`.
-    fn logits(n: usize, seed: u64) -> Vec<f32> {
-        let mut x = seed.wrapping_add(0x9E3779B97F4A7C15);
-        let mut u = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 40) as f32 / (1u64 << 24) as f32
-        };
-        (0..n)
-            .map(|_| (u() + u() + u() + u() - 2.0) * 4.0)
-            .collect()
+    fn select(&mut self, cands: &mut [TokenData]) -> Option<Token> {
+        SamplerChain::select(self, cands)
     }
 
-    #[test]
-    #[ignore = "timing report, not a check; run in release"]
-    fn sample_timing() {
-        let base = Sampling::default();
-        let cases: Vec<(&str, Sampling)> = vec![
-            (
-                "greedy, no penalty",
-                Sampling {
-                    temperature: 0.0,
-                    repeat_penalty: 1.0,
-                    ..base.clone()
-                },
-            ),
-            (
-                "greedy, repeat 1.1/64",
-                Sampling {
-                    temperature: 0.0,
-                    repeat_penalty: 1.1,
-                    repeat_last_n: 64,
-                    ..base.clone()
-                },
-            ),
-            (
-                "t0.8 k40 p0.95 minp0.05",
-                Sampling {
-                    temperature: 0.8,
-                    top_k: 40,
-                    top_p: 0.95,
-                    min_p: 0.05,
-                    seed: 1,
-                    ..base.clone()
-                },
-            ),
-            (
-                "t0.8 k0 p0.9 (full vocab)",
-                Sampling {
-                    temperature: 0.8,
-                    top_k: 0,
-                    top_p: 0.9,
-                    seed: 1,
-                    ..base.clone()
-                },
-            ),
-        ];
-        let prompt: Vec<Token> = (0..64).map(|i| i * 997).collect();
-        for vocab in [128_256usize, 262_144] {
-            let rows: Vec<Vec<f32>> = (0..8).map(|s| logits(vocab, s)).collect();
-            let mut buf = rows[0].clone();
-            for (name, p) in &cases {
-                let mut s = Sampler::new(p, &prompt, 4096, Box::new(NoMask));
-                // Median and best of 300 (after 20 warm-up draws): on a shared machine the
-                // mean mostly measures preemption.
-                let mut ns: Vec<u128> = Vec::new();
-                for i in 0..320 {
-                    buf.copy_from_slice(&rows[i % rows.len()]);
-                    let t = Instant::now();
-                    let c = s.sample(&mut buf, false, 0);
-                    let dt = t.elapsed().as_nanos();
-                    assert!(c.is_some());
-                    if i >= 20 {
-                        ns.push(dt);
-                    }
-                }
-                ns.sort_unstable();
-                println!(
-                    "vocab {vocab:>7} {name:<28} median {:>8.1} us, best {:>8.1} us",
-                    ns[ns.len() / 2] as f64 / 1000.0,
-                    ns[0] as f64 / 1000.0
-                );
-            }
-        }
+    fn accept(&mut self, t: Token) {
+        SamplerChain::accept(self, t)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use runner_core::sampling::{NoMask, TokenMask};
 
-    use std::sync::{Arc, Mutex};
-
-    /// Forbids fixed tokens and records what it was told was chosen.
-    struct Forbid(Vec<Token>, Arc<Mutex<Vec<Token>>>);
+    struct Forbid(Token);
     impl TokenMask for Forbid {
         fn apply(&mut self, logits: &mut [f32]) {
-            for &t in &self.0 {
-                logits[t as usize] = f32::NEG_INFINITY;
-            }
+            logits[self.0 as usize] = f32::NEG_INFINITY;
         }
         fn commit(&mut self, t: Token) {
-            self.1.lock().unwrap().push(t);
+            assert_ne!(t, self.0, "a forbidden token was chosen");
         }
     }
-    fn forbid(t: Vec<Token>) -> Box<Forbid> {
-        Box::new(Forbid(t, Arc::default()))
-    }
 
-    fn params(temperature: f32, seed: i64) -> Sampling {
+    fn params(temperature: f32, top_k: i32, seed: i64) -> Sampling {
         Sampling {
             temperature,
+            top_k,
             seed,
             repeat_penalty: 1.0,
             ..Sampling::default()
         }
     }
 
-    #[test]
-    fn greedy_takes_argmax_and_the_mask_is_honoured() {
-        let logits = [0.0, 5.0, 4.0, 1.0];
-        let mut s = Sampler::new(&params(0.0, 0), &[], 16, Box::new(NoMask));
-        assert_eq!(s.sample(&mut logits.clone(), false, 0).unwrap().token, 1);
-        let mut s = Sampler::new(&params(0.0, 0), &[], 16, forbid(vec![1]));
-        assert_eq!(s.sample(&mut logits.clone(), false, 0).unwrap().token, 2);
+    fn draws(p: &Sampling, mask: Box<dyn TokenMask>) -> Vec<Token> {
+        let mut s = Sampler::new(p, &[], 16, mask);
+        (0..40)
+            .map(|_| {
+                let mut row = vec![1.0, 1.2, 0.9, 1.1, 0.0];
+                s.sample(&mut row, false, 0).unwrap().token
+            })
+            .collect()
     }
 
     #[test]
-    fn stochastic_sampling_never_picks_a_masked_token() {
-        // Token 0 dominates; with it masked, 200 seeded draws must avoid it.
-        let logits = [10.0, 1.0, 1.0, 1.0];
-        for seed in 0..200 {
-            let mut s = Sampler::new(&params(1.5, seed), &[], 16, forbid(vec![0]));
-            let c = s.sample(&mut logits.clone(), false, 0).unwrap();
-            assert_ne!(c.token, 0, "seed {seed}");
-        }
-    }
-
-    #[test]
-    fn same_seed_same_choices() {
-        let logits: Vec<f32> = (0..50).map(|i| (i % 7) as f32 * 0.3).collect();
-        let draw = |seed| {
-            let mut s = Sampler::new(&params(1.0, seed), &[], 16, Box::new(NoMask));
-            (0..20)
-                .map(|_| s.sample(&mut logits.clone(), false, 0).unwrap().token)
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(draw(42), draw(42));
-        assert_ne!(draw(42), draw(43));
-    }
-
-    #[test]
-    fn mask_is_told_each_choice_exactly_once() {
-        let logits = [0.0, 2.0, 1.0, 0.5];
-        for temperature in [0.0, 0.7] {
-            let seen = Arc::new(Mutex::new(Vec::new()));
-            let mask = Box::new(Forbid(vec![1], seen.clone()));
-            let mut s = Sampler::new(&params(temperature, 7), &[], 16, mask);
-            let got: Vec<Token> = (0..3)
-                .map(|_| s.sample(&mut logits.clone(), false, 0).unwrap().token)
-                .collect();
-            assert_eq!(*seen.lock().unwrap(), got, "temperature {temperature}");
-        }
-    }
-
-    #[test]
-    fn repeat_penalty_moves_greedy_off_a_seen_token() {
-        let logits = [0.0, 2.0, 1.9];
-        let mut p = params(0.0, 0);
-        p.repeat_penalty = 1.5;
-        p.repeat_last_n = 4;
-        let mut s = Sampler::new(&p, &[1], 16, Box::new(NoMask));
-        assert_eq!(s.sample(&mut logits.clone(), false, 0).unwrap().token, 2);
-        // Frequency and presence penalties subtract.
-        let mut logits = [0.0, 2.0, 1.0];
-        let p = Sampling {
-            frequency_penalty: 0.5,
-            presence_penalty: 0.25,
-            ..params(0.0, 0)
-        };
-        apply_penalties(&mut logits, &[(1, 2)].into_iter().collect(), &p);
-        assert_eq!(logits, [0.0, 2.0 - 1.0 - 0.25, 1.0]);
-    }
-
-    #[test]
-    fn the_penalty_window_counts_what_it_holds() {
-        let p = Sampling {
-            repeat_last_n: 3,
-            repeat_penalty: 1.1,
-            ..params(0.0, 0)
-        };
-        let mut s = Sampler::new(&p, &[5, 5, 6, 7], 16, Box::new(NoMask));
-        let mut want: Vec<Token> = vec![5, 6, 7];
-        for next in [1usize, 1, 1, 5, 0, 2] {
-            let mut logits = vec![0.0f32; 8];
-            logits[next] = 9.0;
-            let t = s.sample(&mut logits, false, 0).unwrap().token;
-            assert_eq!(t, next as Token);
-            want.push(t);
-            want.remove(0);
-            let mut recount: HashMap<Token, u32> = HashMap::new();
-            for &w in &want {
-                *recount.entry(w).or_default() += 1;
+    fn the_llama_chain_is_seeded_spreads_its_draws_and_honours_the_mask() {
+        for top_k in [0, 3] {
+            let a = draws(&params(1.0, top_k, 42), Box::new(NoMask));
+            assert_eq!(
+                a,
+                draws(&params(1.0, top_k, 42), Box::new(NoMask)),
+                "same seed"
+            );
+            assert_ne!(
+                a,
+                draws(&params(1.0, top_k, 43), Box::new(NoMask)),
+                "other seed"
+            );
+            let distinct: std::collections::BTreeSet<_> = a.iter().collect();
+            assert!(
+                distinct.len() > 1,
+                "temperature 1 draws more than one token: {a:?}"
+            );
+            if top_k == 3 {
+                assert!(a.iter().all(|t| [0, 1, 3].contains(t)), "top_k 3: {a:?}");
             }
-            assert_eq!(s.history.iter().copied().collect::<Vec<_>>(), want);
-            assert_eq!(s.counts, recount);
+            draws(&params(1.5, top_k, 7), Box::new(Forbid(1)));
         }
-    }
-
-    /// The fast path (top-k selection, then the chain on k entries) must draw exactly what the
-    /// same chain draws from the whole vocabulary, seed for seed.
-    #[test]
-    fn top_k_selection_draws_what_the_full_chain_draws() {
-        // Distinct logits (7919 permutes 0..3001, a prime): llama.cpp's top_k orders exact ties
-        // arbitrarily, so only tie-free rows have one right answer.
-        let n = 3000;
-        let logits: Vec<f32> = (0..n)
-            .map(|i| ((i * 7919 % 3001) as f32 / 300.0) - 5.0)
-            .collect();
-        for (top_k, top_p, min_p, typical_p) in [
-            (40, 0.9, 0.0, 1.0),
-            (5, 1.0, 0.05, 1.0),
-            (100, 0.95, 0.05, 0.8),
-        ] {
-            let p = Sampling {
-                top_k,
-                top_p,
-                min_p,
-                typical_p,
-                ..params(0.9, 11)
-            };
-            let mut fast = Sampler::new(&p, &[], 16, Box::new(NoMask));
-            let mut full = Sampler::new(&p, &[], 16, Box::new(NoMask));
-            // Force the reference through the full candidate array.
-            full.k = 0;
-            for step in 0..50 {
-                let a = fast.sample(&mut logits.clone(), false, 0).unwrap().token;
-                let b = full.sample(&mut logits.clone(), false, 0).unwrap().token;
-                assert_eq!(a, b, "top_k {top_k} step {step}");
-            }
-        }
-    }
-
-    /// Allows `ids` either by rewriting the row (dense) or by handing them over (sparse).
-    struct Allow(Vec<Token>, bool);
-    impl TokenMask for Allow {
-        fn apply(&mut self, logits: &mut [f32]) {
-            keep_only(logits, &self.0);
-        }
-        fn apply_sparse(&mut self, logits: &mut [f32]) -> Option<Vec<Token>> {
-            if self.1 {
-                return Some(self.0.clone());
-            }
-            self.apply(logits);
-            None
-        }
-        fn commit(&mut self, _: Token) {}
-    }
-
-    #[test]
-    fn sparse_and_dense_masks_choose_alike() {
-        let row: Vec<f32> = (0..500).map(|i| ((i * 37 % 101) as f32) / 10.0).collect();
-        let ids: Vec<Token> = (0..500).filter(|i| i % 7 == 3).collect();
-        for (temperature, top_k) in [(0.0, 40), (0.8, 40), (0.8, 0), (1.5, 5)] {
-            for seed in 0..20 {
-                let run = |sparse: bool| {
-                    let p = Sampling {
-                        top_k,
-                        ..params(temperature, seed)
-                    };
-                    let mut s = Sampler::new(&p, &[], 16, Box::new(Allow(ids.clone(), sparse)));
-                    (0..5)
-                        .map(|_| s.sample(&mut row.clone(), true, 3).unwrap())
-                        .collect::<Vec<_>>()
-                };
-                let (dense, sparse) = (run(false), run(true));
-                assert_eq!(dense, sparse, "t={temperature} k={top_k} seed={seed}");
-                assert!(sparse.iter().all(|c| ids.contains(&c.token)));
-            }
-        }
-        let mut row = vec![1.0f32; 10];
-        keep_only(&mut row, &[2, 5, 9, 40]);
-        let kept: Vec<usize> = (0..10).filter(|&i| row[i].is_finite()).collect();
-        assert_eq!(kept, vec![2, 5, 9]);
-    }
-
-    #[test]
-    fn logprobs_come_from_the_masked_row() {
-        let logits = [1.0f32, 3.0, 2.0];
-        let mut s = Sampler::new(&params(0.0, 0), &[], 16, forbid(vec![1]));
-        let c = s.sample(&mut logits.clone(), true, 2).unwrap();
-        assert_eq!(c.token, 2);
-        let z: f32 = [1.0f32, 2.0].iter().map(|l| l.exp()).sum();
-        assert!((c.logprob.unwrap() - (2.0f32.exp() / z).ln()).abs() < 1e-5);
-        assert_eq!(c.top.iter().map(|t| t.0).collect::<Vec<_>>(), vec![2, 0]);
     }
 }

@@ -64,8 +64,9 @@ fn one((a, row): &mut (&mut Active, Row)) -> Option<Choice> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sampling::{NoMask, Sampler};
-    use crate::text::TextStream;
+    use crate::sampling::Sampler;
+    use runner_core::sampling::NoMask;
+    use runner_core::text::TextStream;
     use runner_protocol::Sampling;
     use runner_protocol::{CompletionRequest, Timings};
 

@@ -18,7 +18,9 @@ use std::time::Instant;
 
 use super::{fail, Engine};
 use crate::ffi::{ImageChunk, Part, Piece, Projector, Token};
-use crate::http::Loaded;
+use runner_core::jobs::{Media as JobMedia, MediaPrompt};
+use std::future::Future;
+use std::pin::Pin;
 
 /// An image waiting to be evaluated.
 pub struct Media {
@@ -47,15 +49,41 @@ fn bad(msg: impl Into<String>) -> RunnerError {
     RunnerError::new(ErrorKind::BadRequest, msg)
 }
 
+/// The projector as runner-core's protocol layer sees it: it tokenizes prompts with images.
+pub struct Images(pub Arc<Projector>);
+
+impl MediaPrompt for Images {
+    fn prompt<'a>(
+        &'a self,
+        r: &'a mut CompletionRequest,
+    ) -> Pin<Box<dyn Future<Output = Result<(Vec<Token>, JobMedia), RunnerError>> + Send + 'a>>
+    {
+        Box::pin(async move {
+            let (tokens, media) = prompt(&self.0, r).await?;
+            let media = media
+                .into_iter()
+                .map(|m| Box::new(m) as Box<dyn std::any::Any + Send>)
+                .collect();
+            Ok((tokens, media))
+        })
+    }
+}
+
+/// A job's media back as this engine made them ([`Images::prompt`] is their only source).
+pub fn from_jobs(media: JobMedia) -> Vec<Media> {
+    media
+        .into_iter()
+        .map(|m| *m.downcast::<Media>().expect("job media come from Images::prompt"))
+        .collect()
+}
+
 /// Tokens and images of a text prompt with images (`r.images`, which this takes out of the
 /// request: the pixels are not needed after tokenizing).
-pub async fn prompt(
-    loaded: &Loaded,
+async fn prompt(
+    projector: &Arc<Projector>,
     r: &mut CompletionRequest,
 ) -> Result<(Vec<Token>, Vec<Media>), RunnerError> {
-    let Some(projector) = loaded.projector.clone() else {
-        return Err(bad("this model is missing data required for image input"));
-    };
+    let projector = projector.clone();
     let Prompt::Text(text) = std::mem::take(&mut r.prompt) else {
         return Err(bad("images need a text prompt"));
     };

@@ -12,8 +12,8 @@ mod lark;
 mod vocab;
 mod worker;
 
-use crate::ffi::{Model, Token};
 use crate::sampling::TokenMask;
+use crate::{Token, Vocabulary};
 use llguidance::api::TopLevelGrammar;
 use llguidance::{Matcher, ParserFactory};
 use runner_protocol::{Constraint, ErrorKind, RunnerError};
@@ -36,14 +36,15 @@ pub struct Grammars {
 /// The process's grammar state. A runner process serves exactly one model, so the first caller's
 /// model is the only one; building the vocabulary trie takes a moment, so call this off the async
 /// threads.
-pub fn for_model(model: &Model) -> Result<&'static Grammars, RunnerError> {
+pub fn for_model(model: &dyn Vocabulary) -> Result<&'static Grammars, RunnerError> {
     static G: OnceLock<Result<Grammars, String>> = OnceLock::new();
     G.get_or_init(|| {
         let started = Instant::now();
         let v = vocab::build(model);
         let g = Grammars::new(v.env, v.specials, v.eog);
         eprintln!(
-            "runner-llamacpp: grammar engine ready ({} tokens) in {} ms",
+            "{}: grammar engine ready ({} tokens) in {} ms",
+            crate::name(),
             model.n_vocab(),
             started.elapsed().as_millis()
         );
@@ -291,7 +292,7 @@ impl TokenMask for GrammarMask {
                 }
             }
             Err(e) => {
-                eprintln!("runner-llamacpp: grammar error, ending the response: {e}");
+                eprintln!("{}: grammar error, ending the response: {e}", crate::name());
                 self.failed = true;
                 self.only_eog(logits);
                 None
@@ -320,8 +321,9 @@ impl Drop for GrammarMask {
         };
         let us = |ns: u64| ns as f64 / 1e3;
         eprintln!(
-            "runner-llamacpp: grammar mask: tokens={} p50_us={:.1} p99_us={:.1} max_us={:.1} \
+            "{}: grammar mask: tokens={} p50_us={:.1} p99_us={:.1} max_us={:.1} \
              engine_p50_us={:.1} engine_p99_us={:.1}",
+            crate::name(),
             self.times_ns.len(),
             us(p50),
             us(p99),

@@ -1,15 +1,14 @@
 //! The runner protocol over HTTP/1.1 on the Unix socket (runner_protocol's endpoint table).
 //!
-//! Handlers never touch the llama context: tokenizing uses the shared, thread-safe `Model`;
+//! Handlers never touch the engine: tokenizing uses the shared, thread-safe [`Vocabulary`];
 //! completions and embeddings go to the engine thread as jobs. Requests that need the model wait
 //! for the load to finish (or fail with `ModelLoad`); `/health` answers at once. Every non-2xx
 //! answer carries an `ErrorBody` whose kind sets the status.
 
-use crate::engine::{CompleteJob, EmbedJob, Job};
-use crate::ffi::{Model, Token};
 use crate::grammar;
-use crate::plan;
+use crate::jobs::{CompleteJob, EmbedJob, Job};
 use crate::sampling::{NoMask, TokenMask};
+use crate::{Token, Vocabulary};
 use bytes::Bytes;
 use http_body_util::{combinators::BoxBody, BodyExt, Full, Limited, StreamBody};
 use hyper::body::{Frame, Incoming};
@@ -33,17 +32,22 @@ pub type Body = BoxBody<Bytes, Infallible>;
 // Images travel as RGB (the server bounds them at 64 Mpx a request: 256 MiB of base64).
 const MAX_BODY: usize = 320 << 20;
 
+/// How an engine fits a prompt into a slot of `n_ctx` positions (`num_keep`, `truncate` from the
+/// request): the tokens to evaluate, or `(prompt, limit)` when it does not fit and may not be cut.
+pub type FitPrompt = fn(Vec<Token>, usize, i32, bool) -> Result<Vec<Token>, (usize, usize)>;
+
 /// What a loaded runner knows; set once when the load succeeds.
 pub struct Loaded {
-    pub model: Arc<Model>,
+    pub vocab: Arc<dyn Vocabulary>,
     pub info: Info,
+    pub fit_prompt: FitPrompt,
     /// Positions per slot.
     pub n_ctx_seq: usize,
     /// Longest embedding input (per-slot context, or one batch for pooled models).
     pub embed_limit: usize,
     pub abort: Arc<AtomicBool>,
-    /// The vision projector, when the model has one (`--mmproj`).
-    pub projector: Option<Arc<crate::ffi::Projector>>,
+    /// How prompts with images are tokenized, when the model has a projector (`--mmproj`).
+    pub media: Option<Arc<dyn crate::jobs::MediaPrompt>>,
 }
 
 pub struct State {
@@ -127,7 +131,7 @@ fn send(state: &State, job: Job) -> Result<(), RunnerError> {
 
 /// Tokens of a prompt: text is tokenized off the async threads; ids are range-checked.
 async fn prompt_tokens(
-    model: &Arc<Model>,
+    model: &Arc<dyn Vocabulary>,
     p: Prompt,
     add_special: bool,
     parse_special: bool,
@@ -164,7 +168,7 @@ async fn completion(req: Request<Incoming>, state: &State) -> Res {
     }
     let (tokens, media) = if r.images.is_empty() {
         let tokens = prompt_tokens(
-            &loaded.model,
+            &loaded.vocab,
             r.prompt.clone(),
             r.add_special,
             r.parse_special,
@@ -172,7 +176,15 @@ async fn completion(req: Request<Incoming>, state: &State) -> Res {
         .await?;
         (tokens, Vec::new())
     } else {
-        crate::engine::vision::prompt(loaded, &mut r).await?
+        match &loaded.media {
+            Some(m) => m.prompt(&mut r).await?,
+            None => {
+                return Err(RunnerError::new(
+                    ErrorKind::BadRequest,
+                    "this model is missing data required for image input",
+                ))
+            }
+        }
     };
     if tokens.is_empty() {
         return Err(RunnerError::new(
@@ -180,20 +192,17 @@ async fn completion(req: Request<Incoming>, state: &State) -> Res {
             "the prompt is empty",
         ));
     }
-    let overflow = |o: plan::Overflow| {
-        RunnerError::new(
-            ErrorKind::ContextOverflow,
-            format!(
-                "prompt is {} tokens, the context holds {}",
-                o.prompt, o.limit
-            ),
-        )
-    };
     // A prompt with images is never cut (half an image means nothing to the model).
     let truncate = r.truncate && media.is_empty();
-    let tokens =
-        plan::fit_prompt(tokens, loaded.n_ctx_seq, r.num_keep, truncate).map_err(overflow)?;
-    let mask = constraint_mask(&loaded.model, r.constraint.clone()).await?;
+    let tokens = (loaded.fit_prompt)(tokens, loaded.n_ctx_seq, r.num_keep, truncate).map_err(
+        |(prompt, limit)| {
+            RunnerError::new(
+                ErrorKind::ContextOverflow,
+                format!("prompt is {prompt} tokens, the context holds {limit}"),
+            )
+        },
+    )?;
+    let mask = constraint_mask(&loaded.vocab, r.constraint.clone()).await?;
     let (tx, rx) = mpsc::unbounded_channel();
     send(
         state,
@@ -220,14 +229,14 @@ async fn completion(req: Request<Incoming>, state: &State) -> Res {
 /// The token mask for a request's constraint; compiling (and, the first time, building the
 /// vocabulary trie) runs off the async threads.
 async fn constraint_mask(
-    model: &Arc<Model>,
+    model: &Arc<dyn Vocabulary>,
     c: Option<Constraint>,
 ) -> Result<Box<dyn TokenMask>, RunnerError> {
     let Some(c) = c else {
         return Ok(Box::new(NoMask));
     };
     let m = model.clone();
-    let mask = tokio::task::spawn_blocking(move || grammar::for_model(&m)?.mask(&c))
+    let mask = tokio::task::spawn_blocking(move || grammar::for_model(&*m)?.mask(&c))
         .await
         .map_err(|e| RunnerError::new(ErrorKind::Internal, e.to_string()))??;
     Ok(Box::new(mask))
@@ -244,7 +253,7 @@ async fn embed(req: Request<Incoming>, state: &State) -> Res {
     }
     let mut inputs = Vec::with_capacity(r.inputs.len());
     for p in r.inputs {
-        let mut t = prompt_tokens(&loaded.model, p, true, false).await?;
+        let mut t = prompt_tokens(&loaded.vocab, p, true, false).await?;
         if t.len() > loaded.embed_limit {
             if !r.truncate {
                 return Err(RunnerError::new(
@@ -272,7 +281,7 @@ async fn tokenize(req: Request<Incoming>, state: &State) -> Res {
     let loaded = ready(state).await?;
     let r: TokenizeRequest = body(req).await?;
     let tokens = prompt_tokens(
-        &loaded.model,
+        &loaded.vocab,
         Prompt::Text(r.content),
         r.add_special,
         r.parse_special,
@@ -284,8 +293,8 @@ async fn tokenize(req: Request<Incoming>, state: &State) -> Res {
 async fn detokenize(req: Request<Incoming>, state: &State) -> Res {
     let loaded = ready(state).await?;
     let r: DetokenizeRequest = body(req).await?;
-    let tokens = prompt_tokens(&loaded.model, Prompt::Tokens(r.tokens), false, false).await?;
-    let m = loaded.model.clone();
+    let tokens = prompt_tokens(&loaded.vocab, Prompt::Tokens(r.tokens), false, false).await?;
+    let m = loaded.vocab.clone();
     let bytes = tokio::task::spawn_blocking(move || m.detokenize(&tokens, r.render_special))
         .await
         .map_err(|e| RunnerError::new(ErrorKind::Internal, e.to_string()))?;

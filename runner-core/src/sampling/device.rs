@@ -16,8 +16,8 @@
 //! temperature (the chain sees every token) and penalties that can raise a logit need the row.
 
 use super::{penalized, Choice, Sampler};
-use crate::ffi::{Token, TokenData};
 use crate::select;
+use crate::{Token, TokenData};
 
 /// What the decision looks at, for one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -64,7 +64,7 @@ pub fn needs_row(a: &Ask, k_dev: usize) -> Option<NeedsRow> {
     (k.saturating_add(a.penalized_max) > k_dev).then_some(NeedsRow::TooWide)
 }
 
-impl Sampler {
+impl<C: super::Chain> Sampler<C> {
     /// This request's [`Ask`]; `limit` bounds the tokens it will generate.
     pub fn ask(&self, logprobs: bool, limit: u32) -> Ask {
         let p = &self.p;
@@ -133,6 +133,7 @@ impl Sampler {
 mod tests {
     use super::super::NoMask;
     use super::*;
+    type Sampler = super::Sampler<super::super::test_chain::TestChain>;
     use runner_protocol::Sampling;
 
     #[test]

@@ -7,7 +7,7 @@
 //! them by id. EOS/EOG ids are the trie's end tokens: the mask allows them only where the grammar
 //! accepts.
 
-use crate::ffi::{Model, Token};
+use crate::{Token, Vocabulary};
 use std::collections::HashMap;
 use std::sync::Arc;
 use toktrie::{ApproximateTokEnv, TokEnv, TokRxInfo, TokTrie};
@@ -32,7 +32,7 @@ pub fn trie_word(plain: Vec<u8>, rendered: Vec<u8>) -> (Vec<u8>, bool) {
     }
 }
 
-pub fn build(model: &Model) -> Vocab {
+pub fn build(model: &dyn Vocabulary) -> Vocab {
     let n = model.n_vocab().max(0) as u32;
     let mut words = Vec::with_capacity(n as usize);
     let mut specials = HashMap::new();

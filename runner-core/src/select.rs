@@ -4,7 +4,7 @@
 //! Every function here skips non-finite logits (a mask forbids a token with `-inf`), and every
 //! tie between equal logits goes to the lower token id, so results never depend on scan order.
 
-use crate::ffi::{Token, TokenData};
+use crate::{Token, TokenData};
 
 /// Lanes of the max scans: wide enough for the compiler to keep them in vector registers.
 const LANES: usize = 16;
