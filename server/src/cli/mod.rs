@@ -11,6 +11,7 @@ pub mod repl;
 pub mod run;
 pub mod serve;
 pub mod show;
+pub mod wrap;
 
 use std::time::SystemTime;
 
