@@ -344,6 +344,40 @@ fn repl_recalls_history_and_takes_control_keys() {
     assert!(t.exit_status().success(), "{}", t.text());
 }
 
+/// Answers wrap at the terminal's width as Ollama wraps them (words move down whole); `/set
+/// nowordwrap` turns it off.
+#[test]
+fn repl_wraps_words_at_the_terminal_width() {
+    if !Terminal::available() {
+        return serve_support::prereq::missing("util-linux `script`");
+    }
+    let ts = store();
+    let s = Server::start(&ts);
+    let mut t = Terminal::start_sized(&s.addr, s.home.path(), "echo", 30);
+    t.expect(">>> ");
+    t.press("alpha beta gamma delta epsilon\r");
+    // "[user:alpha beta gamma delta" crosses column 25 inside "delta": it is erased and
+    // rewritten on the next line.
+    // (The line editor wraps the typed line on its own; the answer starts after "[user:".)
+    t.expect("[user:");
+    let wrapped = t.expect("epsilon]");
+    t.expect(">>> ");
+    assert!(
+        wrapped.starts_with("alpha beta gamma d") && wrapped.ends_with("\x1b[K\ndelta epsilon]"),
+        "{wrapped:?}"
+    );
+    t.press("/set nowordwrap\r");
+    t.expect("Set 'nowordwrap' mode.");
+    t.expect(">>> ");
+    t.press("alpha beta gamma delta epsilon\r");
+    t.expect("[user:");
+    let plain = t.expect("epsilon]");
+    t.expect(">>> ");
+    assert_eq!(plain, "alpha beta gamma delta epsilon]");
+    t.press("/bye\r");
+    assert!(t.exit_status().success(), "{}", t.text());
+}
+
 /// Processes whose command line mentions `needle` (any parent).
 fn processes_mentioning(needle: &str) -> Vec<u32> {
     std::fs::read_dir("/proc")

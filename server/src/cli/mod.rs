@@ -14,6 +14,7 @@ pub mod run;
 pub mod serve;
 pub mod show;
 pub mod version;
+pub mod wrap;
 
 use std::time::SystemTime;
 

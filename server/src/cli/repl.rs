@@ -215,6 +215,7 @@ async fn command(s: &mut Session, ed: &mut LineEditor, line: &str) -> anyhow::Re
         ("/set", ["history", ..]) => ed.set_history_enabled(true),
         ("/set", ["nohistory", ..]) => ed.set_history_enabled(false),
         ("/set", [flag @ ("wordwrap" | "nowordwrap")]) => {
+            s.word_wrap = *flag == "wordwrap";
             println!("Set '{flag}' mode.");
         }
         ("/show", [what]) => show(s, what).await?,

@@ -57,6 +57,8 @@ pub(super) struct Session {
     pub(super) keep_alive: Option<String>,
     pub(super) verbose: bool,
     pub(super) hide_thinking: bool,
+    /// Wrap answers at the terminal's width (`--nowordwrap`, `/set [no]wordwrap`).
+    pub(super) word_wrap: bool,
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -86,6 +88,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         keep_alive: args.keepalive.clone(),
         verbose: args.verbose,
         hide_thinking: args.hidethinking,
+        word_wrap: !args.nowordwrap,
     };
     if stdin_tty && args.prompt.is_empty() {
         s.preload().await?;
@@ -254,6 +257,12 @@ impl Session {
         let mut reply = String::new();
         let mut thinking = false;
         let mut out = std::io::stdout();
+        let width = if self.word_wrap {
+            super::wrap::stdout_width()
+        } else {
+            0
+        };
+        let mut wrap = super::wrap::Wrapper::default();
         while let Some(bytes) = body.next().await {
             buf.extend_from_slice(&bytes.context("reading the response")?);
             while let Some(i) = buf.iter().position(|&b| b == b'\n') {
@@ -278,7 +287,7 @@ impl Session {
                         thinking = false;
                         write!(out, "\n...done thinking.\n\n")?;
                     }
-                    write!(out, "{}", c.message.content)?;
+                    write!(out, "{}", wrap.push(&c.message.content, width))?;
                     reply.push_str(&c.message.content);
                 }
                 out.flush()?;

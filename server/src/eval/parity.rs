@@ -4,7 +4,7 @@
 //! through its `/completion` (`n_probs`, `post_sampling_probs: false`, which llama-server computes
 //! as a softmax of the raw logits before any sampler, as herd's runner does) — and compared: the
 //! argmax (the top-1 token of each) and the largest |Δlogprob| over the tokens both top-k lists
-//! share. Greedy settings and no penalties on both sides, so neither distorts the distribution or
+//! share, raw and net of the softmax normalizer (see [`Verdict`]). Greedy settings and no penalties on both sides, so neither distorts the distribution or
 //! the chosen token; llama-server's prompt cache off, so each prompt is evaluated from scratch.
 //!
 //! Both servers must already run the same GGUF with the same threads, batch and context (the
@@ -54,24 +54,45 @@ pub struct Row {
     /// Tokens in both top-k lists.
     pub shared: usize,
     pub max_abs_delta: f64,
+    pub max_abs_delta_net: f64,
+}
+
+/// How two top-k lists compare.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Verdict {
+    pub argmax_agrees: bool,
+    pub shared: usize,
+    /// Largest |Δlogprob| over the shared tokens.
+    pub max_abs_delta: f64,
+    /// The same net of one constant per prompt (the first shared token's Δ): what differs in
+    /// the logits themselves, not in the softmax normalizer. llama-server sums the normalizer
+    /// in `float` over the whole vocabulary, where terms below half an ulp of the running sum
+    /// vanish; herd's runner sums in f64. On a 262k vocabulary (gemma3) that alone shifts every
+    /// log-prob of a prompt by the same few 1e-4, which this figure removes.
+    pub max_abs_delta_net: f64,
 }
 
 /// Compares two top-k lists (each sorted best first): argmax agreement, and the largest
-/// |Δlogprob| over the shared tokens (0 when none are shared).
-pub fn compare(herd: &[Candidate], llama: &[Candidate]) -> (bool, usize, f64) {
-    let agrees = match (herd.first(), llama.first()) {
+/// |Δlogprob| over the shared tokens, raw and net of the normalizer (0 when none are shared).
+pub fn compare(herd: &[Candidate], llama: &[Candidate]) -> Verdict {
+    let argmax_agrees = match (herd.first(), llama.first()) {
         (Some(a), Some(b)) => a.bytes == b.bytes,
         _ => false,
     };
-    let mut shared = 0;
-    let mut max = 0.0f64;
-    for a in herd {
-        if let Some(b) = llama.iter().find(|b| b.bytes == a.bytes) {
-            shared += 1;
-            max = max.max((a.logprob - b.logprob).abs());
-        }
+    let deltas: Vec<f64> = herd
+        .iter()
+        .filter_map(|a| {
+            let b = llama.iter().find(|b| b.bytes == a.bytes)?;
+            Some(a.logprob - b.logprob)
+        })
+        .collect();
+    let shift = deltas.first().copied().unwrap_or(0.0);
+    Verdict {
+        argmax_agrees,
+        shared: deltas.len(),
+        max_abs_delta: deltas.iter().map(|d| d.abs()).fold(0.0, f64::max),
+        max_abs_delta_net: deltas.iter().map(|d| (d - shift).abs()).fold(0.0, f64::max),
     }
-    (agrees, shared, max)
 }
 
 /// A top-k entry as either server writes it: `token`, `logprob` and (when present) `bytes`.
@@ -210,20 +231,22 @@ pub async fn run(args: ParityArgs) -> anyhow::Result<()> {
     for prompt in prompts(&args)? {
         let (herd, tokens_herd) = herd_step(&client, &model, &prompt, &args).await?;
         let (llama, tokens_llama) = llama_step(&http, &base, &prompt, args.top_k).await?;
-        let (argmax_agrees, shared, max_abs_delta) = compare(&herd, &llama);
+        let v = compare(&herd, &llama);
         rows.push(Row {
             prompt,
             tokens_herd,
             tokens_llama,
             top_herd: herd.first().map(|c| c.token.clone()).unwrap_or_default(),
             top_llama: llama.first().map(|c| c.token.clone()).unwrap_or_default(),
-            argmax_agrees,
-            shared,
-            max_abs_delta,
+            argmax_agrees: v.argmax_agrees,
+            shared: v.shared,
+            max_abs_delta: v.max_abs_delta,
+            max_abs_delta_net: v.max_abs_delta_net,
         });
     }
     let agree = rows.iter().filter(|r| r.argmax_agrees).count();
     let max = rows.iter().map(|r| r.max_abs_delta).fold(0.0, f64::max);
+    let net = rows.iter().map(|r| r.max_abs_delta_net).fold(0.0, f64::max);
     if args.json {
         let record = json!({
             "model": model,
@@ -234,13 +257,15 @@ pub async fn run(args: ParityArgs) -> anyhow::Result<()> {
             "prompts": rows,
             "argmax_agreement": agree as f64 / rows.len() as f64,
             "max_abs_delta": max,
+            "max_abs_delta_net": net,
         });
         println!("{}", serde_json::to_string_pretty(&record)?);
         return Ok(());
     }
     print!("{}", table(&rows));
     println!(
-        "argmax agreement {agree}/{} ({:.1} %), max |Δlogprob| {max:.3e} over shared top-{} tokens",
+        "argmax agreement {agree}/{} ({:.1} %), max |Δlogprob| {max:.3e} over shared top-{} tokens \
+         ({net:.3e} net of the softmax normalizer)",
         rows.len(),
         100.0 * agree as f64 / rows.len() as f64,
         args.top_k
@@ -251,8 +276,8 @@ pub async fn run(args: ParityArgs) -> anyhow::Result<()> {
 /// The per-prompt table (prompts cut to 32 characters, tokens shown as JSON strings).
 pub fn table(rows: &[Row]) -> String {
     let mut out = format!(
-        "{:<34} {:>9} {:<16} {:<16} {:>6} {:>11}\n",
-        "prompt", "tokens", "herd top-1", "llama top-1", "shared", "max |Δ|"
+        "{:<34} {:>9} {:<16} {:<16} {:>6} {:>11} {:>11}\n",
+        "prompt", "tokens", "herd top-1", "llama top-1", "shared", "max |Δ|", "net |Δ|"
     );
     for r in rows {
         let mut p = json!(r.prompt).to_string();
@@ -266,11 +291,12 @@ pub fn table(rows: &[Row]) -> String {
         };
         let mark = if r.argmax_agrees { "" } else { " ✗" };
         out.push_str(&format!(
-            "{p:<34} {tokens:>9} {:<16} {:<16} {:>6} {:>11.3e}{mark}\n",
+            "{p:<34} {tokens:>9} {:<16} {:<16} {:>6} {:>11.3e} {:>11.3e}{mark}\n",
             json!(r.top_herd).to_string(),
             json!(r.top_llama).to_string(),
             r.shared,
-            r.max_abs_delta
+            r.max_abs_delta,
+            r.max_abs_delta_net
         ));
     }
     out
@@ -290,31 +316,45 @@ mod tests {
 
     #[test]
     fn compares_argmax_and_shared_tokens() {
-        type Case = (Vec<Candidate>, Vec<Candidate>, (bool, usize, f64));
+        type Case = (Vec<Candidate>, Vec<Candidate>, (bool, usize, f64, f64));
         let cases: Vec<Case> = vec![
             (
                 vec![c(" Paris", -0.1), c(" a", -2.0)],
                 vec![c(" Paris", -0.1), c(" a", -2.0)],
-                (true, 2, 0.0),
+                (true, 2, 0.0, 0.0),
+            ),
+            // A normalizer shift: every log-prob off by the same amount.
+            (
+                vec![c(" Paris", -0.1004), c(" a", -2.0004)],
+                vec![c(" Paris", -0.1), c(" a", -2.0)],
+                (true, 2, 0.0004, 0.0),
             ),
             // Order of the tail differs, one token only on one side.
             (
                 vec![c(" Paris", -0.10), c(" a", -2.0), c(" the", -2.5)],
                 vec![c(" Paris", -0.11), c(" the", -2.4), c(" in", -3.0)],
-                (true, 2, 0.1),
+                (true, 2, 0.1, 0.11),
             ),
             // Different argmax.
             (
                 vec![c(" a", -0.5), c(" Paris", -0.9)],
                 vec![c(" Paris", -0.5), c(" a", -0.9)],
-                (false, 2, 0.4),
+                (false, 2, 0.4, 0.8),
             ),
-            (vec![], vec![c("x", -1.0)], (false, 0, 0.0)),
+            (vec![], vec![c("x", -1.0)], (false, 0, 0.0, 0.0)),
         ];
-        for (herd, llama, (agree, shared, max)) in cases {
+        for (herd, llama, (agree, shared, max, net)) in cases {
             let got = compare(&herd, &llama);
-            assert_eq!((got.0, got.1), (agree, shared), "{herd:?} {llama:?}");
-            assert!((got.2 - max).abs() < 1e-12, "{got:?} vs {max}");
+            assert_eq!(
+                (got.argmax_agrees, got.shared),
+                (agree, shared),
+                "{herd:?} {llama:?}"
+            );
+            assert!((got.max_abs_delta - max).abs() < 1e-9, "{got:?} vs {max}");
+            assert!(
+                (got.max_abs_delta_net - net).abs() < 1e-9,
+                "{got:?} vs {net}"
+            );
         }
     }
 
@@ -339,6 +379,7 @@ mod tests {
             argmax_agrees: false,
             shared: 19,
             max_abs_delta: 2.5e-6,
+            max_abs_delta_net: 1.0e-7,
         }];
         let t = table(&rows);
         assert!(t.contains("5≠6"), "{t}");

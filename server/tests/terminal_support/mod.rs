@@ -29,8 +29,21 @@ impl Terminal {
 
     /// `herd run ARGS` against the server at `addr`, with `home` as HOME.
     pub fn start(addr: &str, home: &Path, args: &str) -> Terminal {
+        Terminal::spawn(addr, home, &format!("exec {HERD} run {args}"))
+    }
+
+    /// The same on a terminal `cols` columns wide.
+    pub fn start_sized(addr: &str, home: &Path, args: &str, cols: u16) -> Terminal {
+        Terminal::spawn(
+            addr,
+            home,
+            &format!("stty cols {cols} rows 24 && exec {HERD} run {args}"),
+        )
+    }
+
+    fn spawn(addr: &str, home: &Path, shell: &str) -> Terminal {
         let mut child = Command::new("script")
-            .args(["-qec", &format!("{HERD} run {args}"), "/dev/null"])
+            .args(["-qec", shell, "/dev/null"])
             .env("OLLAMA_HOST", addr)
             .env("HOME", home)
             .env("TERM", "xterm")
