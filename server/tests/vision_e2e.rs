@@ -148,6 +148,21 @@ async fn images_reach_the_projector_and_cost_its_tokens() {
         assert!(v1["usage"]["prompt_tokens"].as_u64().unwrap() > IMAGE_TOKENS as u64);
     }
     openai_client_sends_a_data_uri(&serve, &img);
+    // Anthropic base64 image blocks.
+    let (st, msg) = post(
+        &serve,
+        "/v1/messages",
+        json!({"model": "vis", "max_tokens": 2, "temperature": 0,
+               "messages": [{"role": "user", "content": [
+                   {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": img}},
+                   {"type": "text", "text": "Describe"}]}]}),
+    )
+    .await;
+    assert_eq!(st, 200, "{msg}");
+    assert!(
+        msg["usage"]["input_tokens"].as_u64().unwrap() > IMAGE_TOKENS as u64,
+        "{msg}"
+    );
     let (st, url) = post(
         &serve,
         "/v1/chat/completions",
