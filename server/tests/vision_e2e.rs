@@ -203,6 +203,32 @@ fn openai_client_sends_a_data_uri(serve: &Serve, img: &str) {
         .unwrap_or_else(|| home.join(".cache/herd"));
     let py = cache.join("pyclients").join(key);
     if !py.join(".complete").exists() {
+        // The same install (and cache layout) as scripts/test-clients, which may not have run
+        // yet in this `cargo test`.
+        let tmp = py.with_extension("tmp");
+        let _ = std::fs::remove_dir_all(&tmp);
+        let ok = std::process::Command::new("python3")
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--no-deps",
+            ])
+            .arg("--target")
+            .arg(&tmp)
+            .arg("-r")
+            .arg(root.join("tests/clients/requirements.txt"))
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            std::fs::write(tmp.join(".complete"), b"").unwrap();
+            let _ = std::fs::remove_dir_all(&py);
+            std::fs::rename(&tmp, &py).unwrap();
+        }
+    }
+    if !py.join(".complete").exists() {
         quantize_support::prereq::missing(format!(
             "the official Python clients at {} (scripts/test-clients installs them)",
             py.display()
