@@ -148,6 +148,21 @@ async fn images_reach_the_projector_and_cost_its_tokens() {
         assert!(v1["usage"]["prompt_tokens"].as_u64().unwrap() > IMAGE_TOKENS as u64);
     }
     openai_client_sends_a_data_uri(&serve, &img);
+    // Anthropic base64 image blocks.
+    let (st, msg) = post(
+        &serve,
+        "/v1/messages",
+        json!({"model": "vis", "max_tokens": 2, "temperature": 0,
+               "messages": [{"role": "user", "content": [
+                   {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": img}},
+                   {"type": "text", "text": "Describe"}]}]}),
+    )
+    .await;
+    assert_eq!(st, 200, "{msg}");
+    assert!(
+        msg["usage"]["input_tokens"].as_u64().unwrap() > IMAGE_TOKENS as u64,
+        "{msg}"
+    );
     let (st, url) = post(
         &serve,
         "/v1/chat/completions",
@@ -187,6 +202,32 @@ fn openai_client_sends_a_data_uri(serve: &Serve, img: &str) {
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| home.join(".cache/herd"));
     let py = cache.join("pyclients").join(key);
+    if !py.join(".complete").exists() {
+        // The same install (and cache layout) as scripts/test-clients, which may not have run
+        // yet in this `cargo test`.
+        let tmp = py.with_extension("tmp");
+        let _ = std::fs::remove_dir_all(&tmp);
+        let ok = std::process::Command::new("python3")
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--no-deps",
+            ])
+            .arg("--target")
+            .arg(&tmp)
+            .arg("-r")
+            .arg(root.join("tests/clients/requirements.txt"))
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            std::fs::write(tmp.join(".complete"), b"").unwrap();
+            let _ = std::fs::remove_dir_all(&py);
+            std::fs::rename(&tmp, &py).unwrap();
+        }
+    }
     if !py.join(".complete").exists() {
         quantize_support::prereq::missing(format!(
             "the official Python clients at {} (scripts/test-clients installs them)",
