@@ -10,15 +10,12 @@
 #[path = "build/recipe.rs"]
 mod recipe;
 
+use recipe::support::{mkdir, pip_fetch, sh, Res};
 use recipe::{Gpu, Lock};
-use sha2::{Digest, Sha256};
 use std::env;
 use std::fs;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-type Res<T> = Result<T, String>;
 
 fn main() {
     if let Err(e) = run() {
@@ -44,11 +41,7 @@ fn run() -> Res<()> {
 
     let lock = Lock::parse(&read_string(&lock_path)?)
         .map_err(|e| format!("{}: {e}", lock_path.display()))?;
-    let cache = match env::var_os("HERD_CACHE") {
-        Some(c) if !c.is_empty() => PathBuf::from(c),
-        _ => PathBuf::from(env::var_os("HOME").ok_or("neither HERD_CACHE nor HOME is set")?)
-            .join(".cache/herd"),
-    };
+    let cache = recipe::support::cache_dir()?;
     let target = env::var("TARGET").map_err(|e| e.to_string())?;
     let gpu = Gpu::select(
         env::var("HERD_GPU").ok().as_deref(),
@@ -100,71 +93,17 @@ fn read_string(p: &Path) -> Res<String> {
     fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))
 }
 
-fn mkdir(p: &Path) -> Res<()> {
-    fs::create_dir_all(p).map_err(|e| format!("{}: {e}", p.display()))
-}
-
-fn sha256_file(p: &Path) -> Res<String> {
-    let mut f = fs::File::open(p).map_err(|e| format!("{}: {e}", p.display()))?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf).map_err(|e| e.to_string())?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(hex::encode(h.finalize()))
-}
-
-fn sh(cmd: &mut Command, what: &str) -> Res<()> {
-    let status = cmd
-        .status()
-        .map_err(|e| format!("{what}: cannot start: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("{what}: {status}"))
-    }
-}
-
 /// The sdist in `<cache>/dl`, fetched with pip (its ordinary client) when absent; always verified.
 fn fetch_archive(cache: &Path, lock: &Lock) -> Res<PathBuf> {
-    let dl = cache.join("dl");
-    let archive = dl.join(&lock.archive);
-    if !archive.exists() {
-        let tmp = dl.join(format!(".pip-{}", std::process::id()));
-        mkdir(&tmp)?;
-        let spec = format!("{}=={}", lock.package, lock.version);
-        sh(
-            Command::new("python3")
-                .args([
-                    "-m",
-                    "pip",
-                    "download",
-                    "--no-deps",
-                    "--no-binary",
-                    &lock.package,
-                    &spec,
-                    "-d",
-                ])
-                .arg(&tmp),
-            "pip download",
-        )?;
-        fs::rename(tmp.join(&lock.archive), &archive)
-            .map_err(|e| format!("pip gave no {}: {e}", lock.archive))?;
-        let _ = fs::remove_dir_all(&tmp);
-    }
-    let got = sha256_file(&archive)?;
-    if got != lock.sha256 {
-        return Err(format!(
-            "{}: sha256 {got}, lock says {} (delete the file to refetch)",
-            archive.display(),
-            lock.sha256
-        ));
-    }
-    Ok(archive)
+    let spec = format!("{}=={}", lock.package, lock.version);
+    pip_fetch(
+        cache,
+        &spec,
+        &["--no-binary", &lock.package],
+        &lock.archive,
+        &lock.sha256,
+        "native/llama.cpp.lock",
+    )
 }
 
 /// Extract + patch into `work/src`, build in `work/out/build`, install into `work/out`, then

@@ -5,6 +5,9 @@
 //! Invariant: everything that changes the installed libraries is in the key (archive hash, patch
 //! bytes, flags, target, recipe version); nothing that does not (ccache, paths, job count) is.
 
+#[path = "../../native/build_support.rs"]
+pub mod support;
+
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -27,22 +30,7 @@ pub struct Lock {
 
 impl Lock {
     pub fn parse(text: &str) -> Result<Lock, String> {
-        let mut kv = BTreeMap::new();
-        for (n, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let (k, v) = line
-                .split_once('=')
-                .ok_or_else(|| format!("line {}: expected key = \"value\"", n + 1))?;
-            let v = v.trim();
-            let v = v
-                .strip_prefix('"')
-                .and_then(|v| v.strip_suffix('"'))
-                .ok_or_else(|| format!("line {}: value must be a quoted string", n + 1))?;
-            kv.insert(k.trim().to_string(), v.to_string());
-        }
+        let mut kv = support::parse_pin(text)?;
         let mut take = |k: &str| kv.remove(k).ok_or_else(|| format!("missing key `{k}`"));
         let lock = Lock {
             package: take("package")?,
@@ -53,12 +41,7 @@ impl Lock {
             build: take("build")?,
             commit: take("commit")?,
         };
-        let hex_ok = lock.sha256.len() == 64
-            && lock
-                .sha256
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-        if !hex_ok {
+        if !support::is_sha256(&lock.sha256) {
             return Err("sha256 must be 64 lowercase hex digits".into());
         }
         if lock.archive.contains('/') || lock.source_dir.starts_with('/') {

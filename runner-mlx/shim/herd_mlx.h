@@ -1,0 +1,57 @@
+// herd_mlx: the narrow C API runner-mlx calls (src/ffi.rs declares the same items).
+// Every function catches C++ exceptions; failures return NULL / -1 and write a message into
+// `err` (NUL-terminated, at most `err_len` bytes).
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct HerdMlxModel HerdMlxModel;
+typedef struct HerdMlxCache HerdMlxCache;
+
+// The llama-family shape the loader checks the weights against (from config.json).
+typedef struct HerdMlxConfig {
+  int32_t n_layer;
+  int32_t n_embd;
+  int32_t n_ff;
+  int32_t n_head;
+  int32_t n_head_kv;
+  int32_t head_dim;
+  int32_t n_vocab;
+  float rope_theta;
+  float norm_eps;
+  int32_t rope_traditional;
+  int32_t tied_embeddings;
+} HerdMlxConfig;
+
+const char* herd_mlx_version(void);
+
+HerdMlxModel* herd_mlx_load(const char* path, const HerdMlxConfig* cfg, char* err, size_t err_len);
+void herd_mlx_model_free(HerdMlxModel* m);
+uint64_t herd_mlx_model_bytes(const HerdMlxModel* m);
+
+HerdMlxCache* herd_mlx_cache_new(const HerdMlxModel* m);
+void herd_mlx_cache_free(HerdMlxCache* c);
+int32_t herd_mlx_cache_len(const HerdMlxCache* c);
+// Keep the first `len` positions (prefix reuse); len >= the current length changes nothing.
+void herd_mlx_cache_truncate(HerdMlxCache* c, int32_t len);
+
+// One step over `n_seg` segments: segment i appends its `n_tokens[i]` tokens (consecutive in
+// `tokens`) to `caches[i]` (distinct caches) and gets the logits of its last token in
+// `logits[i * n_vocab ..]` (float32). Returns 0, or -1 with `err` set (caches unchanged).
+int32_t herd_mlx_forward(HerdMlxModel* m, int32_t n_seg, HerdMlxCache* const* caches,
+                         const int32_t* tokens, const int32_t* n_tokens, float* logits, char* err,
+                         size_t err_len);
+
+// Convert a llama-architecture GGUF to an MLX checkpoint: tensors under their Hugging Face
+// names (MLX affine-quantized where the GGUF is, Q/K rows un-permuted to the HF layout) in
+// `out_safetensors`; the GGUF metadata as one JSON object in `out_meta_json`.
+int32_t herd_mlx_convert_gguf(const char* gguf, const char* out_safetensors,
+                              const char* out_meta_json, char* err, size_t err_len);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,89 @@
+//! runner-mlx: herd's engine for safetensors (MLX) checkpoints, through libmlx from the pinned
+//! PyPI wheel (native/mlx.lock) and a narrow C++ shim (shim/).
+//!
+//! This slice holds the native build, the llama-family forward pass with per-sequence KV
+//! caches and multi-sequence steps (ffi + shim/model.cpp), checkpoint and tokenizer loading,
+//! and the GGUF → MLX converter the test model is made with. The socket runner (an engine
+//! thread behind runner-core's server) is the next step; the server does not start runner-mlx
+//! yet, so safetensors models keep their clear "not supported" error there.
+
+pub mod checkpoint;
+pub mod convert;
+pub mod ffi;
+pub mod vocab;
+
+/// The engine pin reported by the runner (`mlx-cpu 0.32.4` or `mlx-cuda-13 0.32.4`).
+pub const PIN: &str = env!("HERD_MLX_PIN");
+
+/// The loaded checkpoint: weights on the engine's device plus its vocabulary.
+pub struct Loaded {
+    pub checkpoint: checkpoint::Checkpoint,
+    pub model: ffi::Model,
+    pub vocab: vocab::Vocab,
+}
+
+/// Load the MLX checkpoint directory `dir`.
+pub fn load(dir: &std::path::Path) -> Result<Loaded, String> {
+    let checkpoint = checkpoint::Checkpoint::open(dir)?;
+    let vocab = vocab::Vocab::load(
+        &checkpoint.tokenizer,
+        checkpoint.shape.n_vocab as usize,
+        &checkpoint.eos,
+    )?;
+    let model = ffi::Model::load(&checkpoint.weights, &checkpoint.shape)?;
+    Ok(Loaded {
+        checkpoint,
+        model,
+        vocab,
+    })
+}
+
+/// The pin's pure parts (lock format, wheel choice) are tested with the crate.
+#[cfg(test)]
+#[path = "../build/recipe.rs"]
+mod recipe;
+
+#[cfg(test)]
+mod tests {
+    use super::recipe::{unpack_dir_name, Lock};
+
+    #[test]
+    fn the_pinned_lock_parses_and_herd_gpu_picks_the_wheel() {
+        let text = include_str!("../../native/mlx.lock");
+        let lock = Lock::parse(text).unwrap();
+        assert_eq!(lock.version, "0.32.4");
+        assert_eq!(lock.wheel(None).unwrap().package, "mlx-cpu");
+        assert_eq!(lock.wheel(Some("cpu")).unwrap().package, "mlx-cpu");
+        assert_eq!(lock.wheel(Some("cuda")).unwrap().package, "mlx-cuda-13");
+        assert!(lock.wheel(Some("metal")).unwrap_err().contains("metal"));
+        assert_eq!(
+            unpack_dir_name(lock.wheel(None).unwrap()),
+            "mlx_cpu-0.32.4-py3-none-manylinux_2_35_x86_64"
+        );
+        assert!(crate::PIN.ends_with(&lock.version), "{}", crate::PIN);
+    }
+
+    #[test]
+    fn bad_locks_are_refused() {
+        let good = include_str!("../../native/mlx.lock");
+        let cases = [
+            (
+                good.replace("cpu_sha256 = \"0e0a", "cpu_sha256 = \"ZZZZ"),
+                "hex",
+            ),
+            (
+                good.replace("cuda_archive", "cuda_archivex"),
+                "missing key `cuda_archive`",
+            ),
+            (good.replace(".whl\"", ".tar.gz\""), "wheel"),
+            (
+                good.replace("version = \"0.32.4\"", "version = 0.32.4"),
+                "quoted",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = Lock::parse(&text).unwrap_err();
+            assert!(e.contains(want), "{e:?} should mention {want:?}");
+        }
+    }
+}

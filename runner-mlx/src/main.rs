@@ -1,0 +1,37 @@
+//! The runner-mlx binary. In this slice it offers only `convert-gguf GGUF DIR` (the test
+//! model's converter); serving over the runner protocol comes with the engine thread.
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(version, about = "herd's MLX runner")]
+struct Args {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Convert a llama-architecture GGUF into an MLX checkpoint directory (model.safetensors,
+    /// config.json, tokenizer.json, tokenizer_config.json).
+    ConvertGguf { gguf: PathBuf, dir: PathBuf },
+    /// Print the MLX version this binary runs against.
+    Version,
+}
+
+fn main() {
+    match Args::parse().cmd {
+        Cmd::ConvertGguf { gguf, dir } => {
+            if let Err(e) = runner_mlx::convert::run(&gguf, &dir) {
+                eprintln!("runner-mlx: convert-gguf: {e}");
+                std::process::exit(1);
+            }
+        }
+        Cmd::Version => println!(
+            "{} (libmlx {})",
+            runner_mlx::PIN,
+            runner_mlx::ffi::version()
+        ),
+    }
+}
