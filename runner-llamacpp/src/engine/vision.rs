@@ -73,7 +73,10 @@ impl MediaPrompt for Images {
 pub fn from_jobs(media: JobMedia) -> Vec<Media> {
     media
         .into_iter()
-        .map(|m| *m.downcast::<Media>().expect("job media come from Images::prompt"))
+        .map(|m| {
+            *m.downcast::<Media>()
+                .expect("job media come from Images::prompt")
+        })
         .collect()
 }
 
