@@ -198,19 +198,28 @@ async fn metrics_follow_real_requests_and_pass_promtool() {
         .unwrap();
     assert_eq!(r.status(), 404);
 
-    let r = http
-        .get(format!("{base}/metrics"))
-        .header("authorization", &auth)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    assert_eq!(
-        r.headers()["content-type"],
-        "text/plain; version=0.0.4; charset=utf-8"
-    );
-    let m = r.text().await.unwrap();
     let model = r#"{model="smol:latest"}"#;
+    // A lease is handed back just after its response's last byte, so the in-flight gauge may
+    // still read 1 for a moment: scrape until it settles (at most 5 s).
+    let mut m = String::new();
+    for _ in 0..50 {
+        let r = http
+            .get(format!("{base}/metrics"))
+            .header("authorization", &auth)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(
+            r.headers()["content-type"],
+            "text/plain; version=0.0.4; charset=utf-8"
+        );
+        m = r.text().await.unwrap();
+        if sample(&m, &format!("herd_requests_in_flight{model}")) == Some(0.0) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     let s = |name: &str| sample(&m, name);
     assert_eq!(
         s(&format!("herd_output_tokens_total{model}")),

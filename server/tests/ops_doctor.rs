@@ -74,7 +74,10 @@ fn doctor_reports_store_damage_and_verify_catches_corruption() {
     );
     assert_eq!(lines(&text, "ok", "engine").len(), 2, "{text}");
     assert_eq!(lines(&text, "ok", "port").len(), 1, "{text}");
-    assert_eq!(lines(&text, "ok", "disk").len(), 1, "{text}");
+    // The disk line's level depends on this machine's free space (warn below 10 GB): only a
+    // fail would be wrong here.
+    let disk = lines(&text, "ok", "disk").len() + lines(&text, "warn", "disk").len();
+    assert_eq!(disk, 1, "{text}");
     let warns = lines(&text, "warn", "store");
     assert_eq!(warns.len(), 1, "{text}");
     assert!(warns[0].contains(&orphan), "{text}");
