@@ -347,7 +347,10 @@ pub fn redact(name: &str, value: String) -> String {
     let secret = ["KEY", "TOKEN", "SECRET", "PASSWORD", "AUTH"]
         .iter()
         .any(|w| upper.contains(w));
-    if secret && !value.is_empty() {
+    // A setting that names a file holding a secret shows the path: the path is not the secret,
+    // and an operator needs it to see which file was read.
+    let path = upper.ends_with("_FILE") || upper == "HERD_TLS_KEY";
+    if secret && !path && !value.is_empty() {
         "[redacted]".to_string()
     } else {
         value
@@ -475,6 +478,8 @@ mod tests {
         assert_eq!(redact("OLLAMA_AUTH", "x".into()), "[redacted]");
         assert_eq!(redact("OLLAMA_HOST", "1.2.3.4".into()), "1.2.3.4");
         assert_eq!(redact("HERD_API_KEY", String::new()), "");
+        assert_eq!(redact("HERD_TLS_KEY", "/etc/k.pem".into()), "/etc/k.pem");
+        assert_eq!(redact("HERD_API_KEYS_FILE", "/etc/keys".into()), "/etc/keys");
     }
 
     /// One test for everything that goes through clap, so no other test races on the env.
