@@ -479,7 +479,10 @@ mod tests {
         assert_eq!(redact("OLLAMA_HOST", "1.2.3.4".into()), "1.2.3.4");
         assert_eq!(redact("HERD_API_KEY", String::new()), "");
         assert_eq!(redact("HERD_TLS_KEY", "/etc/k.pem".into()), "/etc/k.pem");
-        assert_eq!(redact("HERD_API_KEYS_FILE", "/etc/keys".into()), "/etc/keys");
+        assert_eq!(
+            redact("HERD_API_KEYS_FILE", "/etc/keys".into()),
+            "/etc/keys"
+        );
     }
 
     /// One test for everything that goes through clap, so no other test races on the env.
