@@ -6,66 +6,22 @@
 mod support;
 
 use futures_util::StreamExt;
-use runner_protocol::{CompletionChunk, CompletionRequest, LoadOptions, Prompt};
+use runner_protocol::{CompletionChunk, CompletionRequest};
 use server::error::Error;
-use server::runner::create_runner_dir;
 use server::runner::Liveness;
 use server::scheduler::{ModelRequest, Scheduler, SchedulerConfig};
 use std::time::{Duration, Instant};
 use support::*;
 
-struct Env {
-    dir: tempfile::TempDir,
-    models: tempfile::TempDir,
-}
-
-impl Env {
-    fn new() -> Self {
-        Self {
-            dir: create_runner_dir().unwrap(),
-            models: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn config(&self) -> SchedulerConfig {
-        let mut c = SchedulerConfig::new(fake_runner(), self.dir.path());
-        c.stop_grace = Duration::from_secs(2);
-        c.load_timeout = Some(Duration::from_secs(5));
-        c
-    }
-
-    /// Short liveness deadlines: probes every 100 ms answered within 500 ms, and `progress`.
-    fn quick(&self, progress: Duration) -> SchedulerConfig {
-        let mut c = self.config();
-        c.liveness = Liveness {
-            progress_timeout: Some(progress),
-            probe_interval: Some(Duration::from_millis(100)),
-            probe_timeout: Duration::from_millis(500),
-        };
-        c
-    }
-
-    fn request(&self, name: &str, script: &[&str]) -> ModelRequest {
-        ModelRequest {
-            name: format!("{name}:latest"),
-            digest: format!("digest-{name}"),
-            options: LoadOptions {
-                model: fake_model(self.models.path(), name, script),
-                ctx_size: 256,
-                parallel: 0,
-                ..Default::default()
-            },
-            keep_alive: None,
-            memory: 1000,
-        }
-    }
-}
-
-fn prompt() -> CompletionRequest {
-    CompletionRequest {
-        prompt: Prompt::Text("hi".into()),
-        ..Default::default()
-    }
+/// Short liveness deadlines: probes every 100 ms answered within 500 ms, and `progress`.
+fn quick(env: &Env, progress: Duration) -> SchedulerConfig {
+    let mut c = env.config();
+    c.liveness = Liveness {
+        progress_timeout: Some(progress),
+        probe_interval: Some(Duration::from_millis(100)),
+        probe_timeout: Duration::from_millis(500),
+    };
+    c
 }
 
 /// Runs one completion to its end: `Ok(text)` on `done`, else the error that ended it.
@@ -166,7 +122,7 @@ async fn a_broken_stream_hands_the_waiting_request_to_a_fresh_runner() {
 async fn a_stopped_runner_is_detected_killed_and_replaced() {
     let env = Env::new();
     // The progress deadline is far away: the probe is what must find it.
-    let sched = Scheduler::new(env.quick(Duration::from_secs(30)));
+    let sched = Scheduler::new(quick(&env, Duration::from_secs(30)));
     let req = env.request(
         "m",
         &["--tokens", "a b c d e f g h", "--token-delay-ms", "100"],
@@ -219,7 +175,7 @@ async fn a_stopped_runner_is_detected_killed_and_replaced() {
 #[tokio::test]
 async fn an_idle_stopped_runner_is_replaced_on_the_next_request() {
     let env = Env::new();
-    let sched = Scheduler::new(env.quick(Duration::from_secs(30)));
+    let sched = Scheduler::new(quick(&env, Duration::from_secs(30)));
     let req = env.request("m", &["--tokens", "x y"]);
     let pid = sched.acquire(req.clone()).await.unwrap().pid();
     signal(pid, nix::sys::signal::Signal::SIGSTOP);
@@ -242,7 +198,7 @@ async fn an_idle_stopped_runner_is_replaced_on_the_next_request() {
 async fn a_wedged_engine_hits_the_progress_deadline() {
     let env = Env::new();
     let progress = Duration::from_millis(800);
-    let sched = Scheduler::new(env.quick(progress));
+    let sched = Scheduler::new(quick(&env, progress));
     let req = env.request("m", &["--tokens", "a b c d e f", "--wedge-after", "2"]);
     let lease = sched.acquire(req.clone()).await.unwrap();
     let pid = lease.pid();
@@ -282,7 +238,7 @@ async fn a_wedged_engine_hits_the_progress_deadline() {
 #[tokio::test]
 async fn slow_but_alive_runners_are_left_alone() {
     let env = Env::new();
-    let sched = Scheduler::new(env.quick(Duration::from_millis(800)));
+    let sched = Scheduler::new(quick(&env, Duration::from_millis(800)));
     let req = env.request("m", &["--tokens", "a b c d", "--token-delay-ms", "300"]);
     let lease = sched.acquire(req.clone()).await.unwrap();
     let pid = lease.pid();

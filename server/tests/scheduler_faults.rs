@@ -5,58 +5,14 @@
 mod support;
 
 use futures_util::StreamExt;
-use runner_protocol::{CompletionChunk, CompletionRequest, ErrorKind, LoadOptions, Prompt};
+use runner_protocol::{CompletionChunk, ErrorKind};
 use server::error::Error;
-use server::runner::create_runner_dir;
-use server::scheduler::{KeepAlive, ModelRequest, Scheduler, SchedulerConfig};
+use server::scheduler::{KeepAlive, Scheduler};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use support::*;
 use tokio::sync::{mpsc, watch};
-
-struct Env {
-    dir: tempfile::TempDir,
-    models: tempfile::TempDir,
-}
-
-impl Env {
-    fn new() -> Self {
-        Self {
-            dir: create_runner_dir().unwrap(),
-            models: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn config(&self) -> SchedulerConfig {
-        let mut c = SchedulerConfig::new(fake_runner(), self.dir.path());
-        c.stop_grace = Duration::from_secs(2);
-        c.load_timeout = Some(Duration::from_secs(5));
-        c
-    }
-
-    fn request(&self, name: &str, script: &[&str]) -> ModelRequest {
-        ModelRequest {
-            name: format!("{name}:latest"),
-            digest: format!("digest-{name}"),
-            options: LoadOptions {
-                model: fake_model(self.models.path(), name, script),
-                ctx_size: 256,
-                parallel: 0,
-                ..Default::default()
-            },
-            keep_alive: None,
-            memory: 1000,
-        }
-    }
-}
-
-fn prompt() -> CompletionRequest {
-    CompletionRequest {
-        prompt: Prompt::Text("hi".into()),
-        ..Default::default()
-    }
-}
 
 async fn text_of(lease: server::scheduler::Lease) -> Result<String, Error> {
     let mut s = lease.into_completion(&prompt()).await?;

@@ -8,49 +8,12 @@
 mod support;
 
 use futures_util::StreamExt;
-use runner_protocol::{CompletionRequest, LoadOptions, Prompt};
+use runner_protocol::{CompletionRequest, Prompt};
 use server::config::Pins;
 use server::error::Error;
-use server::runner::create_runner_dir;
-use server::scheduler::{KeepAlive, ModelRequest, Scheduler, SchedulerConfig};
+use server::scheduler::{KeepAlive, Scheduler};
 use std::time::{Duration, Instant, SystemTime};
 use support::*;
-
-struct Env {
-    dir: tempfile::TempDir,
-    models: tempfile::TempDir,
-}
-
-impl Env {
-    fn new() -> Self {
-        Self {
-            dir: create_runner_dir().unwrap(),
-            models: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn config(&self) -> SchedulerConfig {
-        let mut c = SchedulerConfig::new(fake_runner(), self.dir.path());
-        c.stop_grace = Duration::from_secs(2);
-        c.load_timeout = Some(Duration::from_secs(5));
-        c
-    }
-
-    fn request(&self, name: &str, script: &[&str], keep_alive: Option<KeepAlive>) -> ModelRequest {
-        ModelRequest {
-            name: format!("{name}:latest"),
-            digest: format!("digest-{name}"),
-            options: LoadOptions {
-                model: fake_model(self.models.path(), name, script),
-                ctx_size: 256,
-                parallel: 0,
-                ..Default::default()
-            },
-            keep_alive,
-            memory: 1000,
-        }
-    }
-}
 
 /// The value of the one sample line starting with `series` (name plus labels), if any.
 fn sample(text: &str, series: &str) -> Option<f64> {
@@ -74,7 +37,7 @@ async fn pinned_model_stays_and_a_model_that_cannot_fit_is_refused() {
     cfg.pins = server::config::Pins(vec![server::store::ModelName::parse("p").unwrap()]);
     let sched = Scheduler::new(cfg);
     // keep_alive 0 would unload an ordinary model as soon as the lease drops.
-    let p = env.request(
+    let p = env.request_with(
         "p",
         &["--tokens", "a"],
         Some(KeepAlive::For(Duration::ZERO)),
@@ -90,7 +53,7 @@ async fn pinned_model_stays_and_a_model_that_cannot_fit_is_refused() {
     // Another model cannot evict it: refused at once, not queued forever.
     let t = Instant::now();
     let err = sched
-        .acquire(env.request("q", &["--tokens", "b"], None))
+        .acquire(env.request_with("q", &["--tokens", "b"], None))
         .await
         .unwrap_err();
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
@@ -115,11 +78,16 @@ async fn eviction_passes_over_a_pinned_model() {
     cfg.pins = Pins(vec![server::store::ModelName::parse("p:latest").unwrap()]);
     let sched = Scheduler::new(cfg);
     // p would be the first to go without the pin: its keep-alive is the shortest.
-    let p = env.request("p", &[], Some(KeepAlive::For(Duration::from_secs(1))));
-    let q = env.request("q", &[], Some(KeepAlive::For(Duration::from_secs(600))));
+    let p = env.request_with("p", &[], Some(KeepAlive::For(Duration::from_secs(1))));
+    let q = env.request_with("q", &[], Some(KeepAlive::For(Duration::from_secs(600))));
     drop(sched.acquire(p).await.unwrap());
     drop(sched.acquire(q).await.unwrap());
-    drop(sched.acquire(env.request("r", &[], None)).await.unwrap());
+    drop(
+        sched
+            .acquire(env.request_with("r", &[], None))
+            .await
+            .unwrap(),
+    );
     let mut names: Vec<String> = sched.ps().await.into_iter().map(|m| m.name).collect();
     names.sort();
     assert_eq!(
@@ -137,7 +105,7 @@ async fn max_keep_alive_caps_forever_and_the_model_unloads() {
     cfg.max_keep_alive = Some(Duration::from_secs(1));
     let sched = Scheduler::new(cfg);
     let lease = sched
-        .acquire(env.request("m", &[], Some(KeepAlive::Forever)))
+        .acquire(env.request_with("m", &[], Some(KeepAlive::Forever)))
         .await
         .unwrap();
     let pid = lease.pid();
@@ -165,7 +133,7 @@ async fn runner_deaths_are_counted_by_cause() {
     let env = Env::new();
     let sched = Scheduler::new(env.config());
     let metrics = sched.metrics().clone();
-    let killed = env.request("killed", &["--tokens", "a"], None);
+    let killed = env.request_with("killed", &["--tokens", "a"], None);
     let pid = sched.acquire(killed.clone()).await.unwrap().pid();
     kill9(pid);
     wait_for(
@@ -175,7 +143,7 @@ async fn runner_deaths_are_counted_by_cause() {
     )
     .await;
     // A runner that exits on its own with a status code mid-stream.
-    let crashes = env.request(
+    let crashes = env.request_with(
         "crashes",
         &["--tokens", "a b c", "--crash-after", "1"],
         None,
@@ -199,10 +167,10 @@ async fn runner_deaths_are_counted_by_cause() {
     )
     .await;
     // A runner that dies while loading.
-    let exits = env.request("exits", &["--exit-at-load", "3", "--slow-load", "0"], None);
+    let exits = env.request_with("exits", &["--exit-at-load", "3", "--slow-load", "0"], None);
     let exits_ready = sched.acquire(exits).await;
     // A stop herd asks for is not a restart.
-    let stopped = env.request("stopped", &[], None);
+    let stopped = env.request_with("stopped", &[], None);
     drop(sched.acquire(stopped.clone()).await.unwrap());
     assert!(sched.unload(&stopped.options.model).await);
 
@@ -252,7 +220,7 @@ async fn a_runner_killed_as_unresponsive_counts_as_such() {
     let mut cfg = env.config();
     cfg.liveness.progress_timeout = Some(Duration::from_millis(500));
     let sched = Scheduler::new(cfg);
-    let wedged = env.request("wedged", &["--tokens", "a b c", "--wedge-after", "1"], None);
+    let wedged = env.request_with("wedged", &["--tokens", "a b c", "--wedge-after", "1"], None);
     let lease = sched.acquire(wedged).await.unwrap();
     let req = CompletionRequest {
         prompt: Prompt::Text("hi".into()),

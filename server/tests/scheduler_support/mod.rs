@@ -93,3 +93,60 @@ pub fn kill9(pid: u32) {
     )
     .unwrap();
 }
+
+/// A private runner directory and a models directory for scheduler tests, with requests for
+/// scripted fake models in it.
+pub struct Env {
+    pub dir: tempfile::TempDir,
+    pub models: tempfile::TempDir,
+}
+
+impl Env {
+    pub fn new() -> Self {
+        Self {
+            dir: server::runner::create_runner_dir().unwrap(),
+            models: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// The fake runner with short stop and load deadlines.
+    pub fn config(&self) -> server::scheduler::SchedulerConfig {
+        let mut c = server::scheduler::SchedulerConfig::new(fake_runner(), self.dir.path());
+        c.stop_grace = Duration::from_secs(2);
+        c.load_timeout = Some(Duration::from_secs(5));
+        c
+    }
+
+    /// A request for fake model `name` running `script`, with the default keep-alive.
+    pub fn request(&self, name: &str, script: &[&str]) -> server::scheduler::ModelRequest {
+        self.request_with(name, script, None)
+    }
+
+    pub fn request_with(
+        &self,
+        name: &str,
+        script: &[&str],
+        keep_alive: Option<server::scheduler::KeepAlive>,
+    ) -> server::scheduler::ModelRequest {
+        server::scheduler::ModelRequest {
+            name: format!("{name}:latest"),
+            digest: format!("digest-{name}"),
+            options: runner_protocol::LoadOptions {
+                model: fake_model(self.models.path(), name, script),
+                ctx_size: 256,
+                parallel: 0,
+                ..Default::default()
+            },
+            keep_alive,
+            memory: 1000,
+        }
+    }
+}
+
+/// The one-word prompt the fault tests send.
+pub fn prompt() -> runner_protocol::CompletionRequest {
+    runner_protocol::CompletionRequest {
+        prompt: runner_protocol::Prompt::Text("hi".into()),
+        ..Default::default()
+    }
+}
