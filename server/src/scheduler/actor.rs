@@ -20,11 +20,13 @@ use crate::runner::{ExitCause, Runner, SpawnConfig};
 use runner_protocol::LoadOptions;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio::time::{sleep_until, Instant};
 use tokio_util::sync::CancellationToken;
+
+mod ps;
 
 pub(super) enum Cmd {
     Acquire {
@@ -526,41 +528,6 @@ impl Actor {
             futures_util::future::join_all(stopping.iter().map(Runner::stop)).await;
             let _ = reply.send(found);
         });
-    }
-
-    fn ps(&self) -> Vec<RunningModel> {
-        let now = Instant::now();
-        let wall = SystemTime::now();
-        let mut out: Vec<(Option<Duration>, RunningModel)> = self
-            .entries
-            .values()
-            .filter_map(|e| {
-                let r = e.runner.as_ref()?;
-                let left = e.expires_in(now);
-                let info = r.info();
-                Some((
-                    left,
-                    RunningModel {
-                        name: e.name.clone(),
-                        digest: e.digest.clone(),
-                        model: e.options.model.clone(),
-                        size: e.memory(),
-                        size_vram: info.memory_device_bytes,
-                        context_length: e.options.ctx_size,
-                        expires_at: left.map(|d| wall + d),
-                        pid: r.pid(),
-                        active: e.refcount,
-                        options: e.options.clone(),
-                    },
-                ))
-            })
-            .collect();
-        // Longest remaining keep-alive first; forever before any finite time.
-        out.sort_by(|(a, ma), (b, mb)| {
-            let key = |x: &Option<Duration>| (x.is_some(), std::cmp::Reverse(*x));
-            key(a).cmp(&key(b)).then_with(|| ma.name.cmp(&mb.name))
-        });
-        out.into_iter().map(|(_, m)| m).collect()
     }
 
     /// Shutdown: cancel loads, fail waiters, stop every runner, and wait until all are reaped.
