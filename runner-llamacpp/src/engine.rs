@@ -31,8 +31,8 @@ use crate::sampling::{needs_row, Choice, Sampler};
 use runner_core::jobs::{CompleteJob, Job};
 use runner_core::text::TextStream;
 use runner_protocol::{
-    CompletionChunk, CompletionRequest, DoneReason, EmbedResponse, ErrorKind, RunnerError, Timings,
-    TokenLogprob, TopLogprob,
+    CompletionChunk, CompletionRequest, DoneReason, ErrorKind, RunnerError, Timings, TokenLogprob,
+    TopLogprob,
 };
 use sample::sample_all;
 use stats::{Phase, StepStats};
@@ -43,6 +43,7 @@ use std::time::Instant;
 use tokio::sync::mpsc::UnboundedSender;
 
 mod cancel;
+mod embedding;
 mod sample;
 mod stats;
 pub mod vision;
@@ -495,35 +496,6 @@ impl Engine {
         self.stats.lap(Phase::Emit);
         self.stats.end(n_rows, prefill);
         true
-    }
-
-    /// Embeddings of each input on slot `i`'s sequence, which is wiped first and after.
-    fn embed(&mut self, i: usize, inputs: &[Vec<Token>]) -> Result<EmbedResponse, RunnerError> {
-        let seq = self.slots[i].seq;
-        self.slots[i].cache.clear();
-        self.ctx.seq_rm(seq, -1, -1);
-        // With any chain attached, llama.cpp sizes its sampling buffers for every token of an
-        // embedding batch (all are outputs), four vocabulary rows each: detach all meanwhile.
-        let attached: Vec<i32> = self
-            .slots
-            .iter()
-            .map(|s| s.seq)
-            .filter(|&s| self.ctx.device_sampling(s))
-            .collect();
-        for &s in &attached {
-            self.ctx.set_device_sampling(s, false);
-        }
-        self.ctx.set_embeddings(true);
-        let r = crate::embed::run(&mut self.ctx, &mut self.batch, seq, inputs);
-        self.ctx.set_embeddings(false);
-        self.ctx.seq_rm(seq, -1, -1);
-        for &s in &attached {
-            self.ctx.set_device_sampling(s, true);
-        }
-        for k in 0..self.slots.len() {
-            self.sync_device(k);
-        }
-        r
     }
 }
 
