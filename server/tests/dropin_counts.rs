@@ -1,7 +1,8 @@
 //! Prompt token counts as Ollama reports them since 0.30 (issue 14, item 2): `prompt_eval_count`
 //! is the whole prompt, tokens reused from the runner's prefix cache included, on /api/chat,
 //! /api/generate (with `context`), /v1/chat/completions `usage.prompt_tokens`, /v1/messages
-//! `usage.input_tokens` and the Anthropic stream's `message_start`. The real server and runner
+//! `usage.input_tokens`, the Anthropic stream's `message_start`, and /v1/responses' `usage`
+//! (whose `input_tokens_details.cached_tokens` is the reused part). The real server and runner
 //! on SmolLM2; the repeated request hits the slot's prefix cache, which before reported 1.
 
 mod serve_support;
@@ -67,6 +68,32 @@ async fn prompt_counts_include_cached_tokens_on_every_api() {
     .await
     .json();
     assert_eq!(an["usage"]["input_tokens"].as_u64(), Some(n), "{an}");
+
+    // /v1/responses reports the cached part too: the same prompt again reuses all but its
+    // last token, streamed or not.
+    let body = json!({"model": "smol", "input": messages(), "max_output_tokens": 4,
+                      "temperature": 0});
+    let rs = ok(&h, "/v1/responses", body.clone()).await.json();
+    assert_eq!(rs["usage"]["input_tokens"].as_u64(), Some(n), "{rs}");
+    assert_eq!(
+        rs["usage"]["input_tokens_details"]["cached_tokens"].as_u64(),
+        Some(n - 1),
+        "{rs}"
+    );
+    let mut streamed = body;
+    streamed["stream"] = json!(true);
+    let sse = ok(&h, "/v1/responses", streamed).await.text();
+    let done = sse
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str::<Value>(d).unwrap())
+        .find(|v| v["type"] == "response.completed")
+        .unwrap_or_else(|| panic!("no response.completed: {sse}"));
+    assert_eq!(
+        done["response"]["usage"]["input_tokens_details"]["cached_tokens"].as_u64(),
+        Some(n - 1),
+        "{done}"
+    );
 
     // The stream's message_start carries the count before any text.
     let sse = ok(

@@ -12,6 +12,8 @@
 
 use std::convert::Infallible;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -145,8 +147,40 @@ pub async fn respond_generate(chunks: ChunkStream<GenerateResponse>, stream: boo
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PromptTokens(pub u64);
 
+/// Of the final chunk's prompt, the tokens the runner reused from its cache
+/// (`Metrics::prompt_cached`, which Ollama's wire does not carry), for the in-process translation
+/// layers (`/v1/responses` usage). Set before the final chunk is serialized, so a reader that has
+/// parsed the `done` line sees the count.
+#[derive(Debug, Clone, Default)]
+pub struct PromptCached(pub Arc<AtomicU64>);
+
+impl PromptCached {
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
 /// Streams or folds a chat stream, per the request's `stream` flag.
 pub async fn respond_chat(
+    chunks: ChunkStream<ChatResponse>,
+    stream: bool,
+    request_has_tools: bool,
+) -> Response {
+    let cached = PromptCached::default();
+    let cell = cached.0.clone();
+    let chunks: ChunkStream<ChatResponse> = Box::pin(chunks.inspect(move |c| {
+        if let Ok(c) = c {
+            if c.done {
+                cell.store(c.metrics.prompt_cached, Ordering::Release);
+            }
+        }
+    }));
+    let mut resp = respond_chat_inner(chunks, stream, request_has_tools).await;
+    resp.extensions_mut().insert(cached);
+    resp
+}
+
+async fn respond_chat_inner(
     chunks: ChunkStream<ChatResponse>,
     stream: bool,
     request_has_tools: bool,

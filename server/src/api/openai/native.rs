@@ -46,24 +46,35 @@ impl<T: Send + 'static> Reply<T> {
     }
 }
 
-/// A streamed reply's first chunk gets `metrics.prompt_announced` from the native response.
+/// The metrics Ollama's wire leaves out come back from the native response's extensions: a
+/// streamed reply's first chunk gets `metrics.prompt_announced`, the final chunk (streamed or
+/// not) `metrics.prompt_cached`.
 pub async fn chat(state: &AppState, req: ChatRequest) -> Result<Reply<ChatResponse>, ApiError> {
-    use crate::api::stream::PromptTokens;
+    use crate::api::stream::{PromptCached, PromptTokens};
     let resp = crate::api::generate::chat(State(state.clone()), OJson(req)).await;
     let announced = resp.extensions().get::<PromptTokens>().map(|p| p.0);
+    let cached = resp.extensions().get::<PromptCached>().cloned();
+    let finish = move |mut c: ChatResponse| {
+        if let (true, Some(cached)) = (c.done, &cached) {
+            c.metrics.prompt_cached = cached.get();
+        }
+        c
+    };
     Ok(match read(resp).await? {
-        Reply::Stream(s) if announced.is_some() => {
+        Reply::Stream(s) => {
             let mut first = true;
             Reply::Stream(Box::pin(s.map(move |item| {
                 item.map(|mut c: ChatResponse| {
                     if std::mem::take(&mut first) {
-                        c.metrics.prompt_announced = announced.unwrap_or(0);
+                        if let Some(n) = announced {
+                            c.metrics.prompt_announced = n;
+                        }
                     }
-                    c
+                    finish(c)
                 })
             })))
         }
-        other => other,
+        Reply::One(c) => Reply::One(finish(c)),
     })
 }
 
