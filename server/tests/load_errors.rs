@@ -1,7 +1,7 @@
 //! Errors from a failed model load (issue 22 item 9), on the real `herd serve` with the real
 //! runner: a GGUF that passes create's validation but that llama.cpp cannot load answers 500
-//! naming the model, never a path on the server (`/…/blobs/sha256-…`), in the native, OpenAI
-//! and Anthropic shapes. Needs `cargo build -p runner-llamacpp`.
+//! naming the model and llama.cpp's reason (`error loading model: …`), never a path on the
+//! server (`/…/blobs/sha256-…`), in the native, OpenAI and Anthropic shapes. Needs `cargo build -p runner-llamacpp`.
 
 mod herd_proc;
 mod serve_support;
@@ -12,8 +12,8 @@ use serve_support::api_support::TestStore;
 use serve_support::native_runner;
 use server::gguf::GgufBuilder;
 
-/// `tiny_llama` declares one block but carries none of its tensors: its metadata is honest (create
-/// accepts it), yet llama.cpp refuses it for the missing `blk.0.*` weights.
+/// `tiny_llama` is a well-formed GGUF (create accepts it) that lacks what llama.cpp's loader
+/// needs: it refuses it with `key not found in model: llama.attention.layer_norm_rms_epsilon`.
 fn unloadable() -> Vec<u8> {
     GgufBuilder::tiny_llama().build().unwrap()
 }
@@ -101,6 +101,11 @@ async fn a_failed_load_names_the_model_and_no_server_path() {
             "{what}: {status} {text}"
         );
         check(what, &text);
+        // llama.cpp's own reason, not only that the load failed.
+        assert!(
+            text.contains("error loading model: ") && text.contains("layer_norm_rms_epsilon"),
+            "{what}: the reason is kept: {text}"
+        );
         if path == "/api/generate" {
             assert_eq!(status, 500, "{text}");
             let v: Value = serde_json::from_str(&text).unwrap();

@@ -67,10 +67,32 @@ unsafe extern "C" fn log_cb(level: sys::ggml_log_level, text: *const c_char, _: 
         _ => 2,
     };
     LAST.store(rank, Ordering::Relaxed);
+    let s = CStr::from_ptr(text).to_string_lossy();
+    if rank == 4 {
+        note_load_error(&s);
+    }
     if rank >= LOG_MIN.load(Ordering::Relaxed) {
-        let s = CStr::from_ptr(text).to_string_lossy();
         eprint!("{s}");
     }
+}
+
+/// Why the last model load failed, as llama.cpp logged it (`error loading model: …`): the
+/// loader returns only NULL, so this is the one place the reason survives. One load at a time
+/// per process, so one slot suffices; `Model::load` clears it first.
+static LOAD_ERROR: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
+fn note_load_error(line: &str) {
+    const MARK: &str = "error loading model";
+    if let Some(i) = line.find(MARK) {
+        if let Ok(mut e) = LOAD_ERROR.lock() {
+            *e = line[i..].trim().to_string();
+        }
+    }
+}
+
+fn take_load_error() -> Option<String> {
+    let e = std::mem::take(&mut *LOAD_ERROR.lock().ok()?);
+    (!e.is_empty()).then_some(e)
 }
 
 /// Whether info-level messages are shown (`LogLevel::Debug`).
@@ -142,6 +164,7 @@ impl Model {
         let cpath = CString::new(path.to_string_lossy().as_bytes())
             .map_err(|_| "model path contains NUL".to_string())?;
         let mut cb: &mut dyn FnMut(f32) -> bool = &mut progress;
+        let _ = take_load_error();
         let ptr = unsafe {
             let mut mp = sys::llama_model_default_params();
             mp.n_gpu_layers = p.gpu_layers;
@@ -160,9 +183,12 @@ impl Model {
                 &mut cb as *mut &mut dyn FnMut(f32) -> bool as *mut c_void;
             sys::llama_model_load_from_file(cpath.as_ptr(), mp)
         };
-        NonNull::new(ptr)
-            .map(|ptr| Model { ptr })
-            .ok_or_else(|| format!("llama.cpp could not load {}", path.display()))
+        NonNull::new(ptr).map(|ptr| Model { ptr }).ok_or_else(|| {
+            let why = take_load_error()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default();
+            format!("llama.cpp could not load {}{why}", path.display())
+        })
     }
 
     fn vocab(&self) -> *const sys::llama_vocab {
