@@ -195,6 +195,11 @@ pub struct Front {
 
 impl Front {
     pub fn start(replicas: &[String]) -> Front {
+        Front::start_with(replicas, &[])
+    }
+
+    /// As `start`, with more options for scripts/nginx/render (and so for the checker).
+    pub fn start_with(replicas: &[String], extra: &[&str]) -> Front {
         // nginx in its own run dir, its config rendered; the checker keeps it current.
         let run = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(run.path().join("tmp")).unwrap();
@@ -212,6 +217,7 @@ impl Front {
             "--fail-timeout".into(),
             "2s".into(),
         ];
+        render.extend(extra.iter().map(|a| a.to_string()));
         render.extend(replicas.iter().cloned());
         std::fs::write(&conf, script("render", &render)).unwrap();
         let mut child = Command::new(NGINX)
@@ -261,6 +267,25 @@ impl Front {
             _nginx: nginx,
             _run: run,
         }
+    }
+}
+
+/// Polls until `lines` has a line containing `want` that arrived after `since`; its arrival
+/// time. Panics after `within`.
+pub fn wait_line(lines: &Lines, want: &str, since: Instant, within: Duration) -> Instant {
+    let deadline = Instant::now() + within;
+    loop {
+        let l = lines.lock().unwrap();
+        if let Some((at, _)) = l.iter().find(|(at, l)| *at > since && l.contains(want)) {
+            return *at;
+        }
+        drop(l);
+        assert!(
+            Instant::now() < deadline,
+            "no {want:?} in:\n{}",
+            text(lines)
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
