@@ -231,7 +231,8 @@ fn bindings(install: &Path) -> Res<()> {
     let b = bindgen::Builder::default()
         .header_contents(
             "herd_llama.h",
-            "#include \"llama.h\"\n#include \"mtmd.h\"\n#include \"ggml-backend.h\"\n",
+            "#include \"llama.h\"\n#include \"mtmd.h\"\n#include \"ggml-backend.h\"\n\
+             #include \"ggml-rpc.h\"\n",
         )
         .clang_arg(format!("-I{}", inc.display()))
         .allowlist_function("llama_.*")
@@ -240,6 +241,12 @@ fn bindings(install: &Path) -> Res<()> {
         .allowlist_function("ggml_backend_reg_count")
         .allowlist_function("ggml_backend_dev_count")
         .allowlist_function("ggml_log_set")
+        // ffi/rpc.rs: devices and the RPC module's entry points (reached by proc address).
+        .allowlist_function("ggml_backend_reg_(by_name|get_proc_address|name|dev_count)")
+        .allowlist_function("ggml_backend_register")
+        .allowlist_function("ggml_backend_dev_(get|by_type|type|name|description|memory)")
+        .allowlist_function("ggml_backend_dev_backend_reg")
+        .allowlist_var("RPC_PROTO_.*")
         .allowlist_type("llama_.*")
         .allowlist_var("LLAMA_.*")
         // Candidates are runner-core's `TokenData` (same #[repr(C)] layout as llama.h's
@@ -275,6 +282,13 @@ fn link(install: &Path, apple: bool) -> Res<()> {
         .nth(3)
         .ok_or("unexpected OUT_DIR layout")?
         .to_path_buf();
+    // Which cache key these libraries came from, for scripts that need the matching
+    // herd-build.txt (scripts/gpu-bench) when the cache holds several builds.
+    fs::write(
+        profile_dir.join("herd-llama-key"),
+        install.file_name().unwrap_or_default().as_encoded_bytes(),
+    )
+    .map_err(|e| e.to_string())?;
     for dest in [profile_dir.clone(), profile_dir.join("deps")] {
         mkdir(&dest)?;
         for e in fs::read_dir(&lib).map_err(|e| e.to_string())?.flatten() {

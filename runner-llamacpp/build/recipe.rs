@@ -109,6 +109,9 @@ pub fn cmake_defines(
         "BUILD_SHARED_LIBS",
         "GGML_BACKEND_DL",
         "GGML_OPENMP",
+        // The RPC backend module (libggml-rpc.so): `herd worker` serves it and the runner adds
+        // remote devices through it (issue 20). Never exposed directly: herd tunnels it.
+        "GGML_RPC",
         "LLAMA_BUILD_MTMD",
     ] {
         d.insert(k, on("ON"));
@@ -127,6 +130,9 @@ pub fn cmake_defines(
         "LLAMA_SUBPROCESS",
         "LLAMA_ALL_WARNINGS",
         "GGML_ALL_WARNINGS",
+        // RDMA is auto-detected from libibverbs; pinned off so the build does not depend on
+        // what the build host happens to have installed.
+        "GGML_RPC_RDMA",
         "MTMD_VIDEO",
     ] {
         d.insert(k, on("OFF"));
@@ -285,6 +291,8 @@ mod tests {
         assert_eq!(get("GGML_NATIVE"), Some("OFF"));
         assert_eq!(get("LLAMA_BUILD_COMMON"), Some("OFF"));
         assert_eq!(get("LLAMA_BUILD_MTMD"), Some("ON"));
+        assert_eq!(get("GGML_RPC"), Some("ON"));
+        assert_eq!(get("GGML_RPC_RDMA"), Some("OFF"));
         assert_eq!(get("GGML_CUDA"), Some("OFF"));
         assert_eq!(get("CMAKE_CUDA_ARCHITECTURES"), None);
         assert_eq!(get("CMAKE_INSTALL_RPATH"), Some("$ORIGIN"));

@@ -3,15 +3,18 @@
 //!
 //! The socket, its protocol, start-up order and SIGTERM drain are runner-core's (`serve`); this
 //! binary loads the model and creates the context on the engine thread, then runs the engine.
-//! `runner-llamacpp quantize …` instead runs the one-shot quantizer (quantize.rs).
+//! `runner-llamacpp quantize …` instead runs the one-shot quantizer (quantize.rs), and
+//! `runner-llamacpp rpc-server …` serves this host's devices to `herd worker` (rpc_server.rs).
 
 mod embed;
 mod engine;
 mod ffi;
 #[cfg(test)]
 mod numerics;
+mod placement;
 mod plan;
 mod quantize;
+mod rpc_server;
 mod sampling;
 mod vocab;
 
@@ -68,6 +71,10 @@ struct Args {
     /// A vision projector (mmproj GGUF, the model's projector layer) loaded through libmtmd.
     #[arg(long)]
     mmproj: Option<PathBuf>,
+    /// ggml RPC servers (`host:port`, comma-separated) whose devices join this host's; layers
+    /// are placed across them as llama.cpp places them across GPUs (RPC devices first).
+    #[arg(long, value_delimiter = ',')]
+    rpc: Vec<String>,
     /// Choose each row's top candidates on the device that computes the logits and copy only
     /// those to the host (requests that need whole rows still get them). auto = when the output
     /// layer is on a GPU. Off by default: even with patch 0004's radix top-k it measured level
@@ -120,6 +127,12 @@ fn main() {
     // `runner-llamacpp quantize …` is a separate one-shot tool (quantize.rs).
     if std::env::args_os().nth(1).is_some_and(|a| a == "quantize") {
         std::process::exit(quantize::main(std::env::args_os().skip(1)));
+    }
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == "rpc-server")
+    {
+        std::process::exit(rpc_server::main(std::env::args_os().skip(1)));
     }
     let args = Args::parse();
     if args.parallel == 0 || args.ctx_size == 0 || args.batch == 0 {
@@ -206,6 +219,14 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
             "model file {} does not exist",
             args.model.display()
         )));
+    }
+    // Remote devices join before the load, so llama.cpp's default device list includes them.
+    let remote = ffi::rpc::add_servers(&args.rpc).map_err(|m| load_err(format!("RPC: {m}")))?;
+    if remote > 0 {
+        eprintln!(
+            "runner-llamacpp: {remote} RPC device(s) from {}",
+            args.rpc.join(",")
+        );
     }
     let params = ffi::ModelParams {
         gpu_layers: args.gpu_layers,
@@ -305,6 +326,7 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
         memory_bytes: model.size_bytes() + ctx.state_size() as u64,
         memory_device_bytes: 0,
         eog_tokens: model.eog_tokens(),
+        placement: placement(&model, args),
     };
     let embed_limit = if pooled {
         n_ctx_seq.min(cp.n_ubatch as usize)
@@ -327,6 +349,43 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
         ctx,
         projector,
     ))
+}
+
+/// Where the layers went (placement.rs): llama.cpp's offload devices in its default order (RPC
+/// devices first, then local GPUs; only the main GPU with `--main-gpu`), split by free memory.
+fn placement(model: &ffi::Model, args: &Args) -> Vec<runner_protocol::LayerPlacement> {
+    let all = ffi::rpc::devices();
+    let mut offload: Vec<&ffi::rpc::Device> = all.iter().filter(|d| d.rpc && !d.cpu).collect();
+    offload.extend(all.iter().filter(|d| !d.rpc && !d.cpu));
+    if let Some(g) = args.main_gpu {
+        offload = offload.into_iter().skip(g as usize).take(1).collect();
+    }
+    let host_free = all.iter().find(|d| d.cpu).map_or(0, |d| d.free);
+    let weights: Vec<f32> = offload
+        .iter()
+        .map(|d| {
+            if d.free == 0 && d.total == 0 {
+                host_free as f32
+            } else {
+                d.free as f32
+            }
+        })
+        .collect();
+    let counts = placement::layers_per_device(model.n_layer() as u32, args.gpu_layers, &weights);
+    let cpu = all.iter().find(|d| d.cpu);
+    offload
+        .iter()
+        .copied()
+        .chain(cpu)
+        .zip(counts)
+        .filter(|(_, n)| *n > 0)
+        .map(|(d, layers)| runner_protocol::LayerPlacement {
+            device: d.name.clone(),
+            description: d.description.clone(),
+            remote: d.rpc,
+            layers,
+        })
+        .collect()
 }
 
 /// The build recipe's pure parts (key, flags, patch order) are tested with the crate.
@@ -382,10 +441,15 @@ mod tests {
             embedding: true,
             lora: vec!["/m/a.gguf".into(), "/m/b.gguf".into()],
             projector: Some("/m/p.gguf".into()),
+            rpc: vec!["127.0.0.1:5001".into(), "127.0.0.1:5002".into()],
         };
         let a = parse(&o);
         assert_eq!(a.lora, o.lora, "every adapter reaches the runner, in order");
         assert_eq!(a.mmproj, o.projector, "the projector reaches the runner");
+        assert_eq!(
+            a.rpc, o.rpc,
+            "every RPC endpoint reaches the runner, in order"
+        );
         assert_eq!(
             (
                 a.ctx_size,

@@ -9,6 +9,7 @@ mod client;
 mod host;
 mod ops;
 mod parse;
+mod rpc;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use runner_protocol::{FlashAttention, KvCacheType};
@@ -25,6 +26,7 @@ pub use parse::{
     clean, env_duration_nanos, go_parse_bool, go_parse_duration, keep_alive_display,
     keep_alive_from_nanos, ollama_bool, KeepAlive, LoadTimeout,
 };
+pub use rpc::{RpcArgs, RpcTls, WorkerArgs, Workers};
 
 /// File name of the llama.cpp runner binary, looked up next to `herd` by default.
 pub const RUNNER_BIN: &str = "runner-llamacpp";
@@ -82,6 +84,9 @@ pub enum Command {
     Doctor(Box<DoctorArgs>),
     /// Keep this build's binary, runner and engine libraries beside the store
     Archive(Box<ArchiveArgs>),
+    /// Serve this host's devices to `herd serve` on another host (ggml RPC behind an
+    /// authenticated TLS tunnel)
+    Worker(Box<WorkerArgs>),
 }
 
 /// Logging, shared by every subcommand.
@@ -240,6 +245,9 @@ pub struct Config {
     /// TLS, body and idle timeouts, the connection cap (`HERD_TLS_*`, `HERD_BODY_*`, …).
     #[command(flatten)]
     pub listen: ops::Listen,
+    /// Layers on other hosts: `HERD_RPC_WORKERS` and the tunnel's credentials.
+    #[command(flatten)]
+    pub rpc: RpcArgs,
 }
 
 impl Config {
@@ -328,7 +336,10 @@ impl Config {
             ("HERD_PIN", self.pin.shown()),
             ("HERD_ALLOW_PULL_HOSTS", self.allow_pull_hosts.0.join(",")),
         ];
-        let pairs = pairs.into_iter().chain(self.listen.effective());
+        let pairs = pairs
+            .into_iter()
+            .chain(self.listen.effective())
+            .chain(self.rpc.effective());
         pairs.map(|(k, v)| (k, redact(k, v))).collect()
     }
 }

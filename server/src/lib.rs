@@ -20,6 +20,7 @@ pub mod runner;
 pub mod scheduler;
 pub mod store;
 pub mod telemetry;
+pub mod worker;
 
 /// Version reported by `herd --version` and `/api/version`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -28,6 +28,7 @@ mod lora;
 mod mtmd;
 mod quantize;
 mod rows;
+pub mod rpc;
 
 pub use chain::SamplerChain;
 pub use mtmd::{ImageChunk, Part, Piece, Projector};
@@ -124,9 +125,11 @@ pub fn init_backends(lib_dir: &Path, log: LogLevel) -> usize {
     unsafe { sys::ggml_backend_dev_count() }
 }
 
-/// Whether a GPU backend module is loaded (after `init_backends`).
+/// Whether a local GPU device is loaded (after `init_backends`). Not llama.cpp's
+/// `llama_supports_gpu_offload`, which also says yes when only the RPC module is loaded: remote
+/// devices run the same patched kernels as this host's CPU (ffi/rpc.rs).
 pub fn supports_gpu_offload() -> bool {
-    unsafe { sys::llama_supports_gpu_offload() }
+    rpc::local_gpu()
 }
 
 /// Model load settings (the subset of `llama_model_params` the runner exposes).

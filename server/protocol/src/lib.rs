@@ -116,6 +116,22 @@ pub struct Info {
     pub memory_device_bytes: u64,
     /// Token ids that end generation (EOS/EOT).
     pub eog_tokens: Vec<i32>,
+    /// Where the model's layers went: one entry per device that holds any (issue 20).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub placement: Vec<LayerPlacement>,
+}
+
+/// Layers of the model on one device (`/info`'s `placement`): repeating layers plus the output
+/// layer, as the engine assigned them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct LayerPlacement {
+    /// The engine's device name (`CPU`, `CUDA0`, `RPC0`, …).
+    pub device: String,
+    /// Its description (for an RPC device, the endpoint it is reached at).
+    pub description: String,
+    /// On another host, through ggml RPC.
+    pub remote: bool,
+    pub layers: u32,
 }
 
 /// A prompt: text (tokenized by the runner) or token ids.

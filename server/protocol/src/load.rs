@@ -96,6 +96,10 @@ pub struct LoadOptions {
     /// model; images are refused by a runner without one.
     #[serde(default)]
     pub projector: Option<PathBuf>,
+    /// ggml RPC servers whose devices the runner adds (`host:port`; the serving host's own
+    /// loopback tunnel ends to `HERD_RPC_WORKERS`, issue 20). Empty = local devices only.
+    #[serde(default)]
+    pub rpc: Vec<String>,
 }
 
 impl Default for LoadOptions {
@@ -115,6 +119,7 @@ impl Default for LoadOptions {
             embedding: false,
             lora: Vec::new(),
             projector: None,
+            rpc: Vec::new(),
         }
     }
 }
@@ -159,6 +164,10 @@ impl LoadOptions {
         if let Some(p) = &self.projector {
             a.push("--mmproj".into());
             a.push(p.to_string_lossy().into_owned());
+        }
+        if !self.rpc.is_empty() {
+            a.push("--rpc".into());
+            a.push(self.rpc.join(","));
         }
         a
     }

@@ -96,6 +96,8 @@ pub struct Running {
     pub context_length: u32,
     /// When keep-alive unloads it; `None` = never.
     pub expires_at: Option<std::time::SystemTime>,
+    /// Layers per device (issue 20).
+    pub placement: Vec<runner_protocol::LayerPlacement>,
 }
 
 /// What the native handlers need from the scheduler.

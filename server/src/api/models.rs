@@ -304,6 +304,9 @@ pub struct PsModel {
     pub expires_at: String,
     pub size_vram: u64,
     pub context_length: u32,
+    /// herd's addition (issue 20): layers per device, local and remote (ggml RPC).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub placement: Vec<runner_protocol::LayerPlacement>,
 }
 
 /// Loaded models, longest remaining keep-alive first; empty without an inference engine.
@@ -345,6 +348,7 @@ pub async fn ps(State(state): State<AppState>) -> Result<Json<PsResponse>> {
                     expires_at: expires_at(r.expires_at),
                     size_vram: r.size_vram,
                     context_length: r.context_length,
+                    placement: r.placement,
                 }
             })
             .collect())

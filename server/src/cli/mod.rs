@@ -49,6 +49,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Eval(args) => crate::eval::run(args).await,
         Command::Doctor(args) => doctor::run(*args).await,
         Command::Archive(args) => archive::run(*args).await,
+        Command::Worker(args) => crate::worker::run(*args).await,
     }
 }
 

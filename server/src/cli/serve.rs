@@ -96,8 +96,12 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .with_context(|| format!("listening on {bind}"))?;
     let local = listener.local_addr()?;
     let guard = HostGuard::detect(local);
-    let (engine, _runner_dir) =
-        crate::engine::start(&config).context("creating the runner socket directory")?;
+    let (engine, _runner_dir) = crate::engine::start(&config)
+        .context("starting the engine (runner socket directory, RPC tunnel ends)")?;
+    if let Some(workers) = &engine.settings().rpc {
+        // Loads see only workers that are up: find them before the first request.
+        workers.probe_all().await;
+    }
     let lifecycle = std::sync::Arc::new(api::health::Lifecycle::new(Some(config.runner_path())));
     let state = AppState::new(store)
         .with_api_keys(api_keys)

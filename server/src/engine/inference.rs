@@ -90,6 +90,7 @@ impl Inference for Engine {
                     size_vram: m.size_vram,
                     context_length: m.context_length,
                     expires_at: m.expires_at,
+                    placement: m.placement,
                 })
                 .collect()
         }

@@ -132,6 +132,7 @@ pub fn start(config: &crate::config::Config) -> std::io::Result<(Engine, tempfil
         flash_attention: config.flash_attention,
         kv_cache_type: config.kv_cache_type,
         format_two_pass: config.format_two_pass,
+        rpc: crate::worker::RpcWorkers::start(&config.rpc).map_err(std::io::Error::other)?,
         ..Settings::default()
     };
     Ok((Engine::new(Scheduler::new(sc), settings), dir))

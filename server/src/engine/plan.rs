@@ -20,6 +20,8 @@ pub struct Settings {
     pub kv_cache_type: KvCacheType,
     /// `OLLAMA_FORMAT_TWO_PASS`: a format after thinking runs as two generations.
     pub format_two_pass: bool,
+    /// `HERD_RPC_WORKERS`' tunnel ends: the workers that are up join every load (`--rpc`).
+    pub rpc: Option<std::sync::Arc<crate::worker::RpcWorkers>>,
 }
 
 impl Default for Settings {
@@ -30,6 +32,7 @@ impl Default for Settings {
             flash_attention: FlashAttention::Auto,
             kv_cache_type: KvCacheType::F16,
             format_two_pass: false,
+            rpc: None,
         }
     }
 }
@@ -72,6 +75,10 @@ pub fn load_options(opts: &Options, model: &Model, settings: &Settings) -> LoadO
         ..LoadOptions::default()
     };
     opts.apply_to_load(&mut load);
+    load.rpc = settings
+        .rpc
+        .as_ref()
+        .map_or_else(Vec::new, |w| w.endpoints());
     load.ctx_size = effective_num_ctx(opts.runner.num_ctx, settings, model.ctx_train);
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     Options::clamp_load(&mut load, u32::try_from(cpus).unwrap_or(u32::MAX));

@@ -145,6 +145,8 @@ pub struct RunningModel {
     /// Leases held now.
     pub active: usize,
     pub options: LoadOptions,
+    /// Layers per device, as the runner reports them (`/info`).
+    pub placement: Vec<runner_protocol::LayerPlacement>,
 }
 
 /// Handle to the scheduler actor. Cheap to clone; the actor shuts its runners down when the

@@ -160,6 +160,7 @@ impl Inference for Fake {
                     size_vram: 0,
                     context_length: 4096,
                     expires_at: Some(soon),
+                    placement: Vec::new(),
                 },
                 Running {
                     name: "gone:latest".into(),
@@ -168,6 +169,7 @@ impl Inference for Fake {
                     size_vram: 10,
                     context_length: 2048,
                     expires_at: None,
+                    placement: Vec::new(),
                 },
             ]
         })

@@ -236,6 +236,7 @@ fn info(state: &State) -> Info {
         memory_bytes: state.model_size + 1024 * 1024,
         memory_device_bytes: 0,
         eog_tokens: vec![EOS],
+        placement: Vec::new(),
     }
 }
 

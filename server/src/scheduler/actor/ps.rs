@@ -29,6 +29,7 @@ impl Actor {
                         pid: r.pid(),
                         active: e.refcount,
                         options: e.options.clone(),
+                        placement: info.placement.clone(),
                     },
                 ))
             })
