@@ -8,7 +8,8 @@
 //! each surviving replica's /metrics counts one load per model it serves); the checker takes
 //! the dead replica out (config marked `down`, nginx reloaded, no request tries it again);
 //! only requests in flight at the dead replica fail; every other request got 200 and `done`;
-//! requests without a model spread over the replicas (least-connections).
+//! requests without a model spread over the replicas (least-connections); a replica drained
+//! with SIGTERM is taken out while its in-flight stream still completes.
 //!
 //! Needs scripts/setup (nginx, libnginx-mod-http-js, docker-registry, curl),
 //! `cargo build --workspace --bins` and scripts/fetch-test-models; a missing prerequisite fails
@@ -40,6 +41,9 @@ const REQUESTS: usize = 200;
 const CONCURRENCY: usize = 4;
 /// The request whose stream is in flight at the SmolLM2 replica when that replica is killed.
 const KILL_AT: usize = REQUESTS / 2;
+/// After the 200: a gemma stream in flight at its replica while that replica drains (SIGTERM),
+/// then one more gemma request.
+const DRAIN_AT: usize = REQUESTS + 1;
 
 #[derive(Clone, Copy, Debug)]
 enum Kind {
@@ -58,9 +62,14 @@ fn request(i: usize) -> (&'static str, Kind, &'static str, Value) {
         (GEMMA_KEY, ["gemma", "gemma:latest", "library/gemma"])
     };
     let model = names[(i / 2) % 3];
-    let opts = json!({"temperature": 0, "num_predict": if i == KILL_AT { 400 } else { 3 }});
+    let predict = match i {
+        KILL_AT => 400,
+        DRAIN_AT => 40,
+        _ => 3,
+    };
+    let opts = json!({"temperature": 0, "num_predict": predict});
     let msgs = json!([{"role": "user", "content": format!("Say hello {i}")}]);
-    let kind = if i == KILL_AT {
+    let kind = if i == KILL_AT || i == DRAIN_AT {
         Kind::Generate
     } else {
         [
@@ -459,6 +468,43 @@ async fn replicas_behind_nginx_route_by_model_and_survive_a_killed_replica() {
         })
         .collect();
     assert!(any.len() >= 2, "model-less requests all went to {any:?}");
+
+    // A drain (SIGTERM, as a rolling restart does) is not a failure: /readyz turns 503, the
+    // checker takes the replica out, the stream in flight there still ends with done, and the
+    // next gemma request goes to another replica.
+    let home = after[GEMMA_KEY].first().unwrap().clone();
+    let n = addrs.iter().position(|a| *a == home).unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let stream = tokio::spawn({
+        let (http, base) = (http.clone(), base.clone());
+        async move { send(&http, &base, DRAIN_AT, Some(tx)).await }
+    });
+    rx.await.expect("the drained stream began");
+    let pid = replicas.lock().unwrap()[n].as_ref().unwrap().child.id();
+    let sigterm_at = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let down = wait_line(
+        &checks,
+        &format!("{home} down (readyz answered 503)"),
+        sigterm_at,
+        Duration::from_secs(10),
+    );
+    wait_line(&checks, "reloaded nginx", down, Duration::from_secs(5));
+    let drained = stream.await.unwrap();
+    assert!(drained.result.is_ok(), "{:?}", drained.result);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let next = send(&http, &base, DRAIN_AT + 2, None).await;
+    assert!(next.result.is_ok(), "{:?}", next.result);
+    let log = access_log(&front.access_log);
+    let (_, tried) = &log[&format!("req-{}", DRAIN_AT + 2)];
+    assert!(
+        tried.len() == 1 && tried[0] != home && tried[0] != victim,
+        "{tried:?}"
+    );
     drop(front);
     eprintln!("nginx_replicas: done in {:?}", t0.elapsed());
 }

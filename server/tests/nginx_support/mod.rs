@@ -87,6 +87,8 @@ pub fn replica(runner: &Path, models: &Path, port: u16, extra: Vec<tempfile::Tem
         .env("OLLAMA_MODELS", models)
         .env("OLLAMA_NOPRUNE", "1")
         .env("HERD_RUNNER", runner)
+        // Room for a drained replica's in-flight stream on a loaded 2-core box.
+        .env("HERD_SHUTDOWN_GRACE", "60s")
         .env_remove("HERD_LOG_FORMAT")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
