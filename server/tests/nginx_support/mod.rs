@@ -4,6 +4,8 @@
 //! and readers for nginx's access log and a replica's /metrics. Every child is stopped on drop.
 #![allow(dead_code)]
 
+pub mod mix;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
