@@ -8,7 +8,8 @@
 //! each surviving replica's /metrics counts one load per model it serves); the checker takes
 //! the dead replica out (config marked `down`, nginx reloaded, no request tries it again);
 //! only requests in flight at the dead replica fail; every other request got 200 and `done`;
-//! requests without a model spread over the replicas (least-connections).
+//! requests without a model spread over the replicas (least-connections); a replica drained
+//! with SIGTERM is taken out while its in-flight stream still completes.
 //!
 //! Needs scripts/setup (nginx, libnginx-mod-http-js, docker-registry, curl),
 //! `cargo build --workspace --bins` and scripts/fetch-test-models; a missing prerequisite fails
@@ -25,6 +26,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use nginx_support::mix::*;
 use nginx_support::{access_log, loads, replica, script, text, wait_line, Front, Proc};
 use registry_support::{free_port, RealRegistry};
 use serde_json::{json, Value};
@@ -33,132 +35,7 @@ use serve_support::{native_runner, register_file, test_model};
 
 const SMOL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 const GEMMA: &str = "gemma-3-270m-q4_k_m.gguf";
-/// The router's canonical keys for the two aliases (herd.js `canonical`).
-const SMOL_KEY: &str = "registry.ollama.ai/library/smol:latest";
-const GEMMA_KEY: &str = "registry.ollama.ai/library/gemma:latest";
-const REQUESTS: usize = 200;
 const CONCURRENCY: usize = 4;
-/// The request whose stream is in flight at the SmolLM2 replica when that replica is killed.
-const KILL_AT: usize = REQUESTS / 2;
-
-#[derive(Clone, Copy, Debug)]
-enum Kind {
-    Generate,
-    Chat,
-    GenerateOnce,
-    OpenAi,
-    Show,
-}
-
-/// Request `i`: its model (alias, spelled one of three ways), kind and path/body.
-fn request(i: usize) -> (&'static str, Kind, &'static str, Value) {
-    let (key, names) = if i.is_multiple_of(2) {
-        (SMOL_KEY, ["smol", "smol:latest", "library/smol"])
-    } else {
-        (GEMMA_KEY, ["gemma", "gemma:latest", "library/gemma"])
-    };
-    let model = names[(i / 2) % 3];
-    let opts = json!({"temperature": 0, "num_predict": if i == KILL_AT { 400 } else { 3 }});
-    let msgs = json!([{"role": "user", "content": format!("Say hello {i}")}]);
-    let kind = if i == KILL_AT {
-        Kind::Generate
-    } else {
-        [
-            Kind::Generate,
-            Kind::Chat,
-            Kind::GenerateOnce,
-            Kind::OpenAi,
-            Kind::Show,
-        ][(i / 2) % 5]
-    };
-    let (path, body) = match kind {
-        Kind::Generate => (
-            "/api/generate",
-            json!({"model": model, "prompt": format!("Count from {i}:"), "options": opts}),
-        ),
-        Kind::Chat => (
-            "/api/chat",
-            json!({"model": model, "messages": msgs, "options": opts}),
-        ),
-        Kind::GenerateOnce => (
-            "/api/generate",
-            json!({"model": model, "prompt": format!("Number {i} is"), "stream": false,
-                   "options": opts}),
-        ),
-        Kind::OpenAi => (
-            "/v1/chat/completions",
-            json!({"model": model, "messages": msgs, "max_tokens": 3, "temperature": 0,
-                   "stream": true}),
-        ),
-        Kind::Show => ("/api/show", json!({"model": model})),
-    };
-    (key, kind, path, body)
-}
-
-struct Outcome {
-    model: &'static str,
-    sent: Instant,
-    ended: Instant,
-    /// `Err((cut, why))`; `cut`: the connection or the stream broke, or nginx answered 502
-    /// (the replica died before its response began), as opposed to an answer from herd.
-    result: Result<(), (bool, String)>,
-}
-
-/// Sends request `i` through nginx; `first_chunk` is told when the first body bytes arrive.
-async fn send(
-    http: &reqwest::Client,
-    base: &str,
-    i: usize,
-    first_chunk: Option<tokio::sync::oneshot::Sender<()>>,
-) -> Outcome {
-    let (model, kind, path, body) = request(i);
-    let sent = Instant::now();
-    let result = async {
-        let mut r = http
-            .post(format!("{base}{path}"))
-            .header("X-Request-Id", format!("req-{i}"))
-            .json(&body)
-            .send()
-            .await
-            .map_err(|e| (true, format!("send: {e}")))?;
-        let status = r.status();
-        let mut text = String::new();
-        let mut first_chunk = first_chunk;
-        while let Some(c) = r.chunk().await.map_err(|e| (true, format!("body: {e}")))? {
-            if let Some(tx) = first_chunk.take() {
-                let _ = tx.send(());
-            }
-            text.push_str(&String::from_utf8_lossy(&c));
-        }
-        if status != 200 {
-            return Err((status == 502, format!("status {status}: {text}")));
-        }
-        let done = match kind {
-            Kind::Generate | Kind::Chat => text
-                .lines()
-                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-                .any(|v| v["done"] == true),
-            Kind::GenerateOnce => serde_json::from_str::<Value>(&text)
-                .is_ok_and(|v| v["done"] == true && v["response"].is_string()),
-            Kind::OpenAi => text.trim_end().ends_with("data: [DONE]"),
-            Kind::Show => {
-                serde_json::from_str::<Value>(&text).is_ok_and(|v| v["details"].is_object())
-            }
-        };
-        if done {
-            Ok(())
-        } else {
-            Err((false, format!("no done: {text}")))
-        }
-    }
-    .await;
-    Outcome {
-        model,
-        sent,
-        ended: Instant::now(),
-        result,
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_behind_nginx_route_by_model_and_survive_a_killed_replica() {
@@ -459,6 +336,43 @@ async fn replicas_behind_nginx_route_by_model_and_survive_a_killed_replica() {
         })
         .collect();
     assert!(any.len() >= 2, "model-less requests all went to {any:?}");
+
+    // A drain (SIGTERM, as a rolling restart does) is not a failure: /readyz turns 503, the
+    // checker takes the replica out, the stream in flight there still ends with done, and the
+    // next gemma request goes to another replica.
+    let home = after[GEMMA_KEY].first().unwrap().clone();
+    let n = addrs.iter().position(|a| *a == home).unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let stream = tokio::spawn({
+        let (http, base) = (http.clone(), base.clone());
+        async move { send(&http, &base, DRAIN_AT, Some(tx)).await }
+    });
+    rx.await.expect("the drained stream began");
+    let pid = replicas.lock().unwrap()[n].as_ref().unwrap().child.id();
+    let sigterm_at = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let down = wait_line(
+        &checks,
+        &format!("{home} down (readyz answered 503)"),
+        sigterm_at,
+        Duration::from_secs(10),
+    );
+    wait_line(&checks, "reloaded nginx", down, Duration::from_secs(5));
+    let drained = stream.await.unwrap();
+    assert!(drained.result.is_ok(), "{:?}", drained.result);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let next = send(&http, &base, DRAIN_AT + 2, None).await;
+    assert!(next.result.is_ok(), "{:?}", next.result);
+    let log = access_log(&front.access_log);
+    let (_, tried) = &log[&format!("req-{}", DRAIN_AT + 2)];
+    assert!(
+        tried.len() == 1 && tried[0] != home && tried[0] != victim,
+        "{tried:?}"
+    );
     drop(front);
     eprintln!("nginx_replicas: done in {:?}", t0.elapsed());
 }

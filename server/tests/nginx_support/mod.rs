@@ -4,6 +4,8 @@
 //! and readers for nginx's access log and a replica's /metrics. Every child is stopped on drop.
 #![allow(dead_code)]
 
+pub mod mix;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -87,6 +89,8 @@ pub fn replica(runner: &Path, models: &Path, port: u16, extra: Vec<tempfile::Tem
         .env("OLLAMA_MODELS", models)
         .env("OLLAMA_NOPRUNE", "1")
         .env("HERD_RUNNER", runner)
+        // Room for a drained replica's in-flight stream on a loaded 2-core box.
+        .env("HERD_SHUTDOWN_GRACE", "60s")
         .env_remove("HERD_LOG_FORMAT")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
