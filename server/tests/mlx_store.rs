@@ -5,6 +5,7 @@
 //! and leave nothing stored.
 
 mod mlx_support;
+mod registry_support;
 
 use axum::body::Body;
 use axum::http::{header, Method, Request, StatusCode};
@@ -374,4 +375,71 @@ async fn experimental_quantize_names_are_ollamas() {
         assert_eq!(s, StatusCode::BAD_REQUEST, "{q}: {v}");
         assert!(v["error"].as_str().unwrap().contains(want), "{q}: {v}");
     }
+}
+
+/// Push and pull need nothing new: the tensor and json layers are blobs. Against Debian's
+/// docker-registry: push, delete, pull back byte-identical, and show still reads it.
+#[tokio::test]
+async fn push_and_pull_round_trip_through_a_real_registry() {
+    use registry_support::{registry, test_options, RealRegistry};
+    use server::store::registry::progress;
+    let reg = RealRegistry::start().expect("docker-registry is required");
+    let src = tempfile::tempdir().unwrap();
+    write_tiny_llama(src.path());
+    let (_t, store) = store();
+    let files = upload_dir(&store, src.path());
+    let name = reg.name("library/tiny-mlx:bf16");
+    create_model(&store, &request(&name.to_string(), files), &mut |_| {}).unwrap();
+    let entry = store.read(&name).unwrap().unwrap();
+    let r = registry(&store, test_options(None));
+    r.push(&name, true, progress::discard()).await.unwrap();
+
+    let (_t2, store2) = self::store();
+    let r2 = registry(&store2, test_options(None));
+    r2.pull(&name, true, progress::discard()).await.unwrap();
+    let pulled = store2.read(&name).unwrap().unwrap();
+    assert_eq!(pulled.bytes, entry.bytes);
+    for l in entry.manifest.blobs() {
+        assert_eq!(
+            std::fs::read(store2.blobs().path(&l.digest)).unwrap(),
+            std::fs::read(store.blobs().path(&l.digest)).unwrap()
+        );
+    }
+    let app = app(AppState::new(store2.clone()));
+    let (s, show) = call(
+        &app,
+        Method::POST,
+        "/api/show",
+        json!({"model": name.to_string()}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{show}");
+    assert_eq!(show["details"]["format"], "safetensors");
+    assert_eq!(show["model_info"]["llama.block_count"], LAYERS);
+}
+
+/// TEMPLATE, SYSTEM and PARAMETER from a Modelfile apply to an experimental create as to any.
+#[tokio::test]
+async fn modelfile_layers_apply_to_an_experimental_create() {
+    let src = tempfile::tempdir().unwrap();
+    write_tiny_llama(src.path());
+    let (_t, store) = store();
+    let files = upload_dir(&store, src.path());
+    let mut req = request("tiny-mf", files);
+    req.template = "{{ if .Tools }}T{{ end }}{{ .Prompt }}".into();
+    req.system = "Be brief.".into();
+    req.parameters =
+        Some(serde_json::from_value(json!({"stop": ["<|im_end|>"], "temperature": 0.2})).unwrap());
+    create_model(&store, &req, &mut |_| {}).unwrap();
+    let app = app(AppState::new(store.clone()));
+    let (s, show) = call(&app, Method::POST, "/api/show", json!({"model": "tiny-mf"})).await;
+    assert_eq!(s, StatusCode::OK, "{show}");
+    assert_eq!(show["template"], "{{ if .Tools }}T{{ end }}{{ .Prompt }}");
+    assert_eq!(show["system"], "Be brief.");
+    assert!(
+        show["parameters"].as_str().unwrap().contains("stop"),
+        "{show}"
+    );
+    // The Go TEMPLATE takes precedence: its `.Tools` adds the tools capability.
+    assert_eq!(show["capabilities"], json!(["completion", "tools"]));
 }
