@@ -53,7 +53,7 @@ struct BlobPlan {
 pub(crate) struct Checkpoint {
     files: Vec<PathBuf>,
     blobs: Vec<BlobPlan>,
-    json_layers: Vec<Layer>,
+    json_files: Vec<(String, Option<Digest>, PathBuf)>,
     /// `int4`/`int8` when the checkpoint is MLX-quantized (the lowest bits present).
     pub quantization: String,
     /// The Jinja chat template's tools/thinking (Ollama infers these at create).
@@ -64,8 +64,12 @@ fn bad(msg: impl Into<String>) -> Error {
     Error::BadRequest(msg.into())
 }
 
-/// Resolves and checks the uploaded checkpoint (no writes).
-pub(crate) fn check(blobs: &BlobStore, files: &BTreeMap<String, String>) -> Result<Checkpoint> {
+/// A checkpoint file: the uploaded blob's digest (`None` for a file the quantizer wrote) and
+/// where its bytes are.
+pub(crate) type Paths = BTreeMap<String, (Option<Digest>, PathBuf)>;
+
+/// The uploaded files as blobs of the store.
+fn resolve(blobs: &BlobStore, files: &BTreeMap<String, String>) -> Result<Paths> {
     let mut paths = BTreeMap::new();
     for (path, digest) in files {
         let digest = Digest::parse(digest)?;
@@ -75,8 +79,13 @@ pub(crate) fn check(blobs: &BlobStore, files: &BTreeMap<String, String>) -> Resu
             )));
         }
         let blob = blobs.path(&digest);
-        paths.insert(path.clone(), (digest, blob));
+        paths.insert(path.clone(), (Some(digest), blob));
     }
+    Ok(paths)
+}
+
+/// Checks a checkpoint (no writes).
+fn check(paths: &Paths) -> Result<Checkpoint> {
     let (_, cfg_path) = paths.get("config.json").ok_or_else(|| {
         bad("config.json not found: a safetensors model directory needs config.json")
     })?;
@@ -99,7 +108,7 @@ pub(crate) fn check(blobs: &BlobStore, files: &BTreeMap<String, String>) -> Resu
     // Tensor files, their headers, and every tensor name once.
     let mut files_out = Vec::new();
     let mut tensors: BTreeMap<String, (Entry, usize)> = BTreeMap::new();
-    for (key, (_, path)) in &paths {
+    for (key, (_, path)) in paths {
         if !key.ends_with(".safetensors") {
             continue;
         }
@@ -121,29 +130,26 @@ pub(crate) fn check(blobs: &BlobStore, files: &BTreeMap<String, String>) -> Resu
     }
     check_shapes(&config, &tensors)?;
     let (blob_plans, quantization) = plan(&config, &tensors)?;
-    let mut json_layers = Vec::new();
-    for (key, (digest, path)) in &paths {
+    let mut json_files = Vec::new();
+    for (key, (digest, path)) in paths {
         let top = !key.contains('/');
         let is_json = key.ends_with(".json") && key != "model.safetensors.index.json";
         if top && (is_json || key == "chat_template.jinja") {
-            let size = std::fs::metadata(path)?.len();
-            let mut l = Layer::new(MEDIA_TYPE_JSON, digest.clone(), size);
-            l.name = Some(key.clone());
-            json_layers.push(l);
+            json_files.push((key.clone(), digest.clone(), path.clone()));
         }
     }
-    let capabilities = template_capabilities(&paths)?;
+    let capabilities = template_capabilities(paths)?;
     Ok(Checkpoint {
         files: files_out,
         blobs: blob_plans,
-        json_layers,
+        json_files,
         quantization,
         capabilities,
     })
 }
 
 /// Ollama's create-time capabilities: completion, plus tools/thinking the chat template shows.
-fn template_capabilities(paths: &BTreeMap<String, (Digest, PathBuf)>) -> Result<Vec<String>> {
+fn template_capabilities(paths: &Paths) -> Result<Vec<String>> {
     let mut caps = vec!["completion".to_owned()];
     let mut template = None;
     if let Some((_, p)) = paths.get("chat_template.jinja") {
@@ -294,7 +300,7 @@ impl Checkpoint {
             .iter()
             .map(std::fs::File::open)
             .collect::<std::io::Result<Vec<_>>>()?;
-        let mut out = Vec::with_capacity(self.blobs.len() + self.json_layers.len());
+        let mut out = Vec::with_capacity(self.blobs.len() + self.json_files.len());
         for b in &self.blobs {
             let parts: Vec<Part> = b
                 .parts
@@ -314,27 +320,44 @@ impl Checkpoint {
                 layer,
             });
         }
-        for l in self.json_layers {
+        for (name, digest, path) in self.json_files {
+            let (digest, size, verb) = match digest {
+                Some(d) => (d, std::fs::metadata(&path)?.len(), "using existing layer"),
+                None => {
+                    let file = std::fs::File::open(&path)?;
+                    let (d, n) = blobs.write_with(|w| {
+                        std::io::copy(&mut &file, w)?;
+                        Ok(())
+                    })?;
+                    (d, n, "creating new layer")
+                }
+            };
+            let mut layer = Layer::new(MEDIA_TYPE_JSON, digest.clone(), size);
+            layer.name = Some(name);
             out.push(Built {
-                status: format!("using existing layer {}", l.digest),
-                layer: l,
+                status: format!("{verb} {digest}"),
+                layer,
             });
         }
         Ok(out)
     }
 }
 
-/// The experimental import: check, (quantize,) write; fills the config blob's fields.
+/// The experimental import: check, quantize if asked (through `runner-mlx quantize`, then the
+/// quantized checkpoint is checked like an uploaded one), write; fills the config blob's fields.
 pub(crate) fn import(
     blobs: &BlobStore,
     files: &BTreeMap<String, String>,
     req: &super::CreateRequest,
-    _quantizer: &super::QuantizeOptions,
+    quantizer: &super::QuantizeOptions,
     config: &mut super::ConfigV2,
-    _progress: &mut dyn FnMut(super::Progress),
+    progress: &mut dyn FnMut(super::Progress),
 ) -> Result<Vec<Built>> {
-    let ck = check(blobs, files)?;
+    let paths = resolve(blobs, files)?;
+    let mut ck = check(&paths)?;
     let q = super::quantize::requested(req);
+    // Holds the quantizer's output until its tensors are stored.
+    let mut _work = None;
     if !q.is_empty() {
         let q = parse_mlx_quantize(q)?;
         if !ck.quantization.is_empty() {
@@ -343,9 +366,11 @@ pub(crate) fn import(
                 ck.quantization
             )));
         }
-        return Err(bad(format!(
-            "quantizing to {q} at create is not available in this build"
-        )));
+        progress(super::Progress::status(format!("quantizing model to {q}")));
+        let work = super::mlx_quantize::run(blobs, &paths, q, quantizer)?;
+        let out = super::mlx_quantize::outputs(work.path())?;
+        ck = check(&out)?;
+        _work = Some(work);
     }
     config.model_format = "safetensors".into();
     config.file_type.clone_from(&ck.quantization);

@@ -16,6 +16,7 @@
 mod experimental;
 mod import;
 mod layers;
+mod mlx_quantize;
 mod quantize;
 mod safetensors;
 mod split;
