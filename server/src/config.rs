@@ -541,6 +541,24 @@ mod tests {
             cfg.runner_path(),
             PathBuf::from("/opt/herd/runner-llamacpp")
         );
+        assert_eq!(cfg.mlx_runner_path(), PathBuf::from("/opt/herd/runner-mlx"));
+        let cli = Cli::try_parse_from([
+            "herd",
+            "serve",
+            "--runner-dir",
+            "/opt/herd",
+            "--mlx-runner",
+            "/x/runner-mlx",
+        ])
+        .unwrap();
+        let Command::Serve(mlx) = cli.command.unwrap() else {
+            panic!("expected serve")
+        };
+        assert_eq!(mlx.mlx_runner_path(), PathBuf::from("/x/runner-mlx"));
+        assert_eq!(
+            mlx.runner_path(),
+            PathBuf::from("/opt/herd/runner-llamacpp")
+        );
         let pairs = cfg.effective();
         assert!(pairs
             .iter()
