@@ -443,3 +443,51 @@ async fn modelfile_layers_apply_to_an_experimental_create() {
     // The Go TEMPLATE takes precedence: its `.Tools` adds the tools capability.
     assert_eq!(show["capabilities"], json!(["completion", "tools"]));
 }
+
+/// The slice's other architectures (tiny random qwen3 and gemma3 text checkpoints) import and
+/// report their family as Ollama does (`model_type`).
+#[tokio::test]
+async fn qwen3_and_gemma3_text_checkpoints_import() {
+    for (model_type, arch_name) in [
+        ("qwen3", "Qwen3ForCausalLM"),
+        ("gemma3_text", "Gemma3ForCausalLM"),
+    ] {
+        let src = tempfile::tempdir().unwrap();
+        write_tiny_llama(src.path());
+        let mut c = tiny_config();
+        c["model_type"] = json!(model_type);
+        c["architectures"] = json!([arch_name]);
+        std::fs::write(src.path().join("config.json"), c.to_string()).unwrap();
+        // Their extra per-layer norms ([head_dim] q/k norms) ride along as ordinary tensors.
+        let mut tensors = tiny_llama_tensors();
+        for l in 0..LAYERS {
+            for n in ["q_norm", "k_norm"] {
+                tensors.push((
+                    format!("model.layers.{l}.self_attn.{n}.weight"),
+                    "BF16",
+                    vec![16],
+                    noise(99, 32),
+                ));
+            }
+        }
+        write_safetensors(&src.path().join("model.safetensors"), &tensors);
+        let (_t, store) = store();
+        let files = upload_dir(&store, src.path());
+        create_model(&store, &request("m", files), &mut |_| {}).unwrap();
+        let app = app(AppState::new(store.clone()));
+        let (s, show) = call(&app, Method::POST, "/api/show", json!({"model": "m"})).await;
+        assert_eq!(s, StatusCode::OK, "{show}");
+        assert_eq!(show["details"]["family"], model_type, "{show}");
+        assert_eq!(
+            show["model_info"][format!("{model_type}.block_count")],
+            LAYERS
+        );
+        let names = manifest(&store, "m")
+            .layers
+            .iter()
+            .filter_map(|l| l.name.clone())
+            .filter(|n| n.contains("q_norm"))
+            .count();
+        assert_eq!(names, LAYERS as usize);
+    }
+}
