@@ -216,3 +216,7 @@ pub fn convert_gguf(gguf: &Path, out: &Path, meta: &Path) -> Result<(), String> 
         Err(message(&err))
     }
 }
+
+/// `runner-mlx quantize`'s call into MLX (kept beside the rest of the FFI).
+#[path = "ffi_quantize.rs"]
+pub mod quantize;

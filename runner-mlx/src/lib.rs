@@ -10,6 +10,7 @@
 pub mod checkpoint;
 pub mod convert;
 pub mod ffi;
+pub mod quantize;
 pub mod vocab;
 
 /// The engine pin reported by the runner (`mlx-cpu 0.32.4` or `mlx-cuda-13 0.32.4`).

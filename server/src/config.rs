@@ -30,6 +30,8 @@ pub use rpc::{RpcArgs, RpcTls, WorkerArgs, Workers};
 
 /// File name of the llama.cpp runner binary, looked up next to `herd` by default.
 pub const RUNNER_BIN: &str = "runner-llamacpp";
+/// The safetensors (MLX) runner's file name.
+pub const MLX_RUNNER_BIN: &str = "runner-mlx";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -212,6 +214,10 @@ pub struct Config {
     /// Path of the runner-llamacpp binary (default: next to the herd executable).
     #[arg(long, env = "HERD_RUNNER", value_parser = parse_path)]
     pub runner: Option<PathBuf>,
+    /// Path of the runner-mlx binary for safetensors models (default: HERD_RUNNER_DIR, else
+    /// next to the herd executable).
+    #[arg(long, env = "HERD_MLX_RUNNER", value_parser = parse_path)]
+    pub mlx_runner: Option<PathBuf>,
     /// Directory holding runner binaries (used when HERD_RUNNER is unset).
     #[arg(long, env = "HERD_RUNNER_DIR", value_parser = parse_path)]
     pub runner_dir: Option<PathBuf>,
@@ -273,6 +279,18 @@ impl Config {
         default_runner_path()
     }
 
+    /// The MLX runner: `HERD_MLX_RUNNER`, else `HERD_RUNNER_DIR/runner-mlx`, else next to the
+    /// running executable.
+    pub fn mlx_runner_path(&self) -> PathBuf {
+        if let Some(p) = &self.mlx_runner {
+            return p.clone();
+        }
+        if let Some(dir) = &self.runner_dir {
+            return dir.join(MLX_RUNNER_BIN);
+        }
+        default_runner_path().with_file_name(MLX_RUNNER_BIN)
+    }
+
     /// Every configured API key: HERD_API_KEYS plus the lines of HERD_API_KEYS_FILE (read
     /// once, at startup; an unreadable or empty file is an error).
     pub fn api_keys(&self) -> Result<Vec<String>, String> {
@@ -317,6 +335,10 @@ impl Config {
                 self.mlx_draft_under_grammar.to_string(),
             ),
             ("HERD_RUNNER", self.runner_path().display().to_string()),
+            (
+                "HERD_MLX_RUNNER",
+                self.mlx_runner_path().display().to_string(),
+            ),
             ("HERD_MAX_BLOB_SIZE", self.max_blob_size.to_string()),
             // Only how many: a key never reaches the log.
             ("HERD_API_KEYS", format!("{} keys", self.api_keys.0.len())),
@@ -528,6 +550,24 @@ mod tests {
         assert_eq!(cfg.load_timeout, LoadTimeout(None));
         assert_eq!(
             cfg.runner_path(),
+            PathBuf::from("/opt/herd/runner-llamacpp")
+        );
+        assert_eq!(cfg.mlx_runner_path(), PathBuf::from("/opt/herd/runner-mlx"));
+        let cli = Cli::try_parse_from([
+            "herd",
+            "serve",
+            "--runner-dir",
+            "/opt/herd",
+            "--mlx-runner",
+            "/x/runner-mlx",
+        ])
+        .unwrap();
+        let Command::Serve(mlx) = cli.command.unwrap() else {
+            panic!("expected serve")
+        };
+        assert_eq!(mlx.mlx_runner_path(), PathBuf::from("/x/runner-mlx"));
+        assert_eq!(
+            mlx.runner_path(),
             PathBuf::from("/opt/herd/runner-llamacpp")
         );
         let pairs = cfg.effective();

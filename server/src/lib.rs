@@ -13,6 +13,7 @@ pub mod eval;
 pub mod gguf;
 pub mod images;
 pub mod metrics;
+pub mod mlx;
 pub mod modelfile;
 pub mod prompt;
 pub mod provenance;

@@ -92,6 +92,18 @@ fn list_details(store: &Store, entry: &ManifestEntry) -> ModelDetails {
             return ModelDetails::default();
         }
     };
+    if view.is_safetensors() {
+        return match crate::mlx::view::details(&view) {
+            Ok(mut d) => {
+                d.parent_model.clear();
+                d
+            }
+            Err(e) => {
+                tracing::warn!(model = %entry.name, error = %e, "cannot read safetensors model");
+                view.details(None)
+            }
+        };
+    }
     let mut details = view.details(None);
     if details.format.is_empty() || details.family.is_empty() {
         match view.gguf(false) {
@@ -184,6 +196,9 @@ fn show_model(store: &Store, name: &ModelName, req: &ShowRequest) -> Result<Show
     if let Some(system) = req.system.as_deref().filter(|s| !s.is_empty()) {
         view.system = system.to_owned();
     }
+    if view.is_safetensors() {
+        return show_safetensors(view, &short, entry.modified, req.verbose).map_err(missing);
+    }
     let gguf = view.gguf(req.verbose).map_err(missing)?;
     let template = match (
         &view.template,
@@ -223,6 +238,42 @@ fn show_model(store: &Store, name: &ModelName, req: &ShowRequest) -> Result<Show
         tensors: gguf.as_ref().map(|g| g.tensors_json()).unwrap_or_default(),
         capabilities: view.capabilities(gguf.as_ref()),
         modified_at: rfc3339_nano(entry.modified),
+        requires: view.config.requires.clone(),
+    })
+}
+
+/// `/api/show` of a safetensors (MLX) model: Ollama's details and `model_info` from
+/// config.json and the tensor headers; tensors only when verbose (as Ollama).
+fn show_safetensors(
+    view: ModelView,
+    short: &str,
+    modified: std::time::SystemTime,
+    verbose: bool,
+) -> Result<ShowResponse> {
+    use crate::mlx::view as mv;
+    let template = match &view.template {
+        Some(t) => t.clone(),
+        None => mv::chat_template(&view)?.unwrap_or_else(|| view.go_template().to_owned()),
+    };
+    Ok(ShowResponse {
+        license: view.licenses.join("\n"),
+        modelfile: view.modelfile(short),
+        parameters: view.parameters(),
+        template,
+        system: view.system.clone(),
+        renderer: view.config.renderer.clone(),
+        parser: view.config.parser.clone(),
+        details: mv::details(&view)?,
+        messages: view.messages.clone(),
+        model_info: mv::model_info(&view)?,
+        projector_info: None,
+        tensors: if verbose {
+            mv::tensors_json(&view)?
+        } else {
+            Vec::new()
+        },
+        capabilities: view.capabilities(None),
+        modified_at: rfc3339_nano(modified),
         requires: view.config.requires.clone(),
     })
 }

@@ -46,6 +46,18 @@ pub struct ModelView {
     /// The params layer, in its JSON order.
     pub options: Map<String, Json>,
     pub messages: Vec<Message>,
+    /// Safetensors models: the `tensor` layers, in manifest order.
+    pub tensor_layers: Vec<NamedBlob>,
+    /// Safetensors models: the `json` layers (config.json, tokenizer.json, …).
+    pub json_layers: Vec<NamedBlob>,
+}
+
+/// A layer that carries a `name` (Ollama's MLX `tensor` and `json` layers).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamedBlob {
+    pub name: String,
+    pub path: PathBuf,
+    pub size: u64,
 }
 
 impl ModelView {
@@ -67,6 +79,18 @@ impl ModelView {
                     view.parent_model = layer.from.clone().unwrap_or_default();
                 }
                 "projector" => view.projector_paths.push(path),
+                "tensor" | "json" => {
+                    let named = NamedBlob {
+                        name: layer.name.clone().unwrap_or_default(),
+                        path,
+                        size: layer.size,
+                    };
+                    if kind == "tensor" {
+                        view.tensor_layers.push(named);
+                    } else {
+                        view.json_layers.push(named);
+                    }
+                }
                 "adapter" => view.adapter_paths.push(path),
                 "template" | "prompt" => view.template = Some(read_string(&path, layer.size)?),
                 "system" => view.system = read_string(&path, layer.size)?,
@@ -87,6 +111,12 @@ impl ModelView {
             }
         }
         Ok(view)
+    }
+
+    /// A safetensors (MLX) model: its config says so, or it has tensor layers and no GGUF.
+    pub fn is_safetensors(&self) -> bool {
+        self.config.model_format == "safetensors"
+            || (self.model_path.is_none() && !self.tensor_layers.is_empty())
     }
 
     /// The GGUF metadata of the model layer (`None` for non-GGUF models).
@@ -204,6 +234,21 @@ impl ModelView {
         };
         for c in &self.config.capabilities {
             add(c);
+        }
+        if self.is_safetensors() {
+            // Ollama's create stores `completion` (and tools/thinking) in the config; a manifest
+            // without them is still a text model. The Jinja template adds what it mentions.
+            add("completion");
+            if self.template.is_none() {
+                if let Ok(Some(t)) = crate::mlx::view::chat_template(self) {
+                    if t.contains("tools") || t.contains("tool_call") {
+                        add("tools");
+                    }
+                    if t.contains("<think>") && t.contains("</think>") {
+                        add("thinking");
+                    }
+                }
+            }
         }
         if let Some(g) = gguf {
             if self.template.is_none() {

@@ -372,10 +372,10 @@ pub async fn send_create(
 /// Ollama's CLI does (one line per status instead of spinners).
 pub async fn run(
     base: &str,
-    name: &str,
+    args: &crate::config::CreateArgs,
     file: Option<&Path>,
-    quantize: Option<&str>,
 ) -> anyhow::Result<()> {
+    let (name, quantize) = (args.model.as_str(), args.quantize.as_deref());
     ModelName::parse(name).map_err(|_| anyhow!("invalid model name: {name}"))?;
     eprintln!("gathering model components");
     let file = file.map(Path::to_path_buf);
@@ -393,6 +393,7 @@ pub async fn run(
     }
     let mut req = prepared.request;
     req.model = name.to_owned();
+    req.experimental = args.experimental;
     if let Some(q) = quantize.filter(|q| !q.is_empty()) {
         req.quantize = q.to_owned();
     }

@@ -44,7 +44,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Push(args) => pull::run(args, pull::Direction::Push).await,
         Command::Create(a) => {
             let base = a.client.host.connect_url();
-            create::run(&base, &a.model, a.file.as_deref(), a.quantize.as_deref()).await
+            create::run(&base, &a, a.file.as_deref()).await
         }
         Command::Eval(args) => crate::eval::run(args).await,
         Command::Doctor(args) => doctor::run(*args).await,

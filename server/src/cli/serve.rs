@@ -118,6 +118,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .with_max_blob_size(config.max_blob_size)
         .with_quantizer(crate::create::QuantizeOptions {
             runner: config.runner_path(),
+            mlx_runner: config.mlx_runner_path(),
             threads: 0,
             env: crate::runner::runner_env(std::env::vars_os()),
         });

@@ -13,8 +13,10 @@
 //!
 //! Blocking filesystem code: call `create_model` from `spawn_blocking`.
 
+mod experimental;
 mod import;
 mod layers;
+mod mlx_quantize;
 mod quantize;
 mod safetensors;
 mod split;
@@ -78,6 +80,10 @@ pub struct CreateRequest {
     pub parser: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub requires: String,
+    /// herd's form of `ollama create --experimental`: store a safetensors `files` checkpoint
+    /// in Ollama's MLX layout (for runner-mlx) instead of converting it to GGUF.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub experimental: bool,
 }
 
 /// One progress line (Ollama's `api.ProgressResponse`): the same type pull and push stream.
@@ -145,7 +151,17 @@ pub fn precheck(req: &CreateRequest) -> Result<ModelName> {
     }
     // An unknown type is refused before anything (e.g. a conversion) streams progress.
     let q = quantize::requested(req);
-    if !q.is_empty() {
+    if req.experimental {
+        if req.files.is_none() || !req.from.is_empty() {
+            return Err(Error::BadRequest(
+                "--experimental needs a safetensors model directory (config.json + *.safetensors)"
+                    .into(),
+            ));
+        }
+        if !q.is_empty() {
+            experimental::parse_mlx_quantize(q)?;
+        }
+    } else if !q.is_empty() {
         parse_quantize(q)?;
     }
     Ok(name)
@@ -179,17 +195,24 @@ pub fn create_model_with(
     quantizer: &QuantizeOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<ModelName> {
-    let mut plan = plan(store, req, progress)?;
+    let mut plan = plan(store, req, quantizer, progress)?;
     for _ in 0..plan.parsed {
         progress(Progress::status("parsing GGUF"));
     }
-    quantize::apply(store.blobs(), req, &mut plan, quantizer, progress)?;
+    if !req.experimental {
+        quantize::apply(store.blobs(), req, &mut plan, quantizer, progress)?;
+    }
     let name = write(store, req, plan, progress)?;
     progress(Progress::status("success"));
     Ok(name)
 }
 
-fn plan(store: &Store, req: &CreateRequest, progress: &mut dyn FnMut(Progress)) -> Result<Plan> {
+fn plan(
+    store: &Store,
+    req: &CreateRequest,
+    quantizer: &QuantizeOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Plan> {
     let name = precheck(req)?;
     let licenses = licenses(req)?;
     if !req.template.is_empty() {
@@ -223,6 +246,9 @@ fn plan(store: &Store, req: &CreateRequest, progress: &mut dyn FnMut(Progress)) 
     };
     if !req.from.is_empty() {
         base = from_model(store, &req.from, &mut config)?;
+    } else if let (true, Some(files)) = (req.experimental, &req.files) {
+        let layers = experimental::import(blobs, files, req, quantizer, &mut config, progress)?;
+        base.extend(layers.into_iter().map(|b| (b, None)));
     } else if let Some(files) = &req.files {
         let layers = if safetensors::is_checkpoint(files) {
             // Refusals happen before its first progress line ("converting model").

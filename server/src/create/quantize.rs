@@ -39,6 +39,8 @@ pub const PROGRESS_DIGEST: &str = "0000000000000000000";
 pub struct QuantizeOptions {
     /// The runner-llamacpp binary (`Config::runner_path`).
     pub runner: PathBuf,
+    /// The runner-mlx binary (`Config::mlx_runner_path`), for experimental (MLX) creates.
+    pub mlx_runner: PathBuf,
     /// Quantization threads; 0 = one per available CPU.
     pub threads: u32,
     /// The quantizer's whole environment: the runners' allow-list (`runner::runner_env`), so
@@ -50,6 +52,8 @@ impl Default for QuantizeOptions {
     fn default() -> Self {
         QuantizeOptions {
             runner: crate::config::default_runner_path(),
+            mlx_runner: crate::config::default_runner_path()
+                .with_file_name(crate::config::MLX_RUNNER_BIN),
             threads: 0,
             env: crate::runner::runner_env(std::env::vars_os()),
         }

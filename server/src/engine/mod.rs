@@ -11,6 +11,7 @@ pub mod bound;
 pub mod completion;
 pub mod convert;
 mod inference;
+mod mlx_model;
 pub mod model;
 pub mod plan;
 mod respond;
@@ -72,7 +73,7 @@ impl Engine {
         }
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || {
-            let model = Arc::new(Model::prepare(&resolved)?);
+            let model = Arc::new(Model::prepare_in(&resolved, inner.scheduler.runner_dir())?);
             let mut cache = inner.models.lock().unwrap();
             if cache.len() >= MODEL_CACHE {
                 cache.clear();
@@ -117,6 +118,7 @@ impl Engine {
 pub fn start(config: &crate::config::Config) -> std::io::Result<(Engine, tempfile::TempDir)> {
     let dir = crate::runner::create_runner_dir()?;
     let mut sc = crate::scheduler::SchedulerConfig::new(config.runner_path(), dir.path());
+    sc.mlx_runner_binary = config.mlx_runner_path();
     sc.num_parallel = config.num_parallel;
     sc.max_loaded_models = config.max_loaded_models as usize;
     sc.max_queue = config.max_queue as usize;

@@ -11,7 +11,7 @@ use crate::api::show::{ModelDetails, ModelView};
 use crate::error::{Error, Result};
 use crate::gguf::{self, GgufFile, Value};
 use crate::prompt::Template;
-use crate::scheduler::MemoryInputs;
+use crate::scheduler::{MemoryInputs, RunnerKind};
 
 /// Everything a handler needs about one model, independent of any request.
 #[derive(Debug)]
@@ -35,10 +35,42 @@ pub struct Model {
     pub template: Arc<Template>,
     /// The BOS token's text, when a Jinja template may print it itself.
     pub bos_text: Option<String>,
+    /// The engine that serves it (from the model's format).
+    pub runner: RunnerKind,
 }
 
 impl Model {
     /// Reads the GGUF header of a resolved model and compiles its template. Blocking.
+    /// Safetensors models get their runner-mlx directory under `runner_dir`.
+    pub fn prepare_in(resolved: &ResolvedModel, runner_dir: &std::path::Path) -> Result<Model> {
+        if resolved.view.is_safetensors() {
+            return Self::prepare_mlx(resolved, &runner_dir.join("models"));
+        }
+        Self::prepare(resolved)
+    }
+
+    fn prepare_mlx(resolved: &ResolvedModel, root: &std::path::Path) -> Result<Model> {
+        let view = resolved.view.clone();
+        let p = super::mlx_model::prepare(&view, root, &resolved.digest)?;
+        let details = crate::mlx::view::details(&view)?;
+        Ok(Model {
+            display_name: resolved.name.display_shortest(),
+            full_name: resolved.name.to_string(),
+            digest: resolved.digest.clone(),
+            path: p.dir,
+            ctx_train: p.ctx_train,
+            embedding_length: p.embedding_length,
+            memory: p.memory,
+            capabilities: resolved.capabilities.clone(),
+            details,
+            template: Arc::new(p.template),
+            bos_text: p.bos_text,
+            runner: RunnerKind::Mlx,
+            view,
+        })
+    }
+
+    /// [`Model::prepare_in`] for a GGUF model (no directory needed).
     pub fn prepare(resolved: &ResolvedModel) -> Result<Model> {
         let view = resolved.view.clone();
         let path = view
@@ -95,6 +127,7 @@ impl Model {
             details,
             template: Arc::new(template),
             bos_text,
+            runner: RunnerKind::Llamacpp,
             view,
         })
     }

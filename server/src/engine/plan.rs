@@ -99,6 +99,7 @@ pub fn model_request(
         memory: memory::estimate(&model.memory, &for_estimate),
         options: load,
         keep_alive,
+        runner: model.runner,
     }
 }
 

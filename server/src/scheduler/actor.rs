@@ -104,6 +104,8 @@ struct Actor {
     metrics: crate::metrics::Metrics,
     limits: Limits,
     spawn: SpawnConfig,
+    /// The MLX runner binary (`spawn.binary` is the llama.cpp one).
+    mlx_binary: std::path::PathBuf,
     entries: BTreeMap<RunnerId, Entry>,
     queue: VecDeque<Pending>,
     next_id: RunnerId,
@@ -125,6 +127,7 @@ pub(super) fn start(cfg: SchedulerConfig) -> mpsc::UnboundedSender<Cmd> {
             memory_budget: cfg.memory_budget,
         },
         spawn: cfg.spawn_config(),
+        mlx_binary: cfg.mlx_runner_binary.clone(),
         entries: BTreeMap::new(),
         queue: VecDeque::new(),
         next_id: 1,
@@ -347,7 +350,8 @@ impl Actor {
             })
             .collect();
         tracing::info!(model = %name, "loading model");
-        let spawn = self.spawn.clone();
+        let mut spawn = self.spawn.clone();
+        spawn.binary = super::runner_choice::binary(req.runner, &spawn.binary, &self.mlx_binary);
         let cancel = self.cancel.clone();
         let tx = self.tx.clone();
         let metrics = self.metrics.clone();

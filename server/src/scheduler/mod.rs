@@ -19,10 +19,12 @@ mod actor;
 pub mod keep_alive;
 pub mod memory;
 pub mod policy;
+pub mod runner_choice;
 
 pub use keep_alive::{load_timeout_from_env_value, KeepAlive};
 pub use memory::MemoryInputs;
 pub use policy::RunnerId;
+pub use runner_choice::RunnerKind;
 
 use crate::error::{Error, Result};
 use crate::runner::{CompletionStream, Liveness, Runner, SpawnConfig};
@@ -51,6 +53,8 @@ pub struct SchedulerConfig {
     pub memory_budget: Option<u64>,
     /// Runner executable (runner-llamacpp, or the fake runner in tests).
     pub runner_binary: PathBuf,
+    /// The runner for safetensors models (`HERD_MLX_RUNNER`; runner-mlx).
+    pub mlx_runner_binary: PathBuf,
     /// Private 0700 directory for runner sockets (`runner::create_runner_dir`).
     pub runner_dir: PathBuf,
     /// The runners' environment (`runner::runner_env(std::env::vars_os())`).
@@ -73,14 +77,18 @@ pub struct SchedulerConfig {
 impl SchedulerConfig {
     /// Ollama's defaults around the two paths that have none.
     pub fn new(runner_binary: impl Into<PathBuf>, runner_dir: impl Into<PathBuf>) -> Self {
+        let runner_binary: PathBuf = runner_binary.into();
+        // Default: runner-mlx beside the configured runner (the config sets it explicitly).
+        let mlx_runner_binary = runner_binary.with_file_name(crate::config::MLX_RUNNER_BIN);
         Self {
+            mlx_runner_binary,
             num_parallel: 1,
             max_loaded_models: 0,
             max_queue: 512,
             default_keep_alive: KeepAlive::DEFAULT,
             load_timeout: Some(Duration::from_secs(300)),
             memory_budget: None,
-            runner_binary: runner_binary.into(),
+            runner_binary,
             runner_dir: runner_dir.into(),
             runner_env: Vec::new(),
             runner_args: Vec::new(),
@@ -125,6 +133,8 @@ pub struct ModelRequest {
     pub keep_alive: Option<KeepAlive>,
     /// Predicted bytes (`memory::estimate`).
     pub memory: u64,
+    /// Which runner binary serves it (from the model's format).
+    pub runner: RunnerKind,
 }
 
 /// One loaded model as `/api/ps` reports it.
@@ -154,6 +164,8 @@ pub struct RunningModel {
 #[derive(Clone)]
 pub struct Scheduler {
     tx: mpsc::UnboundedSender<Cmd>,
+    /// The private 0700 runner directory (the engine prepares MLX model dirs under it).
+    runner_dir: PathBuf,
     admission: Arc<Semaphore>,
     metrics: crate::metrics::Metrics,
 }
@@ -167,12 +179,19 @@ impl Scheduler {
     pub fn new(cfg: SchedulerConfig) -> Self {
         let admission = Arc::new(Semaphore::new(cfg.max_queue.max(1)));
         let metrics = cfg.metrics.clone();
+        let runner_dir = cfg.runner_dir.clone();
         let tx = actor::start(cfg);
         Self {
             tx,
+            runner_dir,
             admission,
             metrics,
         }
+    }
+
+    /// The private runner directory (sockets, prepared model directories).
+    pub fn runner_dir(&self) -> &Path {
+        &self.runner_dir
     }
 
     /// The registry this scheduler (and the server around it) reports to.

@@ -131,6 +131,7 @@ impl Env {
         server::scheduler::ModelRequest {
             name: format!("{name}:latest"),
             digest: format!("digest-{name}"),
+            runner: Default::default(),
             options: runner_protocol::LoadOptions {
                 model: fake_model(self.models.path(), name, script),
                 ctx_size: 256,

@@ -1,0 +1,232 @@
+//! issue 18's end-to-end path through the real `herd` binary and the real runner-mlx:
+//! `herd create smol-mlx --experimental` of scripts/make-mlx-test-model's SmolLM2 checkpoint,
+//! then `/api/chat`, `/v1/chat/completions` (stream and not), `format` with a JSON schema
+//! (valid 10/10), and kill -9 of runner-mlx mid-stream ending the stream with an error line,
+//! the next request reloading. Needs `cargo build -p server --bin herd -p runner-mlx --bin
+//! runner-mlx` (or HERD_MLX_RUNNER naming a runner-mlx) and the checkpoint.
+
+mod herd_proc;
+mod mlx_support;
+
+use std::path::PathBuf;
+
+use futures_util::StreamExt;
+use herd_proc::{HerdServe, HERD};
+use serde_json::{json, Value};
+
+fn runner_mlx() -> PathBuf {
+    if let Some(p) = std::env::var_os("HERD_MLX_RUNNER") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().unwrap();
+    let p = exe.parent().unwrap().parent().unwrap().join("runner-mlx");
+    assert!(
+        p.exists(),
+        "{} not found: run `cargo build -p runner-mlx --bin runner-mlx`",
+        p.display()
+    );
+    p
+}
+
+/// Pids of the server's runner-mlx children.
+fn runners(herd: &HerdServe) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some((comm, rest)) = stat.split_once(") ") else {
+            continue;
+        };
+        let ppid: u32 = rest
+            .split(' ')
+            .nth(1)
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        if ppid == herd.pid() && comm.contains("runner-mlx") && !rest.starts_with('Z') {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+async fn chat(http: &reqwest::Client, herd: &HerdServe, body: Value) -> Value {
+    let r = http
+        .post(herd.url("/api/chat"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(status, 200, "{v}\n{}", herd.log_text());
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smol_mlx_serves_chat_openai_schema_and_recovers_from_a_killed_runner() {
+    let ckpt = mlx_support::smollm2_mlx();
+    let work = tempfile::tempdir().unwrap();
+    let models = work.path().join("models");
+    let runner = runner_mlx();
+    let herd = HerdServe::start(&models, &[("HERD_MLX_RUNNER", runner.to_str().unwrap())]);
+    let mf = work.path().join("Modelfile");
+    std::fs::write(&mf, format!("FROM {}\n", ckpt.display())).unwrap();
+    let out = std::process::Command::new(HERD)
+        .args(["create", "smol-mlx", "--experimental", "-f"])
+        .arg(&mf)
+        .env("OLLAMA_HOST", &herd.addr)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "herd create: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // `herd show` and `herd list` report the format's facts.
+    let cli = |args: &[&str]| {
+        let o = std::process::Command::new(HERD)
+            .args(args)
+            .env("OLLAMA_HOST", &herd.addr)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let shown = cli(&["show", "smol-mlx"]);
+    for want in [
+        "architecture",
+        "llama",
+        "134.52M",
+        "int4",
+        "completion",
+        "8192",
+    ] {
+        assert!(shown.contains(want), "herd show lacks {want:?}:\n{shown}");
+    }
+    assert!(cli(&["list"]).contains("smol-mlx:latest"));
+
+    let http = reqwest::Client::new();
+    let ask = json!([{"role": "user", "content": "What is the capital of France?"}]);
+
+    let v = chat(
+        &http,
+        &herd,
+        json!({"model": "smol-mlx", "messages": ask, "stream": false,
+        "options": {"temperature": 0, "num_predict": 24}}),
+    )
+    .await;
+    let content = v["message"]["content"].as_str().unwrap();
+    assert!(!content.trim().is_empty(), "{v}");
+    assert!(v["eval_count"].as_u64().unwrap() > 0, "{v}");
+
+    // OpenAI, not streamed then streamed: the same greedy text.
+    let body = json!({"model": "smol-mlx", "messages": ask, "temperature": 0, "max_tokens": 24});
+    let r: Value = http
+        .post(herd.url("/v1/chat/completions"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let plain = r["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(plain, content, "{r}");
+    let mut sbody = body.clone();
+    sbody["stream"] = json!(true);
+    let text = http
+        .post(herd.url("/v1/chat/completions"))
+        .json(&sbody)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let mut streamed = String::new();
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("data: ")).collect();
+    assert_eq!(lines.last().copied(), Some("data: [DONE]"), "{text}");
+    for l in &lines[..lines.len() - 1] {
+        let c: Value = serde_json::from_str(&l[6..]).unwrap();
+        streamed.push_str(
+            c["choices"][0]["delta"]["content"]
+                .as_str()
+                .unwrap_or_default(),
+        );
+    }
+    assert_eq!(streamed, plain);
+
+    // A JSON schema: 10 of 10 sampled answers parse and match it.
+    let schema = json!({"type": "object", "properties": {"city": {"type": "string"}, "population": {"type": "integer"}},
+        "required": ["city", "population"]});
+    for seed in 0..10 {
+        let v = chat(
+            &http,
+            &herd,
+            json!({"model": "smol-mlx", "stream": false, "format": schema,
+            "messages": [{"role": "user", "content": "Name a city and its population as JSON."}],
+            "options": {"temperature": 0.8, "seed": seed, "num_predict": 96}}),
+        )
+        .await;
+        let text = v["message"]["content"].as_str().unwrap();
+        let j: Value =
+            serde_json::from_str(text).unwrap_or_else(|e| panic!("seed {seed}: {e}: {text:?}"));
+        assert!(
+            j["city"].is_string() && j["population"].is_i64(),
+            "seed {seed}: {j}"
+        );
+    }
+
+    // kill -9 of the runner mid-stream: the stream ends with an error line; the next request
+    // loads a fresh runner.
+    let r = http
+        .post(herd.url("/api/chat"))
+        .json(&json!({"model": "smol-mlx", "messages": ask, "options": {"num_predict": 400, "temperature": 0.7}}))
+        .send()
+        .await
+        .unwrap();
+    let mut body = r.bytes_stream();
+    let mut seen = String::new();
+    let mut killed = false;
+    while let Some(chunk) = body.next().await {
+        seen.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+        if !killed && seen.lines().count() >= 2 {
+            let pids = runners(&herd);
+            assert_eq!(pids.len(), 1, "{pids:?}");
+            nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pids[0] as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            )
+            .unwrap();
+            killed = true;
+        }
+    }
+    let last: Value = serde_json::from_str(seen.lines().last().unwrap()).unwrap();
+    assert!(
+        last["error"].is_string(),
+        "the stream ends with an error line: {last}"
+    );
+    let v = chat(
+        &http,
+        &herd,
+        json!({"model": "smol-mlx", "messages": ask, "stream": false,
+        "options": {"temperature": 0, "num_predict": 24}}),
+    )
+    .await;
+    assert_eq!(
+        v["message"]["content"], content,
+        "the reloaded runner answers as before"
+    );
+}
