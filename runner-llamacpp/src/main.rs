@@ -75,6 +75,10 @@ struct Args {
     /// are placed across them as llama.cpp places them across GPUs (RPC devices first).
     #[arg(long, value_delimiter = ',')]
     rpc: Vec<String>,
+    /// Share of the offloaded layers per offload device (llama.cpp's --tensor-split, e.g.
+    /// `3,1`), in llama.cpp's device order: RPC devices first, then local GPUs.
+    #[arg(long, value_delimiter = ',')]
+    tensor_split: Vec<f32>,
     /// Choose each row's top candidates on the device that computes the logits and copy only
     /// those to the host (requests that need whole rows still get them). auto = when the output
     /// layer is on a GPU. Off by default: even with patch 0004's radix top-k it measured level
@@ -233,6 +237,7 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
         main_gpu: args.main_gpu,
         mmap: !args.no_mmap,
         repack: !args.no_repack,
+        tensor_split: args.tensor_split.clone(),
     };
     let delay = Duration::from_millis(args.load_delay_ms);
     let mut delayed = false;
@@ -361,16 +366,22 @@ fn placement(model: &ffi::Model, args: &Args) -> Vec<runner_protocol::LayerPlace
         offload = offload.into_iter().skip(g as usize).take(1).collect();
     }
     let host_free = all.iter().find(|d| d.cpu).map_or(0, |d| d.free);
-    let weights: Vec<f32> = offload
-        .iter()
-        .map(|d| {
-            if d.free == 0 && d.total == 0 {
-                host_free as f32
-            } else {
-                d.free as f32
-            }
-        })
-        .collect();
+    let weights: Vec<f32> = if args.tensor_split.iter().any(|w| *w != 0.0) {
+        let mut w = args.tensor_split.clone();
+        w.resize(offload.len(), 0.0);
+        w
+    } else {
+        offload
+            .iter()
+            .map(|d| {
+                if d.free == 0 && d.total == 0 {
+                    host_free as f32
+                } else {
+                    d.free as f32
+                }
+            })
+            .collect()
+    };
     let counts = placement::layers_per_device(model.n_layer() as u32, args.gpu_layers, &weights);
     let cpu = all.iter().find(|d| d.cpu);
     offload
@@ -442,6 +453,7 @@ mod tests {
             lora: vec!["/m/a.gguf".into(), "/m/b.gguf".into()],
             projector: Some("/m/p.gguf".into()),
             rpc: vec!["127.0.0.1:5001".into(), "127.0.0.1:5002".into()],
+            tensor_split: "3,1".into(),
         };
         let a = parse(&o);
         assert_eq!(a.lora, o.lora, "every adapter reaches the runner, in order");
@@ -450,6 +462,7 @@ mod tests {
             a.rpc, o.rpc,
             "every RPC endpoint reaches the runner, in order"
         );
+        assert_eq!(a.tensor_split, vec![3.0, 1.0]);
         assert_eq!(
             (
                 a.ctx_size,

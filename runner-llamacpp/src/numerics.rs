@@ -43,6 +43,7 @@ fn context(repack: bool) -> Context {
         main_gpu: None,
         mmap: true,
         repack,
+        tensor_split: Vec::new(),
     };
     let model = Model::load(&model_path(), &mp, |_| true).expect("load gemma");
     let cp = ContextParams {

@@ -119,12 +119,20 @@ fn layers_split_across_hosts_give_the_local_only_output() {
     let models = [("smol", 16u32, 30u64), ("gemma", 10, 18)];
     let mut split = Vec::new();
     {
-        let env = rpc_env(&s);
+        let mut env = rpc_env(&s);
+        // llama.cpp then logs where it put each layer, which /api/ps must agree with.
+        env.push(("OLLAMA_DEBUG", "1".into()));
         let (srv, addr) = serve(&s.ns.serve, s.ts.root(), home.path(), &env_refs(&env));
         srv.wait_for("RPC worker up", Duration::from_secs(30));
         for (model, ngl, n_layer) in models {
             let before = s.worker.count(ACCEPTED);
+            let logged = srv.count("assigned to device RPC");
             split.push(generate(&s.ns.serve, &addr, model, ngl));
+            assert_eq!(
+                srv.count("assigned to device RPC") - logged,
+                ngl as usize,
+                "{model}: llama.cpp's own log of the layers it put on the worker"
+            );
             assert_eq!(
                 placement(&s.ns.serve, &addr),
                 (ngl as u64, n_layer + 1 - ngl as u64),

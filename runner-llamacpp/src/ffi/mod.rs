@@ -142,6 +142,9 @@ pub struct ModelParams {
     /// default there). Faster on CPU; rows stay batch-invariant with patches/llama.cpp/0001
     /// (see numerics.rs).
     pub repack: bool,
+    /// Share of the offloaded layers per offload device, in llama.cpp's device order (remote
+    /// RPC devices first); empty = by free memory.
+    pub tensor_split: Vec<f32>,
 }
 
 pub struct Model {
@@ -168,6 +171,16 @@ impl Model {
             .map_err(|_| "model path contains NUL".to_string())?;
         let mut cb: &mut dyn FnMut(f32) -> bool = &mut progress;
         let _ = take_load_error();
+        // llama.cpp reads llama_max_devices() floats; alive until the load returns.
+        let mut split = p.tensor_split.clone();
+        let max = unsafe { sys::llama_max_devices() };
+        if split.len() > max {
+            return Err(format!(
+                "tensor split has {} entries; at most {max}",
+                split.len()
+            ));
+        }
+        split.resize(max, 0.0);
         let ptr = unsafe {
             let mut mp = sys::llama_model_default_params();
             mp.n_gpu_layers = p.gpu_layers;
@@ -181,6 +194,9 @@ impl Model {
                 sys::LLAMA_LOAD_MODE_NONE
             };
             mp.use_extra_bufts = p.repack;
+            if !p.tensor_split.is_empty() {
+                mp.tensor_split = split.as_ptr();
+            }
             mp.progress_callback = Some(progress_cb);
             mp.progress_callback_user_data =
                 &mut cb as *mut &mut dyn FnMut(f32) -> bool as *mut c_void;

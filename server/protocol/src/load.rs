@@ -100,6 +100,10 @@ pub struct LoadOptions {
     /// loopback tunnel ends to `HERD_RPC_WORKERS`, issue 20). Empty = local devices only.
     #[serde(default)]
     pub rpc: Vec<String>,
+    /// llama.cpp's tensor split (`HERD_TENSOR_SPLIT`, e.g. `3,1`): share of the offloaded
+    /// layers per offload device, RPC devices first. Empty = by free memory.
+    #[serde(default)]
+    pub tensor_split: String,
 }
 
 impl Default for LoadOptions {
@@ -120,6 +124,7 @@ impl Default for LoadOptions {
             lora: Vec::new(),
             projector: None,
             rpc: Vec::new(),
+            tensor_split: String::new(),
         }
     }
 }
@@ -168,6 +173,10 @@ impl LoadOptions {
         if !self.rpc.is_empty() {
             a.push("--rpc".into());
             a.push(self.rpc.join(","));
+        }
+        if !self.tensor_split.is_empty() {
+            a.push("--tensor-split".into());
+            a.push(self.tensor_split.clone());
         }
         a
     }

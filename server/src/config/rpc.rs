@@ -72,6 +72,11 @@ pub struct RpcArgs {
     /// certificate). Needs HERD_RPC_TLS_CA.
     #[arg(long = "rpc-workers", env = "HERD_RPC_WORKERS", value_parser = parse_workers, default_value = "")]
     pub workers: Workers,
+    /// Share of the offloaded layers per offload device (llama.cpp's --tensor-split, e.g.
+    /// `3,1`): workers' devices first, in HERD_RPC_WORKERS order, then local GPUs. Empty = by
+    /// free memory.
+    #[arg(long = "tensor-split", env = "HERD_TENSOR_SPLIT", value_parser = parse_tensor_split, default_value = "")]
+    pub tensor_split: String,
     #[command(flatten)]
     pub tls: RpcTls,
 }
@@ -84,7 +89,10 @@ impl RpcArgs {
             .iter()
             .map(|(h, p)| format!("{h}:{p}"))
             .collect();
-        let mut v = vec![("HERD_RPC_WORKERS", workers.join(","))];
+        let mut v = vec![
+            ("HERD_RPC_WORKERS", workers.join(",")),
+            ("HERD_TENSOR_SPLIT", self.tensor_split.clone()),
+        ];
         v.extend(self.tls.effective());
         v
     }
@@ -137,6 +145,27 @@ fn parse_workers(raw: &str) -> Result<Workers, String> {
     Ok(Workers(out))
 }
 
+/// Comma-separated non-negative numbers, at least one above zero; kept as written (trimmed).
+fn parse_tensor_split(raw: &str) -> Result<String, String> {
+    let s = clean(raw);
+    if s.is_empty() {
+        return Ok(String::new());
+    }
+    let mut parts = Vec::new();
+    for p in s.split(',').map(str::trim) {
+        let v: f32 = p
+            .parse()
+            .ok()
+            .filter(|v: &f32| v.is_finite() && *v >= 0.0)
+            .ok_or_else(|| format!("{p:?}: expected a non-negative number"))?;
+        parts.push((p, v));
+    }
+    if parts.len() > 16 || parts.iter().all(|(_, v)| *v == 0.0) {
+        return Err("expected 1 to 16 shares, at least one above zero".into());
+    }
+    Ok(parts.iter().map(|(p, _)| *p).collect::<Vec<_>>().join(","))
+}
+
 fn parse_token(raw: &str) -> Result<Secrets, String> {
     match clean(raw) {
         "" => Ok(Secrets::default()),
@@ -170,6 +199,16 @@ mod tests {
         }
         let many = vec!["h:1"; 17].join(",");
         assert!(parse_workers(&many).is_err());
+    }
+
+    #[test]
+    fn tensor_splits_are_share_lists() {
+        assert_eq!(parse_tensor_split("").unwrap(), "");
+        assert_eq!(parse_tensor_split(" 3, 1 ").unwrap(), "3,1");
+        assert_eq!(parse_tensor_split("0.6,0.4,0").unwrap(), "0.6,0.4,0");
+        for bad in ["0,0", "a,1", "-1,2", "1,,2", "inf"] {
+            assert!(parse_tensor_split(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -135,6 +135,7 @@ pub fn start(config: &crate::config::Config) -> std::io::Result<(Engine, tempfil
         kv_cache_type: config.kv_cache_type,
         format_two_pass: config.format_two_pass,
         rpc: crate::worker::RpcWorkers::start(&config.rpc).map_err(std::io::Error::other)?,
+        tensor_split: config.rpc.tensor_split.clone(),
         ..Settings::default()
     };
     Ok((Engine::new(Scheduler::new(sc), settings), dir))

@@ -22,6 +22,8 @@ pub struct Settings {
     pub format_two_pass: bool,
     /// `HERD_RPC_WORKERS`' tunnel ends: the workers that are up join every load (`--rpc`).
     pub rpc: Option<std::sync::Arc<crate::worker::RpcWorkers>>,
+    /// `HERD_TENSOR_SPLIT`, passed to every load.
+    pub tensor_split: String,
 }
 
 impl Default for Settings {
@@ -33,6 +35,7 @@ impl Default for Settings {
             kv_cache_type: KvCacheType::F16,
             format_two_pass: false,
             rpc: None,
+            tensor_split: String::new(),
         }
     }
 }
@@ -79,6 +82,7 @@ pub fn load_options(opts: &Options, model: &Model, settings: &Settings) -> LoadO
         .rpc
         .as_ref()
         .map_or_else(Vec::new, |w| w.endpoints());
+    load.tensor_split = settings.tensor_split.clone();
     load.ctx_size = effective_num_ctx(opts.runner.num_ctx, settings, model.ctx_train);
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     Options::clamp_load(&mut load, u32::try_from(cpus).unwrap_or(u32::MAX));
