@@ -96,6 +96,15 @@ pub struct LoadOptions {
     /// model; images are refused by a runner without one.
     #[serde(default)]
     pub projector: Option<PathBuf>,
+    /// The projector's smallest image in tokens, replacing mtmd's own minimum. The server sets
+    /// 1 for dynamic-resolution projectors, whose images it sends already resized to the grid
+    /// of their token budget (which mtmd would otherwise scale up to its minimum).
+    #[serde(default)]
+    pub image_min_tokens: Option<u32>,
+    /// The projector's largest image in tokens (mtmd's own ceiling otherwise); the runner's
+    /// micro-batch holds at least this many, since the server may send any grid up to it.
+    #[serde(default)]
+    pub image_max_tokens: Option<u32>,
 }
 
 impl Default for LoadOptions {
@@ -115,6 +124,8 @@ impl Default for LoadOptions {
             embedding: false,
             lora: Vec::new(),
             projector: None,
+            image_min_tokens: None,
+            image_max_tokens: None,
         }
     }
 }
@@ -159,6 +170,14 @@ impl LoadOptions {
         if let Some(p) = &self.projector {
             a.push("--mmproj".into());
             a.push(p.to_string_lossy().into_owned());
+        }
+        if let Some(n) = self.image_min_tokens {
+            a.push("--image-min-tokens".into());
+            a.push(n.to_string());
+        }
+        if let Some(n) = self.image_max_tokens {
+            a.push("--image-max-tokens".into());
+            a.push(n.to_string());
         }
         a
     }

@@ -35,6 +35,9 @@ pub struct Model {
     pub template: Arc<Template>,
     /// The BOS token's text, when a Jinja template may print it itself.
     pub bos_text: Option<String>,
+    /// The projector's geometry when its image resolution is dynamic (its first projector
+    /// layer, the one the runner loads; `crate::images::budget`).
+    pub image_geometry: Option<crate::images::budget::Geometry>,
 }
 
 impl Model {
@@ -83,7 +86,14 @@ impl Model {
                 ..MemoryInputs::default()
             },
         };
+        let image_geometry = match view.projector_paths.first() {
+            Some(p) => {
+                crate::images::budget::Geometry::of(&crate::gguf::read_path(p, Default::default())?)
+            }
+            None => None,
+        };
         Ok(Model {
+            image_geometry,
             display_name: resolved.name.display_shortest(),
             full_name: resolved.name.to_string(),
             digest: resolved.digest.clone(),
