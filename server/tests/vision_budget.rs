@@ -102,7 +102,7 @@ async fn a_budget_fills_and_prompt_eval_count_follows_it() {
             turn(
                 &serve,
                 &img,
-                json!({"image_min_tokens": 280, "image_max_tokens": 280}),
+                json!({"image_min_tokens": 70, "image_max_tokens": 70}),
                 0,
             )
             .await,
@@ -124,7 +124,7 @@ async fn a_budget_fills_and_prompt_eval_count_follows_it() {
         assert_eq!(n, side * side, "budget {b}");
         counts.push((b, pe, n));
     }
-    assert_eq!((counts[2].1, counts[2].2), cold[0], "warm = cold");
+    assert_eq!((counts[0].1, counts[0].2), cold[0], "warm = cold");
     // The text around the image is the same at every budget: prompt_eval_count moves by
     // exactly the image's tokens, and strictly grows with the budget.
     let text = counts[0].1 - counts[0].2;
@@ -172,19 +172,18 @@ async fn a_budget_fills_and_prompt_eval_count_follows_it() {
 async fn each_image_picks_its_own_budget_without_one() {
     let Some((serve, _dir)) = setup() else { return };
     let mut seen = Vec::new();
-    for (w, h) in [(128, 128), (2048, 1536), (1536, 2048), (1, 4000), (4000, 1)] {
+    for (w, h) in [(128, 128), (2048, 1536), (1, 4000), (4000, 1)] {
         let img = b64(&png(w, h, 11));
         let (_, n) = turn(&serve, &img, json!({}), 300).await;
         let (gx, gy) = grid(w, h, select(w, h, &G4), &G4);
         assert_eq!(n, u64::from(gx * gy), "{w}x{h}");
         seen.push(n);
     }
-    // A thumbnail costs fewer tokens than a photo; a portrait as many as its landscape.
+    // A thumbnail costs fewer tokens than a photo (aspect ratios: the table tests).
     assert!(seen[0] < seen[1], "{seen:?}");
-    assert_eq!(seen[1], seen[2], "{seen:?}");
     // Slivers: one cell across, the position table's 42 cells along (not mtmd's thousands of
     // patches, which would index past the table), and the runner is still up.
-    assert_eq!((seen[3], seen[4]), (42, 42), "{seen:?}");
+    assert_eq!((seen[2], seen[3]), (42, 42), "{seen:?}");
 }
 
 /// Bench (scripts/bench vision): per budget, the image's tokens, its prompt time
