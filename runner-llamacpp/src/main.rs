@@ -79,6 +79,14 @@ struct Args {
     /// `3,1`), in llama.cpp's device order: RPC devices first, then local GPUs.
     #[arg(long, value_delimiter = ',')]
     tensor_split: Vec<f32>,
+    /// The projector's smallest image in tokens (mtmd's own minimum otherwise); the server
+    /// sets 1 for projectors whose images it resizes to their budget's grid itself.
+    #[arg(long)]
+    image_min_tokens: Option<u32>,
+    /// The projector's largest image in tokens (mtmd's own ceiling otherwise); the context's
+    /// micro-batch holds at least this many.
+    #[arg(long)]
+    image_max_tokens: Option<u32>,
     /// Choose each row's top candidates on the device that computes the logits and copy only
     /// those to the host (requests that need whole rows still get them). auto = when the output
     /// layer is on a GPU. Off by default: even with patch 0004's radix top-k it measured level
@@ -259,16 +267,22 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
     let projector = match &args.mmproj {
         None => None,
         Some(p) => Some(Arc::new(
-            ffi::Projector::load(p, model.clone(), threads, args.gpu_layers != 0)
-                .map_err(|m| load_err(format!("projector: {m}")))?,
+            ffi::Projector::load(
+                p,
+                model.clone(),
+                threads,
+                args.gpu_layers != 0,
+                (args.image_min_tokens, args.image_max_tokens),
+            )
+            .map_err(|m| load_err(format!("projector: {m}")))?,
         )),
     };
     // An image's tokens go through the model in one micro-batch (non-causal attention), so
     // the context's batch and micro-batch hold the largest image the projector makes.
     let image_tokens = match &projector {
-        Some(p) => {
-            engine::vision::max_image_tokens(p).map_err(|m| load_err(format!("projector: {m}")))?
-        }
+        Some(p) => engine::vision::max_image_tokens(p)
+            .map_err(|m| load_err(format!("projector: {m}")))?
+            .max(args.image_max_tokens.unwrap_or(0)),
         None => 0,
     };
     let n_batch = args.batch.max(image_tokens);
@@ -454,6 +468,8 @@ mod tests {
             projector: Some("/m/p.gguf".into()),
             rpc: vec!["127.0.0.1:5001".into(), "127.0.0.1:5002".into()],
             tensor_split: "3,1".into(),
+            image_min_tokens: Some(1),
+            image_max_tokens: Some(1120),
         };
         let a = parse(&o);
         assert_eq!(a.lora, o.lora, "every adapter reaches the runner, in order");
@@ -463,6 +479,11 @@ mod tests {
             "every RPC endpoint reaches the runner, in order"
         );
         assert_eq!(a.tensor_split, vec![3.0, 1.0]);
+        assert_eq!(
+            (a.image_min_tokens, a.image_max_tokens),
+            (Some(1), Some(1120)),
+            "so do its image limits"
+        );
         assert_eq!(
             (
                 a.ctx_size,

@@ -415,7 +415,7 @@ async fn bench_image_encode() {
     }
     println!(
         "\nvision: tiny gemma3 projector, 640x480 PNG, {IMAGE_TOKENS} tokens per image (fixed \
-         resolution; budgets not implemented): image prompt time p50 {:.1} ms, max {:.1} ms over {n}",
+         resolution; budgets: vision_budget): image prompt time p50 {:.1} ms, max {:.1} ms over {n}",
         ms[ms.len() / 2],
         ms[ms.len() - 1]
     );

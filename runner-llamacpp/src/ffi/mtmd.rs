@@ -75,9 +75,17 @@ impl Drop for Projector {
 }
 
 impl Projector {
-    /// Loads `path` for `model`. Refused: a projector without vision (audio-only), and one whose
-    /// images need M-RoPE positions (the engine gives image tokens plain consecutive positions).
-    pub fn load(path: &Path, model: Arc<Model>, threads: i32, gpu: bool) -> Result<Self, String> {
+    /// Loads `path` for `model`; `limits` (min, max tokens) replace the projector's own bounds
+    /// on an image (for dynamic-resolution types; others ignore them). Refused: a projector without vision
+    /// (audio-only), and one whose images need M-RoPE positions (the engine gives image tokens
+    /// plain consecutive positions).
+    pub fn load(
+        path: &Path,
+        model: Arc<Model>,
+        threads: i32,
+        gpu: bool,
+        limits: (Option<u32>, Option<u32>),
+    ) -> Result<Self, String> {
         let c = CString::new(path.as_os_str().as_bytes())
             .map_err(|_| "projector path holds a NUL byte".to_string())?;
         // SAFETY: the params are mtmd's defaults with plain fields set; `c` and the model live
@@ -88,6 +96,13 @@ impl Projector {
             p.n_threads = threads.max(1);
             p.print_timings = false;
             p.warmup = false;
+            let tokens = |n: u32| i32::try_from(n).unwrap_or(i32::MAX);
+            if let Some(n) = limits.0 {
+                p.image_min_tokens = tokens(n);
+            }
+            if let Some(n) = limits.1 {
+                p.image_max_tokens = tokens(n);
+            }
             sys::mtmd_init_from_file(c.as_ptr(), model.ptr.as_ptr(), p)
         };
         let raw = NonNull::new(ptr)

@@ -104,6 +104,15 @@ pub struct LoadOptions {
     /// layers per offload device, RPC devices first. Empty = by free memory.
     #[serde(default)]
     pub tensor_split: String,
+    /// The projector's smallest image in tokens, replacing mtmd's own minimum. The server sets
+    /// 1 for dynamic-resolution projectors, whose images it sends already resized to the grid
+    /// of their token budget (which mtmd would otherwise scale up to its minimum).
+    #[serde(default)]
+    pub image_min_tokens: Option<u32>,
+    /// The projector's largest image in tokens (mtmd's own ceiling otherwise); the runner's
+    /// micro-batch holds at least this many, since the server may send any grid up to it.
+    #[serde(default)]
+    pub image_max_tokens: Option<u32>,
 }
 
 impl Default for LoadOptions {
@@ -125,6 +134,8 @@ impl Default for LoadOptions {
             projector: None,
             rpc: Vec::new(),
             tensor_split: String::new(),
+            image_min_tokens: None,
+            image_max_tokens: None,
         }
     }
 }
@@ -177,6 +188,14 @@ impl LoadOptions {
         if !self.tensor_split.is_empty() {
             a.push("--tensor-split".into());
             a.push(self.tensor_split.clone());
+        }
+        if let Some(n) = self.image_min_tokens {
+            a.push("--image-min-tokens".into());
+            a.push(n.to_string());
+        }
+        if let Some(n) = self.image_max_tokens {
+            a.push("--image-max-tokens".into());
+            a.push(n.to_string());
         }
         a
     }

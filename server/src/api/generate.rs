@@ -54,17 +54,17 @@ async fn generate_inner(state: AppState, req: GenerateRequest) -> Result<Respons
     }
     check_capabilities(&model, &req.model, "generate", &wanted)?;
     check_requires(&model)?;
-    // A render-only request shows where images go; no model looks at them.
-    let images = if req.debug_render_only {
-        Arc::default()
-    } else {
-        request_images(&model, req.images.clone()).await?
-    };
     let options = Options::resolve(
         state.defaults.context_length,
         &model.view.options,
         req.options.as_ref(),
     )?;
+    // A render-only request shows where images go; no model looks at them.
+    let images = if req.debug_render_only {
+        Arc::default()
+    } else {
+        request_images(&model, req.images.clone(), &options).await?
+    };
     let format = parse_format(req.format.as_ref())?;
     let keep_alive = keep_alive.unwrap_or(state.defaults.keep_alive);
     let engine = engine(&state)?;
@@ -131,17 +131,17 @@ async fn chat_inner(state: AppState, req: ChatRequest) -> Result<Response> {
     let think = effective_think(think, model.can("thinking"), &req.model)?;
     check_capabilities(&model, &req.model, "chat", &wanted)?;
     check_requires(&model)?;
-    let images = if req.debug_render_only {
-        Arc::default()
-    } else {
-        let all = req.messages.iter().flat_map(|m| m.images.iter().cloned());
-        request_images(&model, all.collect()).await?
-    };
     let options = Options::resolve(
         state.defaults.context_length,
         &model.view.options,
         req.options.as_ref(),
     )?;
+    let images = if req.debug_render_only {
+        Arc::default()
+    } else {
+        let all = req.messages.iter().flat_map(|m| m.images.iter().cloned());
+        request_images(&model, all.collect(), &options).await?
+    };
     let format = parse_format(req.format.as_ref())?;
     let keep_alive = keep_alive.unwrap_or(state.defaults.keep_alive);
     let engine = engine(&state)?;

@@ -277,11 +277,13 @@ pub fn check_requires(model: &ResolvedModel) -> Result<()> {
 /// Images are never dropped in silence. A model without the vision capability gets Ollama's
 /// error (its runner's text, which clients match on to fall back to text-only); a vision model
 /// whose encoder lives inside the model file (no projector layer) is refused too, since the
-/// GGUF engine evaluates images only through a projector. Otherwise the images are decoded and
-/// bounded here (`crate::images`), before any runner is involved.
+/// GGUF engine evaluates images only through a projector. Otherwise the images are decoded,
+/// bounded and sized for the projector under the options' image budgets here
+/// (`crate::images`), before any runner is involved.
 pub async fn request_images(
     model: &ResolvedModel,
     images: Vec<String>,
+    options: &Options,
 ) -> Result<Arc<Vec<crate::images::Image>>> {
     if images.is_empty() {
         return Ok(Arc::default());
@@ -298,7 +300,11 @@ pub async fn request_images(
             model.name
         )));
     }
-    crate::images::decode_all(images).await
+    let budget = crate::images::budget::Budget {
+        min: options.image_min_tokens,
+        max: options.image_max_tokens,
+    };
+    crate::images::decode_all(images, model.view.projector_paths.first().cloned(), budget).await
 }
 
 /// The engine, or a clear error while none is wired in.

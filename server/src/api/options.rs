@@ -44,6 +44,12 @@ pub struct Options {
     pub presence_penalty: f32,
     pub frequency_penalty: f32,
     pub stop: Vec<String>,
+    /// Per-image token budget bounds for dynamic-resolution projectors (`crate::images::
+    /// budget`); `None` = each image picks its own. Positive when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_min_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_max_tokens: Option<u32>,
 }
 
 impl Options {
@@ -72,6 +78,8 @@ impl Options {
             presence_penalty: 0.0,
             frequency_penalty: 0.0,
             stop: Vec::new(),
+            image_min_tokens: None,
+            image_max_tokens: None,
         }
     }
 
@@ -119,14 +127,10 @@ impl Options {
                 "presence_penalty" => self.presence_penalty = float(key, val)?,
                 "frequency_penalty" => self.frequency_penalty = float(key, val)?,
                 "stop" => self.stop = strings(key, val)?,
-                // Per-request image budgets need a projector that resizes per image; until the
-                // engine honours them they are refused, never ignored (issue 17).
-                "image_min_tokens" | "image_max_tokens" => {
-                    return Err(Error::BadRequest(format!(
-                        "option {} is not supported by this server yet (image token budgets)",
-                        go_quote(key)
-                    )))
-                }
+                // Image budgets are acted on where images are sized (crate::images), or
+                // refused there for a projector whose image size is fixed.
+                "image_min_tokens" => self.image_min_tokens = Some(tokens(key, val)?),
+                "image_max_tokens" => self.image_max_tokens = Some(tokens(key, val)?),
                 _ => {
                     tracing::warn!(option = %key, "invalid option provided");
                     ignored.push(key.clone());
@@ -150,6 +154,17 @@ fn int(key: &str, v: &Value) -> Result<i64> {
             .unwrap_or_else(|| n.as_f64().map_or(0, |f| f.trunc() as i64))),
         _ => Err(type_error(key, "integer")),
     }
+}
+
+/// A token count option: an integer (as [`int`]) that must be positive (400 otherwise).
+fn tokens(key: &str, v: &Value) -> Result<u32> {
+    let n = int(key, v)?;
+    u32::try_from(n).ok().filter(|&n| n > 0).ok_or_else(|| {
+        Error::BadRequest(format!(
+            "option {} must be a positive number of tokens (got {n})",
+            go_quote(key)
+        ))
+    })
 }
 
 fn float(key: &str, v: &Value) -> Result<f32> {
@@ -267,6 +282,31 @@ mod tests {
             assert_eq!(err.to_string(), want, "{m}");
             assert_eq!(err.status(), 500, "{m}");
         }
+    }
+
+    #[test]
+    fn image_budgets_are_positive_token_counts() {
+        let mut o = Options::defaults(0);
+        o.apply(&map(
+            json!({"image_min_tokens": 70.9, "image_max_tokens": 560}),
+        ))
+        .unwrap();
+        assert_eq!(
+            (o.image_min_tokens, o.image_max_tokens),
+            (Some(70), Some(560))
+        );
+        for bad in [
+            json!({"image_max_tokens": 0}),
+            json!({"image_min_tokens": -70}),
+        ] {
+            let err = Options::defaults(0).apply(&map(bad.clone())).unwrap_err();
+            assert_eq!(err.status(), 400, "{bad}");
+            assert!(err.to_string().contains("positive"), "{err}");
+        }
+        let err = Options::defaults(0)
+            .apply(&map(json!({"image_max_tokens": "560"})))
+            .unwrap_err();
+        assert_eq!(err.status(), 500, "a wrong type is Ollama's type error");
     }
 
     #[test]

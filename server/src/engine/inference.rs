@@ -388,24 +388,27 @@ async fn chat(engine: Engine, job: ChatJob) -> Result<ChunkStream<ChatResponse>>
     let kept = truncate::fit(&msgs, num_ctx, truncate, |window| {
         let runner = runner.clone();
         let render = render.clone();
+        // The window's images count as Ollama counts them (truncate::image_tokens).
+        let n_images = window.iter().map(|m| m.images).sum();
+        let pics = truncate::image_tokens(&job.images, n_images);
         async move {
             // Rendering runs on the blocking pool, off the threads other requests wait on.
             let content = blocking(move || render(window)).await?;
             // Every token of text covers at least one byte, so bytes + the BOS/EOS the tokenizer
             // may add bound the count: a prompt that fits by that bound needs no runner trip,
             // and one that certainly overflows needs none either.
-            if content.len() + 2 <= num_ctx {
-                return Ok(content.len() + 2);
+            if content.len() + 2 + pics <= num_ctx {
+                return Ok(content.len() + 2 + pics);
             }
-            if Window::min_tokens(content.len()) > num_ctx {
-                return Ok(Window::min_tokens(content.len()));
+            if Window::min_tokens(content.len()) + pics > num_ctx {
+                return Ok(Window::min_tokens(content.len()) + pics);
             }
             let req = TokenizeRequest {
                 content,
                 add_special: true,
                 parse_special: true,
             };
-            Ok(runner.tokenize(&req).await?.tokens.len())
+            Ok(runner.tokenize(&req).await?.tokens.len() + pics)
         }
     })
     .await?;

@@ -37,6 +37,9 @@ pub struct Model {
     pub bos_text: Option<String>,
     /// The engine that serves it (from the model's format).
     pub runner: RunnerKind,
+    /// The projector's geometry when its image resolution is dynamic (its first projector
+    /// layer, the one the runner loads; `crate::images::budget`).
+    pub image_geometry: Option<crate::images::budget::Geometry>,
 }
 
 impl Model {
@@ -115,7 +118,14 @@ impl Model {
                 ..MemoryInputs::default()
             },
         };
+        let image_geometry = match view.projector_paths.first() {
+            Some(p) => {
+                crate::images::budget::Geometry::of(&crate::gguf::read_path(p, Default::default())?)
+            }
+            None => None,
+        };
         Ok(Model {
+            image_geometry,
             display_name: resolved.name.display_shortest(),
             full_name: resolved.name.to_string(),
             digest: resolved.digest.clone(),

@@ -43,6 +43,10 @@ impl Default for Settings {
 /// Ollama never runs a context below this.
 pub const MIN_NUM_CTX: u32 = 4;
 
+/// The least context a model with a projector runs with (Ollama: "multimodal models require
+/// at least 2048 context").
+pub const VISION_MIN_NUM_CTX: u32 = 2048;
+
 /// `num_ctx` after defaults: `requested` is what request > Modelfile > env produced (0 = none
 /// set), then the tier default, capped at the model's training context, at least 4.
 pub fn effective_num_ctx(requested: i64, settings: &Settings, ctx_train: Option<u32>) -> u32 {
@@ -77,6 +81,10 @@ pub fn load_options(opts: &Options, model: &Model, settings: &Settings) -> LoadO
         projector: model.view.projector_paths.first().cloned(),
         ..LoadOptions::default()
     };
+    // A dynamic-resolution projector gets images already resized to their budget's grid
+    // (crate::images::budget), which may be under mtmd's own minimum: it must keep them.
+    load.image_min_tokens = model.image_geometry.map(|_| 1);
+    load.image_max_tokens = model.image_geometry.map(|g| g.max_tokens);
     opts.apply_to_load(&mut load);
     load.rpc = settings
         .rpc
@@ -84,6 +92,15 @@ pub fn load_options(opts: &Options, model: &Model, settings: &Settings) -> LoadO
         .map_or_else(Vec::new, |w| w.endpoints());
     load.tensor_split = settings.tensor_split.clone();
     load.ctx_size = effective_num_ctx(opts.runner.num_ctx, settings, model.ctx_train);
+    if load.projector.is_some() {
+        // Ollama's floor for multimodal models (sched.go getRunner), under the training cap.
+        let floor = model
+            .ctx_train
+            .filter(|&t| t > 0)
+            .unwrap_or(u32::MAX)
+            .min(VISION_MIN_NUM_CTX);
+        load.ctx_size = load.ctx_size.max(floor);
+    }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     Options::clamp_load(&mut load, u32::try_from(cpus).unwrap_or(u32::MAX));
     load

@@ -1,12 +1,28 @@
 //! Chat truncation (Ollama's `chatPrompt`): when the rendered conversation does not fit the
 //! context, drop the oldest non-system messages, keeping every system message that precedes the
 //! kept window and always the last message, in O(log n) counts. Token counts come from the caller (the runner's
-//! `/tokenize` over the rendered prompt), so this module is the policy only.
+//! `/tokenize` over the rendered prompt, plus [`image_tokens`] for the window's images), so
+//! this module is the policy only.
 
 use std::future::Future;
 
 use crate::error::Result;
+use crate::images::Image;
 use crate::prompt::Message;
+
+/// Tokens Ollama counts for an image when trimming history (`chatPrompt`'s `imageNumTokens`)
+/// whose size the server does not decide.
+pub const IMAGE_TOKENS: usize = 768;
+
+/// The image tokens of a window holding the last `n` of a conversation's `images` (truncation
+/// drops the oldest turns, so a window's images are the newest): the exact grid of an image the
+/// server sized for a dynamic-resolution projector, Ollama's 768 for any other.
+pub fn image_tokens(images: &[Image], n: usize) -> usize {
+    images[images.len().saturating_sub(n)..]
+        .iter()
+        .map(|i| i.tokens.map_or(IMAGE_TOKENS, |t| t as usize))
+        .sum()
+}
 
 /// The messages for window start `i`: system messages before `i`, then `msgs[i..]`.
 fn window(msgs: &[Message], i: usize) -> Vec<Message> {
@@ -141,6 +157,49 @@ mod tests {
             let want = (limit / 3).clamp(1, conv.len());
             assert_eq!(kept.len(), want, "{limit}");
         }
+    }
+
+    #[tokio::test]
+    async fn images_count_their_grid_or_ollamas_768() {
+        let img = |tokens| Image {
+            id: String::new(),
+            width: 1,
+            height: 1,
+            rgb: vec![0; 3],
+            tokens,
+        };
+        let imgs = [img(None), img(Some(64)), img(Some(1089))];
+        assert_eq!(image_tokens(&imgs, 0), 0);
+        assert_eq!(image_tokens(&imgs, 1), 1089, "the newest image first");
+        assert_eq!(image_tokens(&imgs, 3), 768 + 64 + 1089);
+        assert_eq!(image_tokens(&imgs, 9), 768 + 64 + 1089);
+        // A window's images push it over the limit as its text would.
+        let conv = vec![
+            Message::new("user", "a"),
+            Message::new("assistant", "b"),
+            Message::new("user", "c"),
+        ];
+        let mut with_image = conv.clone();
+        with_image[0].images = 1;
+        let n_images = |w: &[Message]| w.iter().map(|m| m.images).sum::<usize>();
+        let kept = fit(&with_image, 100, true, |w| {
+            let n = cost(&w) + image_tokens(&imgs[..1], n_images(&w));
+            async move { Ok(n) }
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            kept.len(),
+            2,
+            "the turn with the 768-token image is dropped"
+        );
+        let kept = fit(&conv, 100, true, |w| {
+            let n = cost(&w);
+            async move { Ok(n) }
+        })
+        .await
+        .unwrap();
+        assert_eq!(kept.len(), 3);
     }
 
     #[tokio::test]

@@ -8,8 +8,14 @@
 //!   under the same limits, so a decompression bomb costs a header read (issue 17).
 //! - EXIF orientation is applied: pixels reach the projector the way a viewer shows them.
 //! - Error messages name the image's position and at most its size, never its content.
+//! - For a dynamic-resolution projector every image leaves here resized to the exact grid its
+//!   budget gives (`budget`), with an id naming both its bytes and that grid, so the runner's
+//!   prefix cache never mistakes one budget's image tokens for another's.
+
+pub mod budget;
 
 use std::io::Cursor;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use base64::Engine as _;
@@ -35,6 +41,9 @@ pub struct Image {
     pub height: u32,
     /// `width * height * 3` bytes, row-major RGB8, orientation applied.
     pub rgb: Vec<u8>,
+    /// The tokens the projector will make of it, when the server sized it (dynamic-resolution
+    /// projectors); `None` when the projector's own fixed size decides.
+    pub tokens: Option<u32>,
 }
 
 impl std::fmt::Debug for Image {
@@ -95,6 +104,7 @@ pub fn decode_bytes(index: usize, bytes: &[u8]) -> Result<Image> {
         width,
         height,
         rgb: rgb.into_raw(),
+        tokens: None,
     })
 }
 
@@ -132,21 +142,39 @@ fn decode_error(index: usize, len: usize, e: &image::ImageError) -> Error {
     }
 }
 
-/// Decodes every image of a request, off the async threads (decoding is CPU work).
-pub async fn decode_all(images: Vec<String>) -> Result<Arc<Vec<Image>>> {
+/// Decodes every image of a request, off the async threads (decoding is CPU work), and sizes
+/// each for the model's projector (`projector`, its GGUF): to its budget's grid when the
+/// projector's resolution is dynamic; a request naming a budget for a projector whose image
+/// size is fixed is refused.
+pub async fn decode_all(
+    images: Vec<String>,
+    projector: Option<PathBuf>,
+    budget: budget::Budget,
+) -> Result<Arc<Vec<Image>>> {
     if images.is_empty() {
         return Ok(Arc::new(Vec::new()));
     }
     tokio::task::spawn_blocking(move || {
+        let geometry = geometry(projector.as_deref(), &budget)?;
         let mut out = Vec::with_capacity(images.len());
         let mut total = 0u64;
         for (i, b) in images.iter().enumerate() {
-            let img = decode(i, b)?;
+            let mut img = decode(i, b)?;
             total += u64::from(img.width) * u64::from(img.height);
             if total > MAX_REQUEST_PIXELS {
                 return Err(Error::BadRequest(format!(
                     "the request's images hold more than {MAX_REQUEST_PIXELS} pixels together"
                 )));
+            }
+            if let Some(g) = &geometry {
+                let (gx, gy) = budget::grid(
+                    img.width,
+                    img.height,
+                    budget.for_image(img.width, img.height, g),
+                    g,
+                );
+                img = fit(img, gx * g.cell, gy * g.cell);
+                img.tokens = Some(gx * gy);
             }
             out.push(img);
         }
@@ -155,6 +183,52 @@ pub async fn decode_all(images: Vec<String>) -> Result<Arc<Vec<Image>>> {
     .await
     .map_err(|e| Error::Internal(format!("image decoding failed: {e}")))?
     .map(Arc::new)
+}
+
+/// The projector's geometry when it resizes per image; a budget for any other is a 400.
+fn geometry(
+    projector: Option<&std::path::Path>,
+    b: &budget::Budget,
+) -> Result<Option<budget::Geometry>> {
+    let Some(path) = projector else {
+        return Ok(None);
+    };
+    let gguf = crate::gguf::read_path(path, crate::gguf::ReadOptions::default())?;
+    let g = budget::Geometry::of(&gguf);
+    match &g {
+        Some(g) => b.check(g)?,
+        None if b.is_set() => {
+            let kind = gguf
+                .get("clip.projector_type")
+                .and_then(|v| v.as_str())
+                .unwrap_or("unknown");
+            return Err(Error::BadRequest(format!(
+                "image_min_tokens and image_max_tokens need a projector whose image resolution \
+                 is dynamic (gemma4v); this model's ({kind}) gives every image the same tokens"
+            )));
+        }
+        None => {}
+    }
+    Ok(g)
+}
+
+/// `img` resized to `w`×`h` (bicubic, the publisher's filter); its id then names the bytes it
+/// came from and the size, since the same file at another budget is other pixels.
+pub fn fit(img: Image, w: u32, h: u32) -> Image {
+    let id = hex::encode(Sha256::digest(format!("{}@{w}x{h}", img.id)));
+    if (img.width, img.height) == (w, h) {
+        return Image { id, ..img };
+    }
+    let src = image::RgbImage::from_raw(img.width, img.height, img.rgb)
+        .expect("an Image holds width*height*3 bytes");
+    let out = image::imageops::resize(&src, w, h, image::imageops::FilterType::CatmullRom);
+    Image {
+        id,
+        width: w,
+        height: h,
+        rgb: out.into_raw(),
+        tokens: img.tokens,
+    }
 }
 
 /// Takes the `[img-N]` markers out of a rendered prompt and places image N where its marker

@@ -97,6 +97,7 @@ fn image(id: &str) -> Image {
         width: 1,
         height: 1,
         rgb: vec![0, 0, 0],
+        tokens: None,
     }
 }
 
@@ -114,4 +115,24 @@ fn markers_become_placed_images() {
         place("[img-2]", &imgs).unwrap_err().to_string(),
         "invalid image index: 2"
     );
+}
+
+#[test]
+fn fitting_resizes_exactly_and_renames_by_size() {
+    let img = decode_bytes(0, &png(40, 30, None)).unwrap();
+    let a = fit(img.clone(), 96, 72);
+    assert_eq!((a.width, a.height, a.rgb.len()), (96, 72, 96 * 72 * 3));
+    let b = fit(img.clone(), 48, 36);
+    assert_ne!(
+        a.id, b.id,
+        "another size is another image to the prefix cache"
+    );
+    assert_ne!(a.id, img.id);
+    assert_eq!(
+        fit(img.clone(), 96, 72).id,
+        a.id,
+        "the same size, the same id"
+    );
+    let same = fit(img.clone(), 40, 30);
+    assert_eq!(same.rgb, img.rgb, "no resampling at the image's own size");
 }

@@ -1,6 +1,6 @@
-//! Test assets for the vision path: a tiny random-weight gemma3 projector (mmproj GGUF) that
-//! llama.cpp's clip loader accepts for gemma3-270m (projection 640 = its embedding width), and
-//! small images made in memory.
+//! Test assets for the vision path: tiny random-weight gemma3 (fixed resolution) and gemma4v
+//! (dynamic resolution) projectors (mmproj GGUFs) that llama.cpp's clip loader accepts for
+//! gemma3-270m (projection 640 = its embedding width), and small images made in memory.
 //!
 //! The projector has no transformer blocks (`clip.vision.block_count` 0, which clip.cpp allows):
 //! patch embedding + learned positions → 4×4 average pool → RMS norm → projection. With a
@@ -77,6 +77,58 @@ pub fn tiny_gemma3_mmproj(seed: u64) -> Vec<u8> {
         )
         .build()
         .expect("tiny gemma3 mmproj fixture")
+}
+
+/// Pixels per token cell side of [`tiny_gemma4v_mmproj`] (patch 4 × pooling kernel 3).
+pub const G4_CELL: u32 = G4_PATCH * G4_MERGE;
+const G4_PATCH: u32 = 4;
+const G4_MERGE: u32 = 3;
+/// Entries per axis of its learned position table: at most 42 cells per side.
+pub const G4_POSITIONS: u64 = 128;
+
+/// A tiny random-weight gemma4v projector (`clip.projector_type` gemma4v, mtmd's dynamic
+/// resolution type: an image's tokens follow its size, 70–1120 by default) for gemma3-270m:
+/// no transformer blocks (patch embedding + x/y position tables → 3×3 average pool → RMS
+/// norm → projection to 640), so an image of `gx·12 × gy·12` pixels is `gx·gy` tokens.
+pub fn tiny_gemma4v_mmproj(seed: u64) -> Vec<u8> {
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let p = u64::from(G4_PATCH);
+    GgufBuilder::new()
+        .kv("general.architecture", "clip")
+        .kv("general.type", "mmproj")
+        .kv("clip.has_vision_encoder", true)
+        .kv("clip.projector_type", "gemma4v")
+        .kv("clip.vision.embedding_length", EMBD as u32)
+        .kv("clip.vision.feed_forward_length", (4 * EMBD) as u32)
+        .kv("clip.vision.block_count", 0u32)
+        .kv("clip.vision.attention.head_count", 2u32)
+        .kv("clip.vision.attention.layer_norm_epsilon", 1e-6f32)
+        .kv("clip.vision.projection_dim", TEXT_EMBD as u32)
+        .kv("clip.vision.image_size", 224u32)
+        .kv("clip.vision.patch_size", G4_PATCH)
+        .kv("clip.vision.projector.scale_factor", G4_MERGE)
+        .kv("clip.vision.image_mean", vec![0.0f32, 0.0, 0.0])
+        .kv("clip.vision.image_std", vec![1.0f32, 1.0, 1.0])
+        .tensor(
+            "v.patch_embd.weight",
+            GgmlType::F32,
+            &[p, p, 3, EMBD],
+            f32s(&mut rng, p * p * 3 * EMBD),
+        )
+        .tensor(
+            "v.position_embd.weight",
+            GgmlType::F32,
+            &[EMBD, G4_POSITIONS, 2],
+            f32s(&mut rng, EMBD * G4_POSITIONS * 2),
+        )
+        .tensor(
+            "mm.input_projection.weight",
+            GgmlType::F32,
+            &[EMBD, TEXT_EMBD],
+            f32s(&mut rng, TEXT_EMBD * EMBD),
+        )
+        .build()
+        .expect("tiny gemma4v mmproj fixture")
 }
 
 /// A `w`×`h` PNG of pseudo-random colours (`seed` picks them).

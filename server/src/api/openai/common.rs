@@ -91,6 +91,10 @@ pub struct Sampling {
     pub stop: Option<Value>,
     pub frequency_penalty: Option<f64>,
     pub presence_penalty: Option<f64>,
+    /// herd's image budgets as extra body fields (issue 17), passed on as the native options
+    /// of the same names, which check them.
+    pub image_min_tokens: Option<Value>,
+    pub image_max_tokens: Option<Value>,
 }
 
 /// Which endpoint's option rules apply; Ollama's chat and text-completion layers differ in two
@@ -133,6 +137,14 @@ pub fn options(
     }
     if let Some(p) = s.presence_penalty {
         o.insert("presence_penalty".into(), json!(p));
+    }
+    for (k, v) in [
+        ("image_min_tokens", &s.image_min_tokens),
+        ("image_max_tokens", &s.image_max_tokens),
+    ] {
+        if let Some(v) = v {
+            o.insert(k.into(), v.clone());
+        }
     }
     Ok(o)
 }
@@ -390,11 +402,21 @@ mod tests {
             stop: Some(json!("\n")),
             frequency_penalty: Some(0.5),
             presence_penalty: Some(-0.5),
+            ..Sampling::default()
         };
         assert_eq!(
             Value::Object(options(&s, Some(7), Dialect::Text).unwrap()),
             json!({"num_predict": 7, "temperature": 0.0, "top_p": 1.0, "seed": 42, "stop": ["\n"],
                    "frequency_penalty": 0.5, "presence_penalty": -0.5})
+        );
+        // Image budgets pass through as the native options.
+        let b = Sampling {
+            image_max_tokens: Some(json!(560)),
+            ..Sampling::default()
+        };
+        assert_eq!(
+            options(&b, None, Dialect::Chat).unwrap()["image_max_tokens"],
+            560
         );
         // Chat keeps an explicit top_p of 0; text completions read it as "unset".
         let o = options(&s, None, Dialect::Chat).unwrap();
