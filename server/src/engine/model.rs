@@ -69,6 +69,8 @@ impl Model {
             template: Arc::new(p.template),
             bos_text: p.bos_text,
             runner: RunnerKind::Mlx,
+            // Images on MLX are not in this slice: a projector never reaches runner-mlx.
+            image_geometry: None,
             view,
         })
     }
