@@ -72,7 +72,8 @@ class Client:
             s.out.flush()
 
     def conn(s):
-        return http.client.HTTPConnection(s.host, s.port, timeout=600)
+        # A stalled stream must not eat the device call: --timeout bounds each socket read.
+        return http.client.HTTPConnection(s.host, s.port, timeout=s.a.timeout)
 
     def get(s, path):
         c = s.conn()
@@ -305,6 +306,8 @@ def main():
     p.add_argument("--copy-words", type=int, default=300, help="~400 tokens of text to repeat")
     p.add_argument("--copy-predict", type=int, default=256)
     p.add_argument("--ff-predict", type=int, default=256)
+    p.add_argument("--timeout", type=float, default=float(os.environ.get("HB_TIMEOUT", 300)),
+                   help="seconds one socket read may wait (env HB_TIMEOUT)")
     p.add_argument("--herd-pid", type=int, default=0, help="for mem: the herd serve process")
     p.add_argument("phases", nargs="+", help="PHASE:ROUNDS, e.g. gen:3 probe:5 mem")
     a = p.parse_args()
