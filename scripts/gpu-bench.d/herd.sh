@@ -1,0 +1,181 @@
+# shellcheck shell=bash
+# Sourced by scripts/gpu-bench: the phases that measure through `herd serve`'s HTTP API (device
+# pipeline and the CPU `smoke` mode share them; only the counts differ). Every number lands as
+# JSON lines in $HB_RESULTS (herd_client.py); summarize.py makes summary.json from them.
+#
+# In: HB_D (this folder), HB_HERD (herd binary), HB_RUNNER (the real runner-llamacpp; its folder
+# holds the backend .so files it loads), HB_MODELS (OLLAMA_MODELS), HB_RESULTS, HB_LOG (herd
+# serve's log), HB_PORT; counts HB_R (rounds), HB_PROBES, HB_NP (tokens per request), HB_CONC
+# (the "x16" stream count), HB_CTX1 / HB_CTX16 (num_ctx per slot, = OLLAMA_CONTEXT_LENGTH so
+# /v1 requests do not reload), HB_PROMPT_WORDS (123: ~512 tokens), HB_THREADS (CPU: num_thread
+# in the Modelfile, -t for llama-server; unset on the GPU), HB_COPY_WORDS, HB_COPY_NP, HB_FF_NP, HB_NGRAM (draft tokens).
+#
+# Switches that other branches add (runner flags --draft-ngram N, --no-grammar-ff) reach the
+# runner through a wrapper used as HERD_RUNNER: herd clears the runner's environment, so the
+# wrapper has the flags written in, and it `exec`s, so the runner keeps the pid herd started
+# (nvidia-smi attributes memory to it) and /proc/self/exe stays the real binary (backends load
+# from its folder). A flag the runner does not know is detected (`--help` fails) and the phase
+# is recorded as n/a instead of run.
+
+HB_PID=
+HB_URL() { echo "http://127.0.0.1:$HB_PORT"; }
+hb_stamp() { echo "[$(date -u +%H:%M:%S) +$(( $(date +%s) - ${T0:-$(date +%s)} ))s] $*"; }
+
+# hb_na LABEL PHASE REASON: a phase that could not run, for the summary.
+hb_na() {
+  python3 -c 'import json,sys; print(json.dumps(dict(label=sys.argv[1], phase=sys.argv[2], status="n/a", reason=sys.argv[3])))' \
+    "$1" "$2" "$3" >> "$HB_RESULTS"
+  hb_stamp "$1 $2: n/a ($3)"
+}
+
+hb_wait_http() { # URL SECONDS PID: until URL answers 200 (or the process dies)
+  local t=$(( $(date +%s) + $2 ))
+  while [ "$(date +%s)" -lt "$t" ]; do
+    python3 -c 'import sys,urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "$1" 2>/dev/null && return 0
+    kill -0 "$3" 2>/dev/null || return 1
+    sleep 0.3
+  done
+  return 1
+}
+
+# hb_serve PARALLEL CTX RUNNER: (re)start herd serve with the research note's settings.
+hb_serve() {
+  hb_stop
+  ${HB_NICE:+nice -n "$HB_NICE"} env OLLAMA_HOST="127.0.0.1:$HB_PORT" OLLAMA_MODELS="$HB_MODELS" OLLAMA_FLASH_ATTENTION=1 \
+    OLLAMA_KEEP_ALIVE=1h OLLAMA_NUM_PARALLEL="$1" OLLAMA_CONTEXT_LENGTH="$2" HERD_RUNNER="$3" \
+    OLLAMA_NOPRUNE=1 "$HB_HERD" serve >> "$HB_LOG" 2>&1 < /dev/null &
+  HB_PID=$!
+  echo "== herd serve parallel=$1 ctx=$2 runner=$3 pid=$HB_PID" >> "$HB_LOG"
+  hb_wait_http "$(HB_URL)/api/version" 60 "$HB_PID" || { hb_stamp "herd serve did not start"; return 1; }
+}
+
+hb_stop() {
+  if [ -n "$HB_PID" ]; then
+    kill "$HB_PID" 2>/dev/null || true
+    wait "$HB_PID" 2>/dev/null || true
+    HB_PID=
+  fi
+}
+
+# hb_wrapper TAG FLAGS...: prints the path of a runner wrapper adding FLAGS to serve runs (not to
+# subcommands such as `quantize`), or fails when the runner does not accept FLAGS.
+hb_wrapper() {
+  local tag=$1; shift
+  "$HB_RUNNER" "$@" --help > /dev/null 2>&1 || return 1
+  local w; w="${HB_WRAP_DIR:-$(dirname "$HB_RUNNER")}/runner-llamacpp-$tag"
+  { echo '#!/bin/sh'
+    echo "case \"\$1\" in -*) exec '$HB_RUNNER' \"\$@\" $* ;; esac"
+    echo "exec '$HB_RUNNER' \"\$@\""; } > "$w"
+  chmod +x "$w"
+  echo "$w"
+}
+
+hb_client() { # LABEL CONC ARGS... (PHASE:ROUNDS items among ARGS)
+  local label=$1 conc=$2; shift 2
+  python3 "$HB_D/herd_client.py" --url "$(HB_URL)" --label "$label" --conc "$conc" \
+    --out "$HB_RESULTS" --num-predict "$HB_NP" --prompt-words "${HB_PROMPT_WORDS:-123}" --herd-pid "${HB_PID:-0}" \
+    --copy-words "$HB_COPY_WORDS" --copy-predict "$HB_COPY_NP" --ff-predict "$HB_FF_NP" "$@" \
+    || hb_stamp "client $label failed rc=$?"
+}
+
+# hb_import SOURCE QUANT: `herd create bench [-q QUANT]` from a GGUF, with a Llama-3-style
+# TEMPLATE (the random model has none; HB_TEMPLATE=0 keeps the source's), then `bench-sd`: the same
+# model with DRAFT = bench's own weights blob (self-draft). Writes HB_BLOB, HB_SD (1 when bench-sd
+# exists), HB_SD_WHY to $HB_IMPORT_ENV (source it).
+hb_import() {
+  local src=$1 quant=$2 dir; dir=$(mktemp -d)
+  { echo "FROM $src"
+    if [ "${HB_TEMPLATE:-1}" = 1 ]; then
+      printf '%s\n' 'TEMPLATE """{{ if .System }}<|start_header_id|>system<|end_header_id|>' '' \
+        '{{ .System }}<|eot_id|>{{ end }}<|start_header_id|>user<|end_header_id|>' '' \
+        '{{ .Prompt }}<|eot_id|><|start_header_id|>assistant<|end_header_id|>' '' '"""'
+      echo 'PARAMETER stop <|eot_id|>'
+    fi
+    echo 'PARAMETER top_k 40'; echo 'PARAMETER min_p 0.05'
+    [ -z "${HB_THREADS:-}" ] || echo "PARAMETER num_thread $HB_THREADS"; } > "$dir/Modelfile"
+  local q=(); [ -n "$quant" ] && q=(-q "$quant")
+  OLLAMA_HOST="127.0.0.1:$HB_PORT" "$HB_HERD" create bench "${q[@]}" -f "$dir/Modelfile" > "$dir/create.log" 2>&1 \
+    || { tail -5 "$dir/create.log"; return 1; }
+  HB_BLOB=$(python3 - "$HB_MODELS" <<'EOF'
+import json, sys
+m = json.load(open(f"{sys.argv[1]}/manifests/registry.ollama.ai/library/bench/latest"))
+d = next(l["digest"] for l in m["layers"] if l["mediaType"] == "application/vnd.ollama.image.model")
+print(f"{sys.argv[1]}/blobs/{d.replace(':', '-')}")
+EOF
+)
+  printf 'FROM bench\nDRAFT %s\n' "$HB_BLOB" > "$dir/Modelfile.sd"
+  if OLLAMA_HOST="127.0.0.1:$HB_PORT" "$HB_HERD" create bench-sd -f "$dir/Modelfile.sd" > "$dir/create-sd.log" 2>&1; then
+    HB_SD=1 HB_SD_WHY=
+  else
+    HB_SD=0; HB_SD_WHY=$(tail -1 "$dir/create-sd.log")
+  fi
+  rm -rf "$dir"
+  # The pipeline imports in a background subshell: the outcome travels through this file.
+  printf 'HB_BLOB=%q\nHB_SD=%q\nHB_SD_WHY=%q\n' "$HB_BLOB" "$HB_SD" "$HB_SD_WHY" > "$HB_IMPORT_ENV"
+}
+
+# llama-server on the same blob, the same prompts (client kind "server"), x1 and x16.
+hb_llama_server() { # SERVER_BIN
+  local L=("$1" -m "$HB_BLOB" -fa on --cache-ram 0 --host 127.0.0.1 --port "$HB_SPORT" --no-webui ${HB_NGL:+-ngl "$HB_NGL"} ${HB_THREADS:+-t "$HB_THREADS"})
+  local n pid
+  for n in 1 "$HB_CONC"; do
+    local ctx=$HB_CTX1; [ "$n" = 1 ] || ctx=$(( HB_CTX16 * n ))
+    local label=server-x16; [ "$n" = 1 ] && label=server-x1
+    # Its shared libraries lie beside it (scripts/llama-server's cache and the device build/bin).
+    LD_LIBRARY_PATH="$(dirname "$1")" "${L[@]}" -np "$n" -c "$ctx" > "$HB_SLOG.x$n" 2>&1 < /dev/null &
+    pid=$!
+    if hb_wait_http "http://127.0.0.1:$HB_SPORT/health" 120 "$pid"; then
+      local ph=(gen:"$HB_R"); [ "$n" = 1 ] && ph+=(probe:"$HB_PROBES")
+      python3 "$HB_D/herd_client.py" --kind server --url "http://127.0.0.1:$HB_SPORT" --label "$label" \
+        --conc "$n" --out "$HB_RESULTS" --num-predict "$HB_NP" --prompt-words "${HB_PROMPT_WORDS:-123}" "${ph[@]}" || hb_stamp "server x$n client failed"
+      if [ "$n" != 1 ] && command -v nvidia-smi > /dev/null; then
+        nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits \
+          | sed "s/^/$label smi: /" >> "$HB_SLOG.x$n" || true
+      fi
+    else
+      hb_na "$label" gen "llama-server did not start: $(tail -1 "$HB_SLOG.x$n")"
+    fi
+    kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true
+  done
+}
+
+# The herd phases. Order: x1 free/format/copy/ff, the switches at x1, then x16.
+hb_herd() {
+  local w
+  hb_stamp "herd x1"
+  if hb_serve 1 "$HB_CTX1" "$HB_RUNNER"; then
+    hb_client herd-x1 1 --num-ctx "$HB_CTX1" gen:"$HB_R" probe:"$HB_PROBES" chat:1 fmt:"$HB_R" ff20:2 copy:2 mem
+  fi
+  hb_stamp "grammar fast-forward off (x1)"
+  if w=$(hb_wrapper noff --no-grammar-ff) && hb_serve 1 "$HB_CTX1" "$w"; then
+    hb_client herd-x1-ffoff 1 --num-ctx "$HB_CTX1" ff20:2
+  else
+    hb_na herd-x1-ffoff ff20 "runner has no --no-grammar-ff"
+  fi
+  hb_stamp "n-gram drafter (x1)"
+  if w=$(hb_wrapper ngram --draft-ngram "$HB_NGRAM") && hb_serve 1 "$HB_CTX1" "$w"; then
+    hb_client herd-x1-ngram 1 --num-ctx "$HB_CTX1" copy:2 gen:1
+  else
+    hb_na herd-x1-ngram copy "runner has no --draft-ngram"
+  fi
+  hb_stamp "self-draft (x1)"
+  if [ "$HB_SD" = 1 ] && hb_serve 1 "$HB_CTX1" "$HB_RUNNER"; then
+    hb_client herd-x1-sd 1 --model bench-sd --num-ctx "$HB_CTX1" gen:2 copy:1
+  else
+    hb_na herd-x1-sd gen "bench-sd not created: ${HB_SD_WHY:-}"
+  fi
+  hb_stamp "herd x$HB_CONC"
+  if hb_serve "$HB_CONC" "$HB_CTX16" "$HB_RUNNER"; then
+    hb_client "herd-x16" "$HB_CONC" --num-ctx "$HB_CTX16" gen:"$HB_R" chat:1 fmt:"$HB_R" mem
+    hb_stamp "herd x$HB_CONC num_batch 2048"
+    hb_client "herd-x16-nb2048" "$HB_CONC" --num-ctx "$HB_CTX16" --num-batch 2048 gen:2 mem
+  fi
+  hb_stamp "self-draft (x$HB_CONC)"
+  if [ "$HB_SD" = 1 ] && hb_serve "$HB_CONC" "$HB_CTX16" "$HB_RUNNER"; then
+    hb_client herd-x16-sd "$HB_CONC" --model bench-sd --num-ctx "$HB_CTX16" gen:2
+  else
+    hb_na herd-x16-sd gen "bench-sd not created: ${HB_SD_WHY:-}"
+  fi
+  hb_stop
+  hb_stamp "herd phases done"
+}

@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""summary.json (and a text table) from one run's herd_client.py lines and llama-batched-bench log.
+
+    summarize.py RESULTS.jsonl [BATCHED_BENCH.log] --json summary.json --conc 16 >> summary.txt
+
+Every number comes from the same run. A ratio whose inputs are missing (a phase that was n/a,
+no GPU, no batched-bench) is the string "n/a: <why>", never a guess. The ratios are the ones
+issue 19's "Done when" names:
+  x16_over_bb16       herd 16 streams (mean of rounds, sum of per-stream client rates) / B=16 S_TG
+  x1_over_bb1         herd 1 stream (mean client rate) / B=1 S_TG
+  ttft_minus_server   median over probes of herd TTFT - llama-server TTFT, paired by seed (ms)
+  fmt_over_free_x1 / _x16  per-stream median client rate, JSON schema / free (same label)
+  ff_speedup          ff20 output tokens/s (engine rate, mean) fast-forward on / off
+  ngram_speedup       copy task tokens/s (engine rate) with the n-gram drafter / without, x1
+  sd_acceptance       accepted / drafted over the self-draft requests; sd t/s / no-draft t/s
+  size_vram_over_smi  /api/ps size_vram / nvidia-smi's memory of the runner process (x16)
+"""
+import argparse, json, re, statistics, sys
+
+
+def load(path):
+    recs = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                recs.append(json.loads(line))
+    return recs
+
+
+def batched_bench(path):
+    """{B: S_TG t/s} from llama-batched-bench's markdown table."""
+    out = {}
+    if not path:
+        return out
+    try:
+        lines = [l for l in open(path) if l.startswith("|")]
+    except OSError:
+        return out
+    if not lines:
+        return out
+    head = [c.strip() for c in lines[0].strip().strip("|").split("|")]
+    for l in lines[1:]:
+        cells = [c.strip() for c in l.strip().strip("|").split("|")]
+        if len(cells) != len(head) or not re.match(r"^\d+$", cells[head.index("B")]):
+            continue
+        out[int(cells[head.index("B")])] = float(cells[head.index("S_TG t/s")])
+    return out
+
+
+class Run:
+    def __init__(s, recs):
+        s.recs = recs
+
+    def rounds(s, label, phase):
+        return [r for r in s.recs if r.get("label") == label and r.get("phase") == phase and r.get("summary")]
+
+    def reqs(s, label, phase):
+        return [r for r in s.recs if r.get("label") == label and r.get("phase") == phase
+                and "round" in r and not r.get("summary") and "error" not in r]
+
+    def na(s, label, phase):
+        for r in s.recs:
+            if r.get("label") == label and r.get("phase") == phase and r.get("status") == "n/a":
+                return f"n/a: {label} {phase}: {r.get('reason')}"
+        if not s.rounds(label, phase):
+            return f"n/a: {label} {phase} not measured"
+        return None
+
+    def mean(s, label, phase, key):
+        why = s.na(label, phase)
+        if why:
+            return why
+        return statistics.mean(r[key] for r in s.rounds(label, phase))
+
+    def req_mean(s, label, phase, key):
+        v = [r[key] for r in s.reqs(label, phase) if r.get(key)]
+        return statistics.mean(v) if v else (s.na(label, phase) or f"n/a: no {key} in {label} {phase}")
+
+    def mem(s, label):
+        return next((r for r in s.recs if r.get("label") == label and r.get("phase") == "mem"), None)
+
+
+def ratio(a, b, digits=3):
+    if isinstance(a, str):
+        return a
+    if isinstance(b, str):
+        return b
+    return round(a / b, digits) if b else "n/a: division by zero"
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("results", nargs="?")
+    p.add_argument("batched_bench", nargs="?")
+    p.add_argument("--json")
+    p.add_argument("--conc", type=int, default=16)
+    p.add_argument("--check", metavar="SUMMARY_JSON", help="fail unless the phases every run has measured")
+    a = p.parse_args()
+    if a.check:
+        return check(a.check)
+    run = Run(load(a.results))
+    bb = batched_bench(a.batched_bench)
+    bbv = lambda b: bb.get(b, f"n/a: no batched-bench B={b}")
+    n = {}  # every number, by name
+    for label in sorted({r.get("label") for r in run.recs}):
+        for phase in sorted({r.get("phase") for r in run.recs if r.get("label") == label}):
+            if phase == "mem":
+                n[f"{label}.mem"] = {k: v for k, v in run.mem(label).items() if k not in ("label", "phase")}
+                continue
+            rs = run.rounds(label, phase)
+            if not rs:
+                n[f"{label}.{phase}"] = run.na(label, phase)
+                continue
+            reqs = run.reqs(label, phase)
+            n[f"{label}.{phase}"] = dict(
+                rounds=len(rs), requests=len(reqs), sum_client_tps=[round(r["sum_crate"], 1) for r in rs],
+                sum_engine_tps=[round(r["sum_erate"], 1) for r in rs],
+                tok_per_wall=[round(r["tok_per_wall"], 1) for r in rs],
+                median_stream_tps=[round(r["median_crate"], 1) for r in rs],
+                ttft_median_ms=[round(r["ttft_median_ms"], 1) for r in rs],
+                ttft_max_ms=[round(r["ttft_max_ms"], 1) for r in rs],
+                tokens=[r["tokens"] for r in rs], errors=sum(r["errors"] for r in rs),
+                drafted=sum(r.get("drafted", 0) for r in rs), accepted=sum(r.get("accepted", 0) for r in rs),
+                done_reasons=sorted({str(q.get("done_reason")) for q in reqs}),
+                json_ok=(sum(1 for q in reqs if q.get("json_ok")) if phase in ("fmt", "ff20") else None),
+                digests=sorted({q["digest"] for q in reqs}) if phase in ("copy", "ff20") else None)
+    n["batched_bench_s_tg"] = bb or "n/a: no batched-bench log"
+
+    x16, x1 = "herd-x16", "herd-x1"
+    med = lambda label, ph: run.mean(label, ph, "median_crate")
+    agg = lambda label, ph: run.mean(label, ph, "sum_crate")
+    probes = {}
+    for label in ("herd-x1", "server-x1"):
+        probes[label] = {r["seed"]: r["ttft_ms"] for r in run.reqs(label, "probe")}
+    diffs = [probes["herd-x1"][k] - probes["server-x1"][k] for k in probes["herd-x1"] if k in probes["server-x1"]]
+    ttft = round(statistics.median(diffs), 2) if diffs else "n/a: probes missing on herd or llama-server"
+
+    def sd_accept(label):
+        rs = run.rounds(label, "gen")
+        d = sum(r.get("drafted", 0) for r in rs)
+        return round(sum(r.get("accepted", 0) for r in rs) / d, 3) if d else (
+            run.na(label, "gen") or f"n/a: {label}: no drafted/accepted counts in the final chunk")
+
+    def sd_gate(label, value):
+        acc = sd_accept(label)
+        return acc if isinstance(acc, str) else value
+
+    cp_on, cp_off = run.reqs("herd-x1-ngram", "copy"), run.reqs(x1, "copy")
+    same = sorted(q["digest"] for q in cp_on) == sorted(q["digest"] for q in cp_off) if cp_on and cp_off else "n/a"
+    ff_on, ff_off = run.reqs(x1, "ff20"), run.reqs("herd-x1-ffoff", "ff20")
+    ff_same = sorted(q["digest"] for q in ff_on) == sorted(q["digest"] for q in ff_off) if ff_on and ff_off else "n/a"
+    m16 = run.mem(x16) or {}
+    rt = {
+        "x16_over_bb16": ratio(agg(x16, "gen"), bbv(16)),
+        "x16_nb2048_over_bb16": ratio(agg("herd-x16-nb2048", "gen"), bbv(16)),
+        "x1_over_bb1": ratio(agg(x1, "gen"), bbv(1)),
+        "x16_over_server_x16": ratio(agg(x16, "gen"), agg("server-x16", "gen")),
+        "x1_over_server_x1": ratio(agg(x1, "gen"), agg("server-x1", "gen")),
+        "x16_tok_per_wall_over_server": ratio(run.mean(x16, "gen", "tok_per_wall"), run.mean("server-x16", "gen", "tok_per_wall")),
+        "ttft_minus_server_ms": ttft,
+        "fmt_over_free_x1": ratio(med(x1, "fmt"), med(x1, "gen")),
+        "fmt_over_free_x16": ratio(med(x16, "fmt"), med(x16, "gen")),
+        "fmt_over_free_x16_aggregate": ratio(agg(x16, "fmt"), agg(x16, "gen")),
+        "chat_over_generate_x16": ratio(agg(x16, "chat"), agg(x16, "gen")),
+        "ff_speedup": ratio(run.req_mean(x1, "ff20", "erate"), run.req_mean("herd-x1-ffoff", "ff20", "erate")),
+        "ff_speedup_client": ratio(run.req_mean(x1, "ff20", "crate"), run.req_mean("herd-x1-ffoff", "ff20", "crate")),
+        "ff_output_identical": ff_same,
+        "ngram_speedup": ratio(run.req_mean("herd-x1-ngram", "copy", "erate"), run.req_mean(x1, "copy", "erate")),
+        "ngram_speedup_client": ratio(run.req_mean("herd-x1-ngram", "copy", "crate"), run.req_mean(x1, "copy", "crate")),
+        "ngram_greedy_identical": same,
+        "ngram_sampled_gen_over_free": ratio(agg("herd-x1-ngram", "gen"), agg(x1, "gen")),
+        "sd_acceptance_x1": sd_accept("herd-x1-sd"),
+        "sd_acceptance_x16": sd_accept("herd-x16-sd"),
+        # Without drafted counts nothing shows the draft model was used (DRAFT parsed and dropped
+        # reads the same as no draft): the rate ratio is then n/a too, not a misleading ~1.0.
+        "sd_over_none_x1": sd_gate("herd-x1-sd", ratio(agg("herd-x1-sd", "gen"), agg(x1, "gen"))),
+        "sd_over_none_x16": sd_gate("herd-x16-sd", ratio(agg("herd-x16-sd", "gen"), agg(x16, "gen"))),
+        "size_vram_over_smi": (round(m16["size_vram_over_smi"], 4) if m16.get("size_vram_over_smi")
+                               else f"n/a: size_vram {m16.get('size_vram')}, nvidia-smi runner MiB {m16.get('smi_runner_mib')}"),
+    }
+    summary = {"numbers": n, "ratios": rt}
+    with open(a.json, "w") as f:
+        json.dump(summary, f, indent=1, sort_keys=True)
+    print("== ratios (one run; summary.json has every number)")
+    for k, v in rt.items():
+        print(f"   {k:32s} {v}")
+    print("== herd phases: label.phase  sum-client t/s per round | median stream | TTFT median ms")
+    for k, v in n.items():
+        if isinstance(v, dict) and "sum_client_tps" in v:
+            extra = f" | drafted {v['drafted']} accepted {v['accepted']}" if v["drafted"] else ""
+            if v["json_ok"] is not None:  # the rest ran into num_predict
+                extra += f" | JSON complete {v['json_ok']}/{v['requests']}"
+            print(f"   {k:28s} {v['sum_client_tps']} | {v['median_stream_tps']} | {v['ttft_median_ms']}{extra}")
+        elif isinstance(v, str):
+            print(f"   {k:28s} {v}")
+
+
+# Phases that need no other branch's switch: a run where one of them measured nothing is broken.
+REQUIRED = ["herd-x1.gen", "herd-x1.probe", "herd-x1.chat", "herd-x1.fmt", "herd-x1.ff20", "herd-x1.copy",
+            "herd-x16.gen", "herd-x16.chat", "herd-x16.fmt", "herd-x16-nb2048.gen",
+            "server-x1.gen", "server-x1.probe", "server-x16.gen"]
+
+
+def check(path):
+    s = json.load(open(path))
+    n, bad = s["numbers"], []
+    for k in REQUIRED:
+        v = n.get(k)
+        if not isinstance(v, dict):
+            bad.append(f"{k}: {v}")
+        elif v["errors"] or not all(v["tokens"]):
+            bad.append(f"{k}: {v['errors']} errors, tokens {v['tokens']}")
+    for k in ("herd-x1.mem", "herd-x16.mem"):
+        if not (n.get(k) or {}).get("size"):
+            bad.append(f"{k}: /api/ps gave no size: {n.get(k)}")
+    for k in ("ttft_minus_server_ms", "fmt_over_free_x1", "fmt_over_free_x16", "x1_over_server_x1"):
+        if isinstance(s["ratios"][k], str):
+            bad.append(f"ratio {k}: {s['ratios'][k]}")
+    for b in bad:
+        print("FAIL", b)
+    print("check:", "FAILED" if bad else f"ok ({len(REQUIRED)} phases, mem, ratios)")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
