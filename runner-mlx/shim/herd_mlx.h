@@ -29,7 +29,10 @@ typedef struct HerdMlxConfig {
 
 const char* herd_mlx_version(void);
 
-HerdMlxModel* herd_mlx_load(const char* path, const HerdMlxConfig* cfg, char* err, size_t err_len);
+// Load the tensors of `n_paths` safetensors files (merged by name; a name in two files is an
+// error) checked against `cfg`.
+HerdMlxModel* herd_mlx_load(const char* const* paths, int32_t n_paths, const HerdMlxConfig* cfg,
+                            char* err, size_t err_len);
 void herd_mlx_model_free(HerdMlxModel* m);
 uint64_t herd_mlx_model_bytes(const HerdMlxModel* m);
 

@@ -119,11 +119,17 @@ extern "C" {
 
 const char* herd_mlx_version(void) { return mx::version(); }
 
-HerdMlxModel* herd_mlx_load(const char* path, const HerdMlxConfig* cfg, char* err,
-                            size_t err_len) {
+HerdMlxModel* herd_mlx_load(const char* const* paths, int32_t n_paths, const HerdMlxConfig* cfg,
+                            char* err, size_t err_len) {
   try {
-    auto [weights, meta] = mx::load_safetensors(path);
-    (void)meta;
+    Weights weights;
+    for (int32_t i = 0; i < n_paths; i++) {
+      auto [part, meta] = mx::load_safetensors(paths[i]);
+      (void)meta;
+      for (auto& [name, a] : part)
+        if (!weights.emplace(name, a).second)
+          throw std::runtime_error("tensor " + name + " appears in more than one weight file");
+    }
     auto m = new HerdMlxModel();
     try {
       const auto& c = *cfg;

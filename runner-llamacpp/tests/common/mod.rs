@@ -43,6 +43,15 @@ pub fn gemma() -> PathBuf {
     .clone()
 }
 
+/// The runner binary under test: this harness serves runner-llamacpp's tests and, included by
+/// path, runner-mlx's (each crate's tests see only their own binary).
+pub fn exe() -> &'static Path {
+    let exe = option_env!("CARGO_BIN_EXE_runner-llamacpp")
+        .or(option_env!("CARGO_BIN_EXE_runner-mlx"))
+        .expect("built as an integration test of a runner crate");
+    Path::new(exe)
+}
+
 pub struct Runner {
     pub child: Child,
     pub socket: PathBuf,
@@ -53,11 +62,7 @@ impl Runner {
     /// Start the runner with `extra` flags (after --model/--socket/--threads 1) and wait until
     /// its socket exists (not until it is ready).
     pub fn spawn(model: &Path, extra: &[&str]) -> Runner {
-        Runner::spawn_exe(
-            Path::new(env!("CARGO_BIN_EXE_runner-llamacpp")),
-            model,
-            extra,
-        )
+        Runner::spawn_exe(exe(), model, extra)
     }
 
     pub fn spawn_exe(exe: &Path, model: &Path, extra: &[&str]) -> Runner {
@@ -67,8 +72,7 @@ impl Runner {
     /// As `spawn`, with OLLAMA_DEBUG set and stderr written to `log` (the runner then reports
     /// per-request decisions there).
     pub fn spawn_logged(model: &Path, extra: &[&str], log: &Path) -> Runner {
-        let exe = Path::new(env!("CARGO_BIN_EXE_runner-llamacpp"));
-        Runner::start(exe, model, extra, Some(log))
+        Runner::start(exe(), model, extra, Some(log))
     }
 
     fn start(exe: &Path, model: &Path, extra: &[&str], log: Option<&Path>) -> Runner {
@@ -152,11 +156,13 @@ impl Logged {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// The runner's own lines, without their `runner-llamacpp: ` prefix (llama.cpp's are many).
+    /// The runner's own lines, without their `runner-…: ` prefix (the engine's are many).
     pub fn lines(&self) -> Vec<String> {
+        let name = exe().file_name().unwrap().to_string_lossy();
+        let prefix = format!("{name}: ");
         self.text()
             .lines()
-            .filter_map(|l| l.strip_prefix("runner-llamacpp: "))
+            .filter_map(|l| l.strip_prefix(prefix.as_str()))
             .map(str::to_string)
             .collect()
     }
