@@ -92,11 +92,12 @@ async fn four_concurrent_streams_equal_their_solo_runs() {
 #[tokio::test]
 async fn stops_logprobs_length_and_a_full_context() {
     let _g = serial().await;
-    let r = Runner::spawn(&model_dir(), &["--ctx-size", "64"]);
+    let r = Runner::spawn(&model_dir(), &["--ctx-size", "32"]);
     r.wait_ready().await;
-    let full = complete(&r.socket, greedy(CHAT, 12)).await;
+    let story = "Once upon a time, there was a little";
+    let full = complete(&r.socket, greedy(story, 12)).await;
     let word = full.text.split_whitespace().nth(1).expect("two words");
-    let mut req = greedy(CHAT, 12);
+    let mut req = greedy(story, 12);
     req["stop"] = json!([word]);
     let cut = complete(&r.socket, req).await;
     assert_eq!(cut.reason, DoneReason::Stop);
@@ -129,18 +130,23 @@ async fn stops_logprobs_length_and_a_full_context() {
     let text: String = entries.iter().map(|e| e.token.clone()).collect();
     assert_eq!(text, lp.text, "logprob tokens spell the text");
 
-    // 64 positions: the prompt (~20) plus 100 tokens cannot fit; without shift it stops there.
-    let mut req = greedy("The", 100);
+    // 32 positions hold the 1-token prompt and 31 sampled tokens; the 32nd sampled token needs
+    // no position, so without shift generation ends there with `length`.
+    let mut req = greedy("The", 40);
     req["shift"] = json!(false);
     let stopped = complete(&r.socket, req).await;
     assert_eq!(stopped.reason, DoneReason::Length);
-    assert!(stopped.timings.eval_count < 64, "{:?}", stopped.timings);
-    let mut req = greedy("The", 100);
+    assert_eq!(stopped.timings.eval_count, 32, "{:?}", stopped.timings);
+    let mut req = greedy("The", 40);
     req["shift"] = json!(true);
     let shifted = complete(&r.socket, req).await;
     assert_eq!(
-        shifted.timings.eval_count, 100,
+        shifted.timings.eval_count, 40,
         "a shifting context keeps going"
+    );
+    assert!(
+        shifted.text.starts_with(&stopped.text),
+        "the same tokens up to the shift"
     );
 }
 
@@ -279,7 +285,7 @@ async fn sigterm_cancels_in_flight_and_exits_zero() {
         &r.socket,
         "POST",
         "/completion",
-        Some(greedy("Tell me a story.", 2000)),
+        Some(greedy("1, 2, 3, 4, 5,", 2000)),
     )
     .await;
     let mut body = resp.into_body();
