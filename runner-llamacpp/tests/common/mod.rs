@@ -277,3 +277,57 @@ pub fn parse_stream(bytes: &[u8]) -> Completion {
 pub fn greedy(prompt: &str, n: i32) -> Value {
     json!({"prompt": prompt, "num_predict": n, "sampling": {"temperature": 0.0}})
 }
+
+/// Start a long greedy generation on `r` (whose only slot it takes), read a few chunks, close
+/// the connection, and check that the next request gets the slot at once.
+pub async fn closing_frees_the_slot(r: &Runner, prompt: &str) {
+    use http_body_util::BodyExt;
+    // A long generation: thousands of tokens would take minutes on one thread.
+    let long = json!({"prompt": prompt, "num_predict": 5000,
+                      "sampling": {"temperature": 0.0}, "shift": true});
+    let resp = send(&r.socket, "POST", "/completion", Some(long)).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    let mut body = resp.into_body();
+    let mut got = 0;
+    while got < 3 {
+        let frame = body.frame().await.expect("stream ended early").unwrap();
+        got += usize::from(frame.is_data());
+    }
+    drop(body); // closes the connection
+
+    let started = Instant::now();
+    let next = complete(&r.socket, greedy("Hello", 2)).await;
+    assert_eq!(next.timings.eval_count, 2);
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the cancelled request still held the only slot ({:?})",
+        started.elapsed()
+    );
+}
+
+/// SIGTERM while `prompt` generates: its stream ends with `Cancelled`, the runner exits 0 and
+/// removes its socket.
+pub async fn sigterm_drains(r: &mut Runner, prompt: &str) {
+    use http_body_util::BodyExt;
+    let resp = send(&r.socket, "POST", "/completion", Some(greedy(prompt, 2000))).await;
+    let mut body = resp.into_body();
+    body.frame().await.unwrap().unwrap();
+    let killed = Command::new("kill")
+        .args(["-TERM", &r.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let rest = body
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let tail = String::from_utf8_lossy(&rest);
+    assert!(
+        tail.contains(r#""kind":"Cancelled""#),
+        "stream ends with Cancelled: {tail}"
+    );
+    let status = r.child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(!r.socket.exists(), "socket removed on exit");
+}
