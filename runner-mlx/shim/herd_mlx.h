@@ -25,6 +25,8 @@ typedef struct HerdMlxConfig {
   float norm_eps;
   int32_t rope_traditional;
   int32_t tied_embeddings;
+  // qwen3: RMS-normalise each head of Q and K (self_attn.q_norm / k_norm, [head_dim]) before RoPE.
+  int32_t qk_norm;
 } HerdMlxConfig;
 
 const char* herd_mlx_version(void);

@@ -188,10 +188,13 @@ impl Checkpoint {
             .map_err(|e| format!("{}: {e}", cfg_path.display()))?;
         let c: Value = serde_json::from_str(&text).map_err(|e| format!("config.json: {e}"))?;
         let model_type = c.get("model_type").and_then(Value::as_str).unwrap_or("");
-        if model_type != "llama" {
+        if !["llama", "qwen3"].contains(&model_type) {
             return Err(format!(
-                "config.json: model_type {model_type:?} is not supported by runner-mlx yet (llama only)"
+                "config.json: model_type {model_type:?} is not supported by runner-mlx yet (llama, qwen3)"
             ));
+        }
+        if c.get("attention_bias").and_then(Value::as_bool) == Some(true) {
+            return Err("config.json: attention_bias is not supported by runner-mlx yet".into());
         }
         if c.get("rope_scaling").is_some_and(|v| !v.is_null()) {
             return Err("config.json: rope_scaling is not supported by runner-mlx yet".into());
@@ -244,6 +247,7 @@ impl Checkpoint {
                 .unwrap_or(1e-6) as f32,
             rope_traditional: 0,
             tied_embeddings: i32::from(!has_head),
+            qk_norm: i32::from(model_type == "qwen3"),
         };
         check_shapes(&tensors, &shape)?;
         if shape.n_head % shape.n_head_kv != 0 {
@@ -365,7 +369,7 @@ mod tests {
         with_head.push(("lm_head.weight", &[100, 64]));
         let head = safetensors(&with_head);
         let mut long = plain.clone();
-        long[0] = 0xFF;
+        long[..8].copy_from_slice(&(1u64 << 30).to_le_bytes());
         let mut past = plain.clone();
         past.truncate(past.len() - 4);
         let mut narrow = base();

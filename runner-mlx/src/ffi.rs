@@ -19,7 +19,7 @@ struct RawCache {
     _p: [u8; 0],
 }
 
-/// The llama-family shape (shim's `HerdMlxConfig`).
+/// The llama-family shape (shim's `HerdMlxConfig`; qwen3 is llama with `qk_norm`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Shape {
@@ -34,6 +34,8 @@ pub struct Shape {
     pub norm_eps: f32,
     pub rope_traditional: i32,
     pub tied_embeddings: i32,
+    /// qwen3's per-head Q/K RMS norms.
+    pub qk_norm: i32,
 }
 
 extern "C" {

@@ -208,6 +208,10 @@ mod tests {
     use runner_protocol::LoadOptions;
 
     fn parse(o: &LoadOptions) -> Args {
+        let mut o = o.clone();
+        if o.model.as_os_str().is_empty() {
+            o.model = "/m/dir".into();
+        }
         let mut argv = vec!["runner-mlx".to_string()];
         argv.extend(o.to_args());
         argv.extend(["--socket".into(), "/tmp/s.sock".into()]);
