@@ -21,9 +21,89 @@ struct Cfg {
     vocab: usize,
     theta: f64,
     eps: f64,
+    /// MLX affine quantization (bits, group) of the embedding and every projection.
+    quant: Option<(u32, usize)>,
 }
 
+/// The reference's view: every tensor dense (quantized ones as their dequantized values).
 type Tensors = Vec<(String, Vec<usize>, Vec<f32>)>;
+/// The file's view: (name, safetensors dtype, shape, little-endian bytes).
+type FileTensors = Vec<(String, &'static str, Vec<usize>, Vec<u8>)>;
+
+/// MLX's affine quantization of a [rows, cols] matrix: per `group` values along a row,
+/// w ≈ scale · q + bias with q in [0, 2^bits), q packed into u32 words from the low bits up.
+/// Returns (packed words, scales, biases, the dequantized matrix).
+fn quantize(
+    v: &[f32],
+    cols: usize,
+    bits: u32,
+    group: usize,
+) -> (Vec<u32>, Vec<f32>, Vec<f32>, Vec<f32>) {
+    let levels = ((1u32 << bits) - 1) as f32;
+    let (mut packed, mut scales, mut biases, mut deq) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let per_word = (32 / bits) as usize;
+    for row in v.chunks(cols) {
+        let mut qs = Vec::with_capacity(cols);
+        for g in row.chunks(group) {
+            let (lo, hi) = g
+                .iter()
+                .fold((f32::MAX, f32::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+            let scale = ((hi - lo) / levels).max(1e-8);
+            scales.push(scale);
+            biases.push(lo);
+            for &x in g {
+                let q = ((x - lo) / scale).round().clamp(0.0, levels) as u32;
+                qs.push(q);
+                deq.push(scale * q as f32 + lo);
+            }
+        }
+        for w in qs.chunks(per_word) {
+            packed.push(
+                w.iter()
+                    .enumerate()
+                    .fold(0u32, |acc, (j, &q)| acc | (q << (bits as usize * j))),
+            );
+        }
+    }
+    (packed, scales, biases, deq)
+}
+
+/// Both views of the weights: quantized tensors go to the file packed, to the reference dense.
+fn file_tensors(c: &Cfg, dense: &mut Tensors) -> FileTensors {
+    let f32s = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let mut out = FileTensors::new();
+    for (name, shape, v) in dense.iter_mut() {
+        let quantized = name.ends_with("_proj.weight")
+            || name == "lm_head.weight"
+            || name == "model.embed_tokens.weight";
+        match c.quant {
+            Some((bits, group)) if quantized => {
+                let (rows, cols) = (shape[0], shape[1]);
+                let (p, sc, bi, deq) = quantize(v, cols, bits, group);
+                let base = name.trim_end_matches(".weight");
+                let words = cols * bits as usize / 32;
+                let bytes = p.iter().flat_map(|x| x.to_le_bytes()).collect();
+                out.push((name.clone(), "U32", vec![rows, words], bytes));
+                out.push((
+                    format!("{base}.scales"),
+                    "F32",
+                    vec![rows, cols / group],
+                    f32s(&sc),
+                ));
+                out.push((
+                    format!("{base}.biases"),
+                    "F32",
+                    vec![rows, cols / group],
+                    f32s(&bi),
+                ));
+                *v = deq;
+            }
+            _ => out.push((name.clone(), "F32", shape.clone(), f32s(v))),
+        }
+    }
+    out
+}
 
 /// Deterministic uniform values in [-scale, scale] (an LCG: the test needs no RNG crate).
 fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
@@ -105,15 +185,15 @@ fn weights(c: &Cfg) -> Tensors {
     t
 }
 
-fn write_checkpoint(dir: &Path, c: &Cfg, t: &Tensors) {
+fn write_checkpoint(dir: &Path, c: &Cfg, t: &FileTensors) {
     let mut header = serde_json::Map::new();
-    let mut data = Vec::new();
-    for (name, shape, v) in t {
+    let mut data: Vec<u8> = Vec::new();
+    for (name, dtype, shape, bytes) in t {
         let start = data.len();
-        data.extend(v.iter().flat_map(|x| x.to_le_bytes()));
+        data.extend(bytes);
         header.insert(
             name.clone(),
-            json!({"dtype": "F32", "shape": shape, "data_offsets": [start, data.len()]}),
+            json!({"dtype": dtype, "shape": shape, "data_offsets": [start, data.len()]}),
         );
     }
     let h = Value::Object(header).to_string().into_bytes();
@@ -121,13 +201,17 @@ fn write_checkpoint(dir: &Path, c: &Cfg, t: &Tensors) {
     file.extend(h);
     file.extend(data);
     std::fs::write(dir.join("model.safetensors"), file).unwrap();
-    let config = json!({
+    let mut config = json!({
         "model_type": if c.qwen3 { "qwen3" } else { "llama" },
         "hidden_size": c.hidden, "num_attention_heads": c.heads, "num_key_value_heads": c.kv,
         "head_dim": c.head_dim, "intermediate_size": c.ff, "num_hidden_layers": c.layers,
         "vocab_size": c.vocab, "rope_theta": c.theta, "rms_norm_eps": c.eps,
         "tie_word_embeddings": c.qwen3, "eos_token_id": 2, "max_position_embeddings": 256,
     });
+    if let Some((bits, group)) = c.quant {
+        // As mlx-lm writes it.
+        config["quantization"] = json!({"group_size": group, "bits": bits});
+    }
     std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
     std::fs::copy(
         support::model_dir().join("tokenizer.json"),
@@ -242,8 +326,9 @@ fn max_diff(a: &[f32], b: &[f64]) -> f64 {
 
 fn check(c: Cfg) {
     let dir = tempfile::tempdir().unwrap();
-    let t = weights(&c);
-    write_checkpoint(dir.path(), &c, &t);
+    let mut t = weights(&c);
+    let file = file_tensors(&c, &mut t);
+    write_checkpoint(dir.path(), &c, &file);
     let mut m = runner_mlx::load(dir.path()).expect("the tiny checkpoint loads");
     let prompt = [5, 77, 300, 12, 499, 1];
     let other = [9, 8, 7];
@@ -300,6 +385,7 @@ fn a_tiny_llama_with_an_untied_head_matches_the_reference() {
         vocab: 512,
         theta: 10000.0,
         eps: 1e-5,
+        quant: None,
     });
 }
 
@@ -316,5 +402,27 @@ fn a_tiny_qwen3_with_qk_norms_matches_the_reference() {
         vocab: 512,
         theta: 1_000_000.0,
         eps: 1e-6,
+        quant: None,
     });
+}
+
+#[test]
+fn tiny_mlx_affine_quantized_checkpoints_match_the_reference() {
+    // llama at 4 bits, group 32 (untied head); qwen3 at 8 bits, group 64 (quantized tied
+    // embedding as the head).
+    for (qwen3, quant, head_dim) in [(false, (4, 32), 16), (true, (8, 64), 32)] {
+        check(Cfg {
+            qwen3,
+            hidden: 64,
+            heads: 4,
+            kv: 2,
+            head_dim,
+            ff: 128,
+            layers: 2,
+            vocab: 512,
+            theta: 10000.0,
+            eps: 1e-5,
+            quant: Some(quant),
+        });
+    }
 }
