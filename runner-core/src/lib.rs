@@ -3,16 +3,19 @@
 //! Owns the engine-independent half of a runner: token selection ([`sampling`], [`select`]),
 //! streamed text with stop strings and UTF-8 holdback ([`text`]), output constraints through
 //! llguidance ([`grammar`]), the jobs the socket handlers hand to an engine thread ([`jobs`]), and
-//! the runner protocol on the Unix socket ([`http`], [`serve`]). An engine (runner-llamacpp,
+//! the runner protocol on the Unix socket ([`http`], [`serve`]), slot policy ([`slots`]) and each
+//! request's answer stream ([`reply`]). An engine (runner-llamacpp,
 //! runner-mlx) supplies its vocabulary ([`Vocabulary`]), its sampler chain
 //! ([`sampling::Chain`]) and an engine thread that drains [`jobs::Job`]s.
 
 pub mod grammar;
 pub mod http;
 pub mod jobs;
+pub mod reply;
 pub mod sampling;
 pub mod select;
 pub mod serve;
+pub mod slots;
 pub mod text;
 
 /// A token id, as every engine numbers its vocabulary (llama.cpp's `llama_token`).

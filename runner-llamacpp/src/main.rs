@@ -160,16 +160,6 @@ fn main() {
     std::process::exit(code);
 }
 
-/// runner-core's prompt fitting, with llama.cpp's slot policy (plan.rs).
-fn fit_prompt(
-    prompt: Vec<ffi::Token>,
-    n_ctx: usize,
-    num_keep: i32,
-    truncate: bool,
-) -> Result<Vec<ffi::Token>, (usize, usize)> {
-    plan::fit_prompt(prompt, n_ctx, num_keep, truncate).map_err(|o| (o.prompt, o.limit))
-}
-
 /// Engine thread body: load, publish, then run the engine until shutdown. After a failed load it
 /// answers every queued job with the load error.
 fn load_and_run(
@@ -357,7 +347,7 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
         Loaded {
             vocab: model,
             info,
-            fit_prompt,
+            fit_prompt: runner_core::slots::fit,
             n_ctx_seq,
             embed_limit,
             abort,

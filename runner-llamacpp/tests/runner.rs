@@ -3,7 +3,6 @@
 mod common;
 
 use common::*;
-use http_body_util::BodyExt;
 use hyper::StatusCode;
 use runner_protocol::{
     CompletionChunk, DoneReason, EmbedResponse, ErrorBody, ErrorKind, Health, Info,
@@ -168,29 +167,7 @@ async fn closing_the_connection_cancels_and_frees_the_slot() {
     let _g = serial().await;
     let r = Runner::spawn(&gemma(), &["--ctx-size", "512", "--parallel", "1"]);
     r.wait_ready().await;
-    // A long generation: thousands of tokens would take minutes on one thread.
-    let long = json!({"prompt": "Write a very long story:", "num_predict": 5000,
-                      "sampling": {"temperature": 0.0}, "shift": true});
-    let resp = send(&r.socket, "POST", "/completion", Some(long)).await;
-    assert_eq!(resp.status(), StatusCode::OK);
-    let mut body = resp.into_body();
-    let mut got = 0;
-    while got < 3 {
-        let frame = body.frame().await.expect("stream ended early").unwrap();
-        if frame.is_data() {
-            got += 1;
-        }
-    }
-    drop(body); // closes the connection
-
-    let started = Instant::now();
-    let next = complete(&r.socket, greedy("Hello", 2)).await;
-    assert_eq!(next.timings.eval_count, 2);
-    assert!(
-        started.elapsed() < Duration::from_secs(20),
-        "the cancelled request still held the only slot ({:?})",
-        started.elapsed()
-    );
+    closing_frees_the_slot(&r, "Write a very long story:").await;
 }
 
 #[tokio::test]
@@ -435,31 +412,5 @@ async fn sigterm_cancels_in_flight_and_exits_zero() {
     let _g = serial().await;
     let mut r = Runner::spawn(&gemma(), &["--ctx-size", "256"]);
     r.wait_ready().await;
-    let resp = send(
-        &r.socket,
-        "POST",
-        "/completion",
-        Some(greedy("Tell me a story.", 2000)),
-    )
-    .await;
-    let mut body = resp.into_body();
-    body.frame().await.unwrap().unwrap();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(r.child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let rest = body
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
-    let tail = String::from_utf8_lossy(&rest);
-    assert!(
-        tail.contains(r#""kind":"Cancelled""#),
-        "stream ends with Cancelled: {tail}"
-    );
-    let status = r.child.wait().unwrap();
-    assert_eq!(status.code(), Some(0));
-    assert!(!r.socket.exists(), "socket removed on exit");
+    sigterm_drains(&mut r, "Tell me a story.").await;
 }

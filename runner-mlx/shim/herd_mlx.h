@@ -25,11 +25,16 @@ typedef struct HerdMlxConfig {
   float norm_eps;
   int32_t rope_traditional;
   int32_t tied_embeddings;
+  // qwen3: RMS-normalise each head of Q and K (self_attn.q_norm / k_norm, [head_dim]) before RoPE.
+  int32_t qk_norm;
 } HerdMlxConfig;
 
 const char* herd_mlx_version(void);
 
-HerdMlxModel* herd_mlx_load(const char* path, const HerdMlxConfig* cfg, char* err, size_t err_len);
+// Load the tensors of `n_paths` safetensors files (merged by name; a name in two files is an
+// error) checked against `cfg`.
+HerdMlxModel* herd_mlx_load(const char* const* paths, int32_t n_paths, const HerdMlxConfig* cfg,
+                            char* err, size_t err_len);
 void herd_mlx_model_free(HerdMlxModel* m);
 uint64_t herd_mlx_model_bytes(const HerdMlxModel* m);
 

@@ -44,6 +44,7 @@ struct Linear {
 
 struct Layer {
   mx::array attn_norm = mx::array(0.0f), ffn_norm = mx::array(0.0f);
+  std::optional<mx::array> q_norm, k_norm;  // qwen3
   Linear q, k, v, o, gate, up, down;
 };
 
@@ -119,11 +120,17 @@ extern "C" {
 
 const char* herd_mlx_version(void) { return mx::version(); }
 
-HerdMlxModel* herd_mlx_load(const char* path, const HerdMlxConfig* cfg, char* err,
-                            size_t err_len) {
+HerdMlxModel* herd_mlx_load(const char* const* paths, int32_t n_paths, const HerdMlxConfig* cfg,
+                            char* err, size_t err_len) {
   try {
-    auto [weights, meta] = mx::load_safetensors(path);
-    (void)meta;
+    Weights weights;
+    for (int32_t i = 0; i < n_paths; i++) {
+      auto [part, meta] = mx::load_safetensors(paths[i]);
+      (void)meta;
+      for (auto& [name, a] : part)
+        if (!weights.emplace(name, a).second)
+          throw std::runtime_error("tensor " + name + " appears in more than one weight file");
+    }
     auto m = new HerdMlxModel();
     try {
       const auto& c = *cfg;
@@ -135,6 +142,10 @@ HerdMlxModel* herd_mlx_load(const char* path, const HerdMlxConfig* cfg, char* er
         Layer l;
         l.attn_norm = take_dense(weights, p + ".input_layernorm.weight", {c.n_embd});
         l.ffn_norm = take_dense(weights, p + ".post_attention_layernorm.weight", {c.n_embd});
+        if (c.qk_norm) {
+          l.q_norm = take_dense(weights, p + ".self_attn.q_norm.weight", {c.head_dim});
+          l.k_norm = take_dense(weights, p + ".self_attn.k_norm.weight", {c.head_dim});
+        }
         l.q = take_linear(weights, p + ".self_attn.q_proj", q_dim, c.n_embd);
         l.k = take_linear(weights, p + ".self_attn.k_proj", kv_dim, c.n_embd);
         l.v = take_linear(weights, p + ".self_attn.v_proj", kv_dim, c.n_embd);
@@ -161,6 +172,8 @@ HerdMlxModel* herd_mlx_load(const char* path, const HerdMlxConfig* cfg, char* er
       for (auto& l : m->layers) {
         all.push_back(l.attn_norm);
         all.push_back(l.ffn_norm);
+        for (auto* n : {&l.q_norm, &l.k_norm})
+          if (*n) all.push_back(**n);
         for (auto* x : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) add(*x);
       }
       mx::eval(all);
@@ -234,10 +247,13 @@ int32_t herd_mlx_forward(HerdMlxModel* m, int32_t n_seg, HerdMlxCache* const* ca
           return mx::transpose(mx::reshape(p, {1, n, heads, c.head_dim}), {0, 2, 1, 3});
         };
         int off = caches[s]->len;
-        auto qs = mx::fast::rope(part(q, c.n_head), c.head_dim, c.rope_traditional != 0,
-                                 c.rope_theta, 1.0f, off);
-        auto ks = mx::fast::rope(part(k, c.n_head_kv), c.head_dim, c.rope_traditional != 0,
-                                 c.rope_theta, 1.0f, off);
+        auto qh = part(q, c.n_head), kh = part(k, c.n_head_kv);
+        if (l.q_norm) {
+          qh = mx::fast::rms_norm(qh, *l.q_norm, c.norm_eps);
+          kh = mx::fast::rms_norm(kh, *l.k_norm, c.norm_eps);
+        }
+        auto qs = mx::fast::rope(qh, c.head_dim, c.rope_traditional != 0, c.rope_theta, 1.0f, off);
+        auto ks = mx::fast::rope(kh, c.head_dim, c.rope_traditional != 0, c.rope_theta, 1.0f, off);
         auto vs = part(v, c.n_head_kv);
         if (off > 0) {
           ks = mx::concatenate({caches[s]->k[li], ks}, 2);

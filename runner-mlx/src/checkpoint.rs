@@ -1,15 +1,21 @@
 //! An MLX checkpoint directory as the runner reads it: `config.json` (the architecture and its
-//! shape), `model.safetensors` and `tokenizer.json`. Only what this slice can run is accepted;
-//! anything else is a load error naming what is unsupported.
+//! shape), `tokenizer.json`, and the weights as any number of `*.safetensors` files anywhere
+//! under the directory (herd's store links each tensor layer blob in as `tensors/NNNNN.
+//! safetensors`; one file may hold one tensor or a packed weight+scales+biases group). The
+//! files merge by tensor name. Only what this slice can run is accepted; anything else (a
+//! header or offsets past the file's end, a tensor in two files, shapes that disagree with
+//! config.json, an unknown architecture, no tokenizer) is a load error naming the problem.
 
 use crate::ffi::Shape;
 use serde_json::Value;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug)]
 pub struct Checkpoint {
     pub shape: Shape,
-    pub weights: PathBuf,
+    /// Every weight file; together they hold each tensor once.
+    pub files: Vec<PathBuf>,
     pub tokenizer: PathBuf,
     pub n_ctx_train: u32,
     /// config.json's eos_token_id (one or a list).
@@ -24,31 +30,155 @@ fn int(c: &Value, k: &str) -> Result<i32, String> {
         .ok_or_else(|| format!("config.json: `{k}` must be a positive integer"))
 }
 
-/// The tensor names in a safetensors file's header (8-byte little-endian length, then JSON).
-pub fn tensor_names(path: &Path) -> Result<Vec<String>, String> {
+/// One tensor of a safetensors header.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorInfo {
+    pub name: String,
+    pub dtype: String,
+    pub shape: Vec<u64>,
+}
+
+/// Bytes per element of a safetensors dtype (None: a dtype runner-mlx cannot read).
+fn dtype_size(dtype: &str) -> Option<u64> {
+    Some(match dtype {
+        "BOOL" | "U8" | "I8" => 1,
+        "F16" | "BF16" | "I16" | "U16" => 2,
+        "F32" | "I32" | "U32" => 4,
+        "F64" | "I64" | "U64" => 8,
+        _ => return None,
+    })
+}
+
+/// The tensors of a safetensors file (8-byte little-endian header length, JSON header, data),
+/// each checked against the file: a known dtype, data offsets inside the data section and a
+/// byte length equal to its shape's.
+pub fn header(path: &Path) -> Result<Vec<TensorInfo>, String> {
     use std::io::Read;
-    let mut f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let file_len = f.metadata().map_err(|e| e.to_string())?.len();
+    let at = |e: String| format!("{}: {e}", path.display());
+    let mut f = std::fs::File::open(path).map_err(|e| at(e.to_string()))?;
+    let file_len = f.metadata().map_err(|e| at(e.to_string()))?.len();
     let mut n = [0u8; 8];
     f.read_exact(&mut n)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(|_| at("too short for a safetensors file".into()))?;
     let n = u64::from_le_bytes(n);
     if n > file_len.saturating_sub(8) || n > 100 << 20 {
-        return Err(format!(
-            "{}: the safetensors header is longer than the file",
-            path.display()
-        ));
+        return Err(at("the safetensors header is longer than the file".into()));
     }
     let mut h = vec![0u8; n as usize];
-    f.read_exact(&mut h).map_err(|e| e.to_string())?;
-    let v: Value =
-        serde_json::from_slice(&h).map_err(|e| format!("{}: header: {e}", path.display()))?;
-    let obj = v.as_object().ok_or("safetensors header is not an object")?;
-    Ok(obj
-        .keys()
-        .filter(|k| *k != "__metadata__")
-        .cloned()
-        .collect())
+    f.read_exact(&mut h).map_err(|e| at(e.to_string()))?;
+    let v: Value = serde_json::from_slice(&h).map_err(|e| at(format!("header: {e}")))?;
+    let obj = v
+        .as_object()
+        .ok_or_else(|| at("the safetensors header is not an object".into()))?;
+    let data_len = file_len - 8 - n;
+    let mut out = Vec::new();
+    for (name, t) in obj.iter().filter(|(k, _)| *k != "__metadata__") {
+        let bad = |what: &str| at(format!("tensor {name}: {what}"));
+        let dtype = t["dtype"].as_str().ok_or_else(|| bad("no dtype"))?;
+        let size = dtype_size(dtype).ok_or_else(|| bad(&format!("unsupported dtype {dtype}")))?;
+        let shape: Vec<u64> = t["shape"]
+            .as_array()
+            .and_then(|a| a.iter().map(Value::as_u64).collect())
+            .ok_or_else(|| bad("no shape"))?;
+        let offs: Vec<u64> = t["data_offsets"]
+            .as_array()
+            .and_then(|a| a.iter().map(Value::as_u64).collect())
+            .filter(|o: &Vec<u64>| o.len() == 2)
+            .ok_or_else(|| bad("no data_offsets"))?;
+        if offs[1] > data_len || offs[0] > offs[1] {
+            return Err(bad("its data offsets are past the end of the file"));
+        }
+        let want = shape
+            .iter()
+            .try_fold(size, |a, &d| a.checked_mul(d))
+            .ok_or_else(|| bad("its shape overflows"))?;
+        if offs[1] - offs[0] != want {
+            return Err(bad("its byte length disagrees with its shape and dtype"));
+        }
+        out.push(TensorInfo {
+            name: name.clone(),
+            dtype: dtype.to_string(),
+            shape,
+        });
+    }
+    Ok(out)
+}
+
+/// The tensor names in a safetensors file.
+pub fn tensor_names(path: &Path) -> Result<Vec<String>, String> {
+    Ok(header(path)?.into_iter().map(|t| t.name).collect())
+}
+
+/// Every `*.safetensors` file under `dir` (any depth, links followed), in path order.
+fn weight_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let rd = std::fs::read_dir(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+        for e in rd {
+            let p = e.map_err(|e| e.to_string())?.path();
+            let meta = std::fs::metadata(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+            if meta.is_dir() {
+                todo.push(p);
+            } else if p.extension().is_some_and(|x| x == "safetensors") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The checkpoint's tensors by name, over all its weight files; a name in two files is an error.
+fn tensors(files: &[PathBuf]) -> Result<HashMap<String, TensorInfo>, String> {
+    let mut all: HashMap<String, TensorInfo> = HashMap::new();
+    for f in files {
+        for t in header(f)? {
+            if all.contains_key(&t.name) {
+                return Err(format!(
+                    "tensor {} appears in more than one weight file (again in {})",
+                    t.name,
+                    f.display()
+                ));
+            }
+            all.insert(t.name.clone(), t);
+        }
+    }
+    Ok(all)
+}
+
+/// The shapes config.json fixes before the loader sees a single weight: the embedding's rows
+/// (vocab_size) and each norm's width (hidden_size), for every layer it names.
+fn check_shapes(t: &HashMap<String, TensorInfo>, s: &Shape) -> Result<(), String> {
+    let want = |name: &str, dims: &[Option<u64>]| -> Result<(), String> {
+        let t = t
+            .get(name)
+            .ok_or_else(|| format!("the weights lack tensor {name}"))?;
+        let ok = t.shape.len() == dims.len()
+            && t.shape
+                .iter()
+                .zip(dims)
+                .all(|(&d, w)| w.is_none_or(|w| w == d));
+        if ok {
+            return Ok(());
+        }
+        let dims: Vec<String> = dims
+            .iter()
+            .map(|d| d.map_or("_".into(), |d| d.to_string()))
+            .collect();
+        Err(format!(
+            "tensor {name} has shape {:?} but config.json implies [{}]",
+            t.shape,
+            dims.join(", ")
+        ))
+    };
+    let (v, e) = (Some(s.n_vocab as u64), Some(s.n_embd as u64));
+    want("model.embed_tokens.weight", &[v, None])?;
+    want("model.norm.weight", &[e])?;
+    for i in 0..s.n_layer {
+        want(&format!("model.layers.{i}.input_layernorm.weight"), &[e])?;
+    }
+    Ok(())
 }
 
 impl Checkpoint {
@@ -58,10 +188,13 @@ impl Checkpoint {
             .map_err(|e| format!("{}: {e}", cfg_path.display()))?;
         let c: Value = serde_json::from_str(&text).map_err(|e| format!("config.json: {e}"))?;
         let model_type = c.get("model_type").and_then(Value::as_str).unwrap_or("");
-        if model_type != "llama" {
+        if !["llama", "qwen3"].contains(&model_type) {
             return Err(format!(
-                "config.json: model_type {model_type:?} is not supported by runner-mlx yet (llama only)"
+                "config.json: model_type {model_type:?} is not supported by runner-mlx yet (llama, qwen3)"
             ));
+        }
+        if c.get("attention_bias").and_then(Value::as_bool) == Some(true) {
+            return Err("config.json: attention_bias is not supported by runner-mlx yet".into());
         }
         if c.get("rope_scaling").is_some_and(|v| !v.is_null()) {
             return Err("config.json: rope_scaling is not supported by runner-mlx yet".into());
@@ -72,17 +205,20 @@ impl Checkpoint {
             Some(_) => int(&c, "head_dim")?,
             None => n_embd / n_head,
         };
-        let weights = dir.join("model.safetensors");
         let tokenizer = dir.join("tokenizer.json");
-        for p in [&weights, &tokenizer] {
-            if !p.is_file() {
-                return Err(format!("{} is missing", p.display()));
-            }
+        if !tokenizer.is_file() {
+            return Err(format!(
+                "{} is missing: the model has no tokenizer",
+                tokenizer.display()
+            ));
         }
+        let files = weight_files(dir)?;
+        if files.is_empty() {
+            return Err(format!("{} holds no *.safetensors weights", dir.display()));
+        }
+        let tensors = tensors(&files)?;
         let tied_cfg = c.get("tie_word_embeddings").and_then(Value::as_bool);
-        let has_head = tensor_names(&weights)?
-            .iter()
-            .any(|n| n == "lm_head.weight");
+        let has_head = tensors.contains_key("lm_head.weight");
         if tied_cfg == Some(has_head) {
             return Err(format!(
                 "config.json: tie_word_embeddings is {} but the weights {} lm_head",
@@ -111,7 +247,9 @@ impl Checkpoint {
                 .unwrap_or(1e-6) as f32,
             rope_traditional: 0,
             tied_embeddings: i32::from(!has_head),
+            qk_norm: i32::from(model_type == "qwen3"),
         };
+        check_shapes(&tensors, &shape)?;
         if shape.n_head % shape.n_head_kv != 0 {
             return Err(
                 "config.json: num_attention_heads is not a multiple of num_key_value_heads".into(),
@@ -128,7 +266,7 @@ impl Checkpoint {
         };
         Ok(Checkpoint {
             shape,
-            weights,
+            files,
             tokenizer,
             n_ctx_train: c
                 .get("max_position_embeddings")
@@ -152,11 +290,33 @@ mod tests {
         d
     }
 
-    fn safetensors(header: &Value) -> Vec<u8> {
-        let h = header.to_string().into_bytes();
+    /// A safetensors file of zero-filled F32 tensors.
+    fn safetensors(tensors: &[(&str, &[u64])]) -> Vec<u8> {
+        let mut header = serde_json::Map::new();
+        let mut off = 0u64;
+        for (name, shape) in tensors {
+            let n = 4 * shape.iter().product::<u64>();
+            header.insert(
+                name.to_string(),
+                json!({"dtype": "F32", "shape": shape, "data_offsets": [off, off + n]}),
+            );
+            off += n;
+        }
+        let h = Value::Object(header).to_string().into_bytes();
         let mut out = (h.len() as u64).to_le_bytes().to_vec();
         out.extend(h);
+        out.resize(out.len() + off as usize, 0);
         out
+    }
+
+    /// The tensors the config checks look at, for `llama()`.
+    fn base() -> Vec<(&'static str, &'static [u64])> {
+        vec![
+            ("model.embed_tokens.weight", &[100, 64]),
+            ("model.norm.weight", &[64]),
+            ("model.layers.0.input_layernorm.weight", &[64]),
+            ("model.layers.1.input_layernorm.weight", &[64]),
+        ]
     }
 
     fn llama() -> Value {
@@ -167,9 +327,17 @@ mod tests {
     }
 
     #[test]
-    fn a_llama_config_gives_its_shape() {
-        let d = dir_with(&llama(), &safetensors(&json!({"model.norm.weight": {}})));
+    fn a_llama_config_gives_its_shape_from_weights_in_any_files() {
+        let all = base();
+        let d = dir_with(&llama(), &safetensors(&all[..2]));
+        // The store's layout: more files under tensors/, each with some of the tensors.
+        std::fs::create_dir(d.path().join("tensors")).unwrap();
+        for (i, t) in all[2..].iter().enumerate() {
+            let p = d.path().join(format!("tensors/{i:05}.safetensors"));
+            std::fs::write(p, safetensors(&[*t])).unwrap();
+        }
         let c = Checkpoint::open(d.path()).unwrap();
+        assert_eq!(c.files.len(), 3);
         assert_eq!(
             (
                 c.shape.n_embd,
@@ -184,29 +352,62 @@ mod tests {
             (1, vec![7, 8], 2048)
         );
         assert_eq!(c.shape.rope_theta, 500000.0);
+        // The same tensor in a second file is refused.
+        std::fs::write(
+            d.path().join("tensors/dup.safetensors"),
+            safetensors(&all[3..]),
+        )
+        .unwrap();
+        let e = Checkpoint::open(d.path()).unwrap_err();
+        assert!(e.contains("more than one weight file"), "{e}");
     }
 
     #[test]
     fn unsupported_or_inconsistent_checkpoints_are_refused() {
-        let head = safetensors(&json!({"lm_head.weight": {}}));
-        let plain = safetensors(&json!({"model.norm.weight": {}}));
+        let plain = safetensors(&base());
+        let mut with_head = base();
+        with_head.push(("lm_head.weight", &[100, 64]));
+        let head = safetensors(&with_head);
         let mut long = plain.clone();
-        long[0] = 0xFF;
-        let mut qwen = llama();
-        qwen["model_type"] = json!("qwen3");
+        long[..8].copy_from_slice(&(1u64 << 30).to_le_bytes());
+        let mut past = plain.clone();
+        past.truncate(past.len() - 4);
+        let mut narrow = base();
+        narrow[1] = ("model.norm.weight", &[32]);
+        let narrow = safetensors(&narrow);
+        let mut lacking = base();
+        lacking.pop();
+        let lacking = safetensors(&lacking);
+        let mut other = llama();
+        other["model_type"] = json!("mamba");
         let mut scaled = llama();
         scaled["rope_scaling"] = json!({"type": "llama3"});
         let mut heads = llama();
         heads["num_key_value_heads"] = json!(3);
         let mut zero = llama();
         zero["hidden_size"] = json!(0);
+        let mut vocab = llama();
+        vocab["vocab_size"] = json!(99);
         let cases: Vec<(Value, Vec<u8>, &str)> = vec![
-            (qwen, plain.clone(), "model_type \"qwen3\""),
+            (other, plain.clone(), "model_type \"mamba\""),
             (scaled, plain.clone(), "rope_scaling"),
             (heads, plain.clone(), "multiple"),
             (zero, plain.clone(), "hidden_size"),
             (llama(), head, "tie_word_embeddings"),
             (llama(), long, "header is longer than the file"),
+            (llama(), past, "past the end of the file"),
+            (llama(), narrow, "model.norm.weight has shape [32]"),
+            (
+                llama(),
+                lacking,
+                "lack tensor model.layers.1.input_layernorm",
+            ),
+            (
+                vocab,
+                plain.clone(),
+                "embed_tokens.weight has shape [100, 64]",
+            ),
+            (llama(), Vec::new(), "too short"),
         ];
         for (cfg, w, want) in cases {
             let d = dir_with(&cfg, &w);
@@ -217,6 +418,11 @@ mod tests {
         std::fs::remove_file(d.path().join("tokenizer.json")).unwrap();
         assert!(Checkpoint::open(d.path())
             .unwrap_err()
-            .contains("tokenizer.json is missing"));
+            .contains("no tokenizer"));
+        std::fs::write(d.path().join("tokenizer.json"), "{}").unwrap();
+        std::fs::remove_file(d.path().join("model.safetensors")).unwrap();
+        assert!(Checkpoint::open(d.path())
+            .unwrap_err()
+            .contains("no *.safetensors"));
     }
 }

@@ -19,7 +19,7 @@ struct RawCache {
     _p: [u8; 0],
 }
 
-/// The llama-family shape (shim's `HerdMlxConfig`).
+/// The llama-family shape (shim's `HerdMlxConfig`; qwen3 is llama with `qk_norm`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Shape {
@@ -34,12 +34,15 @@ pub struct Shape {
     pub norm_eps: f32,
     pub rope_traditional: i32,
     pub tied_embeddings: i32,
+    /// qwen3's per-head Q/K RMS norms.
+    pub qk_norm: i32,
 }
 
 extern "C" {
     fn herd_mlx_version() -> *const c_char;
     fn herd_mlx_load(
-        path: *const c_char,
+        paths: *const *const c_char,
+        n_paths: i32,
         cfg: *const Shape,
         err: *mut c_char,
         n: usize,
@@ -99,12 +102,22 @@ pub struct Model {
 unsafe impl Send for Model {}
 
 impl Model {
-    /// Load `path` (one safetensors file) checked against `shape`.
-    pub fn load(path: &Path, shape: &Shape) -> Result<Model, String> {
-        let p = c_path(path)?;
+    /// Load the tensors of `files` (safetensors, merged by name) checked against `shape`.
+    pub fn load(files: &[std::path::PathBuf], shape: &Shape) -> Result<Model, String> {
+        let owned: Vec<CString> = files.iter().map(|p| c_path(p)).collect::<Result<_, _>>()?;
+        let ptrs: Vec<*const c_char> = owned.iter().map(|p| p.as_ptr()).collect();
         let mut err = [0u8; ERR_LEN];
-        // SAFETY: valid NUL-terminated path, a live Shape, an ERR_LEN buffer.
-        let ptr = unsafe { herd_mlx_load(p.as_ptr(), shape, err.as_mut_ptr().cast(), ERR_LEN) };
+        // SAFETY: `ptrs` holds ptrs.len() NUL-terminated paths that outlive the call, a live
+        // Shape, an ERR_LEN buffer.
+        let ptr = unsafe {
+            herd_mlx_load(
+                ptrs.as_ptr(),
+                ptrs.len() as i32,
+                shape,
+                err.as_mut_ptr().cast(),
+                ERR_LEN,
+            )
+        };
         NonNull::new(ptr)
             .map(|ptr| Model {
                 ptr,

@@ -1,16 +1,17 @@
 //! runner-mlx: herd's engine for safetensors (MLX) checkpoints, through libmlx from the pinned
 //! PyPI wheel (native/mlx.lock) and a narrow C++ shim (shim/).
 //!
-//! This slice holds the native build, the llama-family forward pass with per-sequence KV
-//! caches and multi-sequence steps (ffi + shim/model.cpp), checkpoint and tokenizer loading,
-//! and the GGUF → MLX converter the test model is made with. The socket runner (an engine
-//! thread behind runner-core's server) is the next step; the server does not start runner-mlx
-//! yet, so safetensors models keep their clear "not supported" error there.
+//! Holds the native build, the llama-family forward pass with per-sequence KV caches and
+//! multi-sequence steps (ffi + shim/model.cpp), checkpoint and tokenizer loading, the engine
+//! thread behind runner-core's socket server (engine.rs, with the pure-Rust sampler chain in
+//! sampling.rs), and the GGUF → MLX converter the test model is made with.
 
 pub mod checkpoint;
 pub mod convert;
+pub mod engine;
 pub mod ffi;
 pub mod quantize;
+pub mod sampling;
 pub mod vocab;
 
 /// The engine pin reported by the runner (`mlx-cpu 0.32.4` or `mlx-cuda-13 0.32.4`).
@@ -31,7 +32,7 @@ pub fn load(dir: &std::path::Path) -> Result<Loaded, String> {
         checkpoint.shape.n_vocab as usize,
         &checkpoint.eos,
     )?;
-    let model = ffi::Model::load(&checkpoint.weights, &checkpoint.shape)?;
+    let model = ffi::Model::load(&checkpoint.files, &checkpoint.shape)?;
     Ok(Loaded {
         checkpoint,
         model,

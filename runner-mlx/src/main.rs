@@ -1,12 +1,21 @@
-//! The runner-mlx binary. In this slice it offers only `convert-gguf GGUF DIR` (the test
-//! model's converter); serving over the runner protocol comes with the engine thread.
+//! The runner-mlx binary. Without a subcommand it serves one MLX checkpoint directory over the
+//! runner protocol on a Unix socket: flags are exactly `LoadOptions::to_args()` plus
+//! `--socket`, as for runner-llamacpp. What MLX cannot do (LoRA adapters, vision projectors, a
+//! quantized KV cache) is a typed load error, never silently ignored. The socket, protocol,
+//! start-up order and SIGTERM/stdin-EOF shutdown are runner-core's (`serve`); this binary loads
+//! the checkpoint on the engine thread and runs the engine (engine.rs).
+//!
+//! Tools: `convert-gguf GGUF DIR` (the test model's converter) and `version`.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
+use runner_core::http::{Loaded, State};
+use runner_protocol::{ErrorKind, FlashAttention, Info, KvCacheType, RunnerError};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 #[derive(Parser)]
-#[command(version, about = "herd's MLX runner")]
-struct Args {
+#[command(version, about = "herd's MLX runner: tools")]
+struct Tools {
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -30,8 +39,91 @@ enum Cmd {
     Version,
 }
 
+#[derive(Parser, Debug, Clone)]
+#[command(
+    version,
+    about = "herd's MLX runner (speaks the runner protocol on a Unix socket)"
+)]
+struct Args {
+    /// The checkpoint directory (config.json, tokenizer.json, *.safetensors).
+    #[arg(long)]
+    model: PathBuf,
+    /// Context length per slot.
+    #[arg(long, default_value_t = 4096)]
+    ctx_size: u32,
+    #[arg(long, default_value_t = 1)]
+    parallel: u32,
+    /// Most prompt tokens one slot evaluates per step.
+    #[arg(long, default_value_t = 512)]
+    batch: u32,
+    /// Accepted for the protocol; MLX evaluates a step as one graph.
+    #[arg(long, default_value_t = 512)]
+    ubatch: u32,
+    /// Accepted for the protocol; the libmlx build decides the device.
+    #[arg(long, default_value_t = -1, allow_hyphen_values = true)]
+    gpu_layers: i32,
+    #[arg(long)]
+    main_gpu: Option<u32>,
+    /// Accepted: MLX's attention is always its fused kernel.
+    #[arg(long, default_value = "auto", value_parser = parse_fa)]
+    flash_attn: FlashAttention,
+    /// Only f16 (the default); MLX keeps the KV cache in the activations' type.
+    #[arg(long, default_value = "f16", value_parser = parse_kv)]
+    cache_type: KvCacheType,
+    /// Accepted for the protocol; libmlx's CPU backend sizes its own pool.
+    #[arg(long, default_value_t = 0)]
+    threads: u32,
+    #[arg(long)]
+    no_mmap: bool,
+    #[arg(long)]
+    embedding: bool,
+    #[arg(long)]
+    lora: Vec<PathBuf>,
+    #[arg(long)]
+    mmproj: Option<PathBuf>,
+    /// Unix socket to serve on (created 0600; a stale file is replaced).
+    #[arg(long)]
+    socket: PathBuf,
+}
+
+fn parse_fa(s: &str) -> Result<FlashAttention, String> {
+    FlashAttention::parse(s).ok_or_else(|| format!("expected on, off or auto, got {s:?}"))
+}
+
+fn parse_kv(s: &str) -> Result<KvCacheType, String> {
+    KvCacheType::parse(s).ok_or_else(|| format!("expected f16, q8_0 or q4_0, got {s:?}"))
+}
+
 fn main() {
-    match Args::parse().cmd {
+    let first = std::env::args().nth(1).unwrap_or_default();
+    if Tools::command()
+        .get_subcommands()
+        .any(|c| c.get_name() == first)
+    {
+        return tool(Tools::parse().cmd);
+    }
+    let args = Args::parse();
+    if args.parallel == 0 || args.ctx_size == 0 || args.batch == 0 {
+        eprintln!("runner-mlx: --parallel, --ctx-size and --batch must be positive");
+        std::process::exit(2);
+    }
+    let socket = args.socket.clone();
+    let code = runner_core::serve::run(&socket, move |state, jobs| {
+        std::thread::Builder::new()
+            .name("engine".into())
+            .spawn(move || match load(&args, &state) {
+                Ok((loaded, engine)) => {
+                    state.ready(loaded);
+                    engine.run(jobs);
+                }
+                Err(e) => state.failed(e, jobs),
+            })
+    });
+    std::process::exit(code);
+}
+
+fn tool(cmd: Cmd) {
+    match cmd {
         Cmd::ConvertGguf { gguf, dir } => {
             if let Err(e) = runner_mlx::convert::run(&gguf, &dir) {
                 eprintln!("runner-mlx: convert-gguf: {e}");
@@ -54,5 +146,142 @@ fn main() {
             runner_mlx::PIN,
             runner_mlx::ffi::version()
         ),
+    }
+}
+
+/// What the flags ask for that runner-mlx cannot do; None when it can serve them.
+fn unsupported(args: &Args) -> Option<String> {
+    if !args.lora.is_empty() {
+        return Some("runner-mlx does not support LoRA adapters".into());
+    }
+    if args.mmproj.is_some() {
+        return Some("runner-mlx does not support vision projectors (image input)".into());
+    }
+    if args.cache_type != KvCacheType::F16 {
+        return Some(format!(
+            "runner-mlx does not support the KV cache type {} (only f16)",
+            args.cache_type.as_str()
+        ));
+    }
+    None
+}
+
+fn load(args: &Args, state: &State) -> Result<(Loaded, runner_mlx::engine::Engine), RunnerError> {
+    let load_err = |m: String| RunnerError::new(ErrorKind::ModelLoad, m);
+    if let Some(m) = unsupported(args) {
+        return Err(load_err(m));
+    }
+    if !args.model.is_dir() {
+        return Err(load_err(format!(
+            "model directory {} does not exist",
+            args.model.display()
+        )));
+    }
+    state.progress(0.05);
+    let m = runner_mlx::load(&args.model).map_err(load_err)?;
+    state.progress(1.0);
+    let shape = m.checkpoint.shape;
+    let n_ctx = args.ctx_size as usize;
+    // The cache: K and V, float32, per layer and position, for every slot.
+    let kv = 2 * 4 * (shape.n_layer * shape.n_head_kv * shape.head_dim) as u64;
+    let vocab: Arc<dyn runner_core::Vocabulary> = Arc::new(m.vocab);
+    let info = Info {
+        engine: format!(
+            "{} (libmlx {})",
+            runner_mlx::PIN,
+            runner_mlx::ffi::version()
+        ),
+        model_path: args.model.to_string_lossy().into_owned(),
+        n_ctx: args.ctx_size,
+        n_parallel: args.parallel,
+        n_vocab: shape.n_vocab as u32,
+        n_embd: shape.n_embd as u32,
+        n_ctx_train: m.checkpoint.n_ctx_train,
+        embedding: false,
+        memory_bytes: m.model.size_bytes() + kv * n_ctx as u64 * args.parallel as u64,
+        memory_device_bytes: 0,
+        eog_tokens: vocab.eog_tokens(),
+    };
+    let abort = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let engine = runner_mlx::engine::Engine::new(
+        m.model,
+        vocab.clone(),
+        args.parallel as usize,
+        n_ctx,
+        args.batch as usize,
+        abort.clone(),
+    );
+    let loaded = Loaded {
+        vocab,
+        info,
+        fit_prompt: runner_core::slots::fit,
+        n_ctx_seq: n_ctx,
+        embed_limit: n_ctx,
+        abort,
+        media: None,
+    };
+    Ok((loaded, engine))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use runner_protocol::LoadOptions;
+
+    fn parse(o: &LoadOptions) -> Args {
+        let mut o = o.clone();
+        if o.model.as_os_str().is_empty() {
+            o.model = "/m/dir".into();
+        }
+        let mut argv = vec!["runner-mlx".to_string()];
+        argv.extend(o.to_args());
+        argv.extend(["--socket".into(), "/tmp/s.sock".into()]);
+        Args::try_parse_from(argv).unwrap()
+    }
+
+    #[test]
+    fn accepts_what_load_options_emit_and_names_what_it_cannot_serve() {
+        let plain = parse(&LoadOptions {
+            model: "/m/dir".into(),
+            ctx_size: 2048,
+            parallel: 4,
+            batch: 256,
+            ..LoadOptions::default()
+        });
+        assert_eq!(
+            (plain.ctx_size, plain.parallel, plain.batch),
+            (2048, 4, 256)
+        );
+        assert_eq!(unsupported(&plain), None);
+        let cases = [
+            (
+                LoadOptions {
+                    lora: vec!["/m/a.gguf".into()],
+                    ..LoadOptions::default()
+                },
+                "LoRA",
+            ),
+            (
+                LoadOptions {
+                    projector: Some("/m/p.gguf".into()),
+                    ..LoadOptions::default()
+                },
+                "vision",
+            ),
+            (
+                LoadOptions {
+                    kv_cache_type: KvCacheType::Q8_0,
+                    ..LoadOptions::default()
+                },
+                "q8_0",
+            ),
+        ];
+        for (o, want) in cases {
+            let e = unsupported(&parse(&o)).expect("refused");
+            assert!(e.contains(want), "{e:?} should mention {want:?}");
+        }
+        let base = ["runner-mlx", "--model", "m", "--socket", "s"];
+        assert!(Args::try_parse_from(base.iter().chain(&["--bogus"])).is_err());
+        assert!(Args::try_parse_from(["runner-mlx", "--model", "m"]).is_err());
     }
 }

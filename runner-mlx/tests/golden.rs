@@ -26,23 +26,8 @@ const PROMPTS: &[&str] = &[
 ];
 const N: usize = 64;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn model_dir() -> PathBuf {
-    let out = Command::new("bash")
-        .arg(root().join("scripts/make-mlx-test-model"))
-        .env("RUNNER_MLX", env!("CARGO_BIN_EXE_runner-mlx"))
-        .output()
-        .expect("run scripts/make-mlx-test-model");
-    assert!(
-        out.status.success(),
-        "make-mlx-test-model failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-}
+mod support;
+use support::model_dir;
 
 /// runner-llamacpp beside this test's binary (target/<profile>/); `scripts/test` builds every
 /// binary first. Missing is a failure, not a skip.

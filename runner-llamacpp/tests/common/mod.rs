@@ -43,6 +43,15 @@ pub fn gemma() -> PathBuf {
     .clone()
 }
 
+/// The runner binary under test: this harness serves runner-llamacpp's tests and, included by
+/// path, runner-mlx's (each crate's tests see only their own binary).
+pub fn exe() -> &'static Path {
+    let exe = option_env!("CARGO_BIN_EXE_runner-llamacpp")
+        .or(option_env!("CARGO_BIN_EXE_runner-mlx"))
+        .expect("built as an integration test of a runner crate");
+    Path::new(exe)
+}
+
 pub struct Runner {
     pub child: Child,
     pub socket: PathBuf,
@@ -53,11 +62,7 @@ impl Runner {
     /// Start the runner with `extra` flags (after --model/--socket/--threads 1) and wait until
     /// its socket exists (not until it is ready).
     pub fn spawn(model: &Path, extra: &[&str]) -> Runner {
-        Runner::spawn_exe(
-            Path::new(env!("CARGO_BIN_EXE_runner-llamacpp")),
-            model,
-            extra,
-        )
+        Runner::spawn_exe(exe(), model, extra)
     }
 
     pub fn spawn_exe(exe: &Path, model: &Path, extra: &[&str]) -> Runner {
@@ -67,8 +72,7 @@ impl Runner {
     /// As `spawn`, with OLLAMA_DEBUG set and stderr written to `log` (the runner then reports
     /// per-request decisions there).
     pub fn spawn_logged(model: &Path, extra: &[&str], log: &Path) -> Runner {
-        let exe = Path::new(env!("CARGO_BIN_EXE_runner-llamacpp"));
-        Runner::start(exe, model, extra, Some(log))
+        Runner::start(exe(), model, extra, Some(log))
     }
 
     fn start(exe: &Path, model: &Path, extra: &[&str], log: Option<&Path>) -> Runner {
@@ -152,11 +156,13 @@ impl Logged {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// The runner's own lines, without their `runner-llamacpp: ` prefix (llama.cpp's are many).
+    /// The runner's own lines, without their `runner-…: ` prefix (the engine's are many).
     pub fn lines(&self) -> Vec<String> {
+        let name = exe().file_name().unwrap().to_string_lossy();
+        let prefix = format!("{name}: ");
         self.text()
             .lines()
-            .filter_map(|l| l.strip_prefix("runner-llamacpp: "))
+            .filter_map(|l| l.strip_prefix(prefix.as_str()))
             .map(str::to_string)
             .collect()
     }
@@ -270,4 +276,58 @@ pub fn parse_stream(bytes: &[u8]) -> Completion {
 /// A greedy request with a small budget.
 pub fn greedy(prompt: &str, n: i32) -> Value {
     json!({"prompt": prompt, "num_predict": n, "sampling": {"temperature": 0.0}})
+}
+
+/// Start a long greedy generation on `r` (whose only slot it takes), read a few chunks, close
+/// the connection, and check that the next request gets the slot at once.
+pub async fn closing_frees_the_slot(r: &Runner, prompt: &str) {
+    use http_body_util::BodyExt;
+    // A long generation: thousands of tokens would take minutes on one thread.
+    let long = json!({"prompt": prompt, "num_predict": 5000,
+                      "sampling": {"temperature": 0.0}, "shift": true});
+    let resp = send(&r.socket, "POST", "/completion", Some(long)).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    let mut body = resp.into_body();
+    let mut got = 0;
+    while got < 3 {
+        let frame = body.frame().await.expect("stream ended early").unwrap();
+        got += usize::from(frame.is_data());
+    }
+    drop(body); // closes the connection
+
+    let started = Instant::now();
+    let next = complete(&r.socket, greedy("Hello", 2)).await;
+    assert_eq!(next.timings.eval_count, 2);
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the cancelled request still held the only slot ({:?})",
+        started.elapsed()
+    );
+}
+
+/// SIGTERM while `prompt` generates: its stream ends with `Cancelled`, the runner exits 0 and
+/// removes its socket.
+pub async fn sigterm_drains(r: &mut Runner, prompt: &str) {
+    use http_body_util::BodyExt;
+    let resp = send(&r.socket, "POST", "/completion", Some(greedy(prompt, 2000))).await;
+    let mut body = resp.into_body();
+    body.frame().await.unwrap().unwrap();
+    let killed = Command::new("kill")
+        .args(["-TERM", &r.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let rest = body
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let tail = String::from_utf8_lossy(&rest);
+    assert!(
+        tail.contains(r#""kind":"Cancelled""#),
+        "stream ends with Cancelled: {tail}"
+    );
+    let status = r.child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(!r.socket.exists(), "socket removed on exit");
 }
