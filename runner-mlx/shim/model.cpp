@@ -127,9 +127,21 @@ HerdMlxModel* herd_mlx_load(const char* const* paths, int32_t n_paths, const Her
     for (int32_t i = 0; i < n_paths; i++) {
       auto [part, meta] = mx::load_safetensors(paths[i]);
       (void)meta;
-      for (auto& [name, a] : part)
+      for (auto& [raw, a] : part) {
+        // Ollama's packed quantized blobs name a weight's companions X.weight.scale and
+        // X.weight.bias; MLX (and this forward) call them X.scales and X.biases.
+        std::string name = raw;
+        auto ends = [&](const std::string& suf) {
+          return name.size() > suf.size() &&
+                 name.compare(name.size() - suf.size(), suf.size(), suf) == 0;
+        };
+        if (ends(".weight.scale"))
+          name = name.substr(0, name.size() - 13) + ".scales";
+        else if (ends(".weight.bias"))
+          name = name.substr(0, name.size() - 12) + ".biases";
         if (!weights.emplace(name, a).second)
           throw std::runtime_error("tensor " + name + " appears in more than one weight file");
+      }
     }
     auto m = new HerdMlxModel();
     try {
