@@ -201,6 +201,8 @@ fn load(args: &Args, state: &State) -> Result<(Loaded, runner_mlx::engine::Engin
         memory_bytes: m.model.size_bytes() + kv * n_ctx as u64 * args.parallel as u64,
         memory_device_bytes: 0,
         eog_tokens: vocab.eog_tokens(),
+        // All layers on the host's one MLX device; no RPC or device split in this engine.
+        ..Info::default()
     };
     let abort = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let engine = runner_mlx::engine::Engine::new(
