@@ -397,8 +397,13 @@ mod tests {
             embedding: true,
             lora: vec!["/m/a.gguf".into(), "/m/b.gguf".into()],
             projector: Some("/m/p.gguf".into()),
+            draft_ngram: 6,
+            draft_under_grammar: true,
         };
         let a = parse(&o);
+        assert_eq!((a.draft_ngram, a.draft_under_grammar), (6, true));
+        assert!(!a.no_grammar_ff);
+        assert_eq!((d.draft_ngram, d.draft_under_grammar), (0, false));
         assert_eq!(a.lora, o.lora, "every adapter reaches the runner, in order");
         assert_eq!(a.mmproj, o.projector, "the projector reaches the runner");
         assert_eq!(

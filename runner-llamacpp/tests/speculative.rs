@@ -190,3 +190,112 @@ async fn grammar_fast_forward_gives_the_token_by_token_bytes() {
         );
     }
 }
+
+/// A ~400-token passage to copy: numbered facts with varied words, so the n-gram drafter must
+/// find the right place, not just any repeat.
+fn long_passage() -> String {
+    let things = [
+        "apples", "lamps", "keys", "maps", "coins", "books", "ropes", "bells",
+    ];
+    let places = [
+        "the red box",
+        "the attic",
+        "the harbour",
+        "the north tower",
+        "a drawer",
+    ];
+    (0..24)
+        .map(|i| {
+            format!(
+                "Fact {}: {} holds {} {}.",
+                i + 1,
+                places[i % places.len()],
+                (i * 7 + 3) % 50,
+                things[(i * 3) % things.len()]
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn tps(t: &runner_protocol::Timings) -> f64 {
+    t.eval_count as f64 / (t.eval_duration_ns as f64 / 1e9)
+}
+
+/// scripts/bench speculative: output tokens/s with grammar fast-forward on vs off (a schema of 20
+/// required properties with short values) and with the n-gram drafter on vs off (copying a
+/// ~400-token passage), SmolLM2 on one thread, one run each side.
+#[tokio::test]
+#[ignore]
+async fn speculative_bench() {
+    let _g = serial().await;
+    let form = |seed: i64| {
+        json!({
+            "prompt": chatml("Fill in the form with small numbers, as JSON."),
+            "num_predict": 600,
+            "sampling": {"temperature": 0.7, "seed": seed, "top_k": 40, "top_p": 0.95},
+            "constraint": {"type": "json_schema", "schema": keys_schema(20)},
+        })
+    };
+    // The answer is started for the model, so even a small one goes on copying.
+    let copy = greedy(
+        &format!(
+            "{}Fact 1:",
+            chatml(&format!("Repeat this text exactly:\n{}", long_passage()))
+        ),
+        400,
+    );
+    let model = match std::env::var("HERD_BENCH_MODEL").as_deref() {
+        Ok("gemma") => gemma(),
+        _ => smollm(),
+    };
+    let run = |flags: &'static [&'static str], reqs: Vec<Value>| {
+        let model = model.clone();
+        async move {
+            let mut args = vec!["--ctx-size", "2048"];
+            args.extend_from_slice(flags);
+            let r = Runner::spawn(&model, &args);
+            r.wait_ready().await;
+            let mut out = Vec::new();
+            for req in reqs {
+                out.push(complete(&r.socket, req).await);
+            }
+            out
+        }
+    };
+    let forms: Vec<Value> = (1..=3).map(form).collect();
+    let off = run(&["--no-grammar-ff"], forms.clone()).await;
+    let on = run(&[], forms).await;
+    let sum = |v: &[Completion]| {
+        let n: u32 = v.iter().map(|c| c.timings.eval_count).sum();
+        let ns: u64 = v.iter().map(|c| c.timings.eval_duration_ns).sum();
+        n as f64 / (ns as f64 / 1e9)
+    };
+    for (a, b) in on.iter().zip(&off) {
+        assert_eq!(a.text, b.text, "fast-forward changed the output");
+    }
+    let drafted: u32 = on.iter().map(|c| c.timings.drafted).sum();
+    let accepted: u32 = on.iter().map(|c| c.timings.accepted).sum();
+    eprintln!(
+        "grammar ff (20 properties): {:.1} tok/s on vs {:.1} off = {:.2}x; drafted {drafted} accepted {accepted}",
+        sum(&on),
+        sum(&off),
+        sum(&on) / sum(&off)
+    );
+    let off = run(&[], vec![copy.clone()]).await;
+    let on = run(&["--draft-ngram", "8"], vec![copy]).await;
+    assert_eq!(
+        on[0].text, off[0].text,
+        "n-gram drafting changed the output"
+    );
+    eprintln!(
+        "n-gram copy ({} prompt tokens, {} out): {:.1} tok/s on vs {:.1} off = {:.2}x; drafted {} accepted {}",
+        on[0].timings.prompt_eval_count,
+        on[0].timings.eval_count,
+        tps(&on[0].timings),
+        tps(&off[0].timings),
+        tps(&on[0].timings) / tps(&off[0].timings),
+        on[0].timings.drafted,
+        on[0].timings.accepted
+    );
+}

@@ -96,6 +96,14 @@ pub struct LoadOptions {
     /// model; images are refused by a runner without one.
     #[serde(default)]
     pub projector: Option<PathBuf>,
+    /// Speculative decoding with the n-gram (prompt lookup) drafter: draft tokens per step,
+    /// 0 = off (`HERD_DRAFT_NGRAM`).
+    #[serde(default)]
+    pub draft_ngram: u32,
+    /// Constrained requests draft too (`HERD_DRAFT_UNDER_GRAMMAR`); a grammar's forced text is
+    /// drafted either way.
+    #[serde(default)]
+    pub draft_under_grammar: bool,
 }
 
 impl Default for LoadOptions {
@@ -115,6 +123,8 @@ impl Default for LoadOptions {
             embedding: false,
             lora: Vec::new(),
             projector: None,
+            draft_ngram: 0,
+            draft_under_grammar: false,
         }
     }
 }
@@ -159,6 +169,13 @@ impl LoadOptions {
         if let Some(p) = &self.projector {
             a.push("--mmproj".into());
             a.push(p.to_string_lossy().into_owned());
+        }
+        if self.draft_ngram > 0 {
+            a.push("--draft-ngram".into());
+            a.push(self.draft_ngram.to_string());
+        }
+        if self.draft_under_grammar {
+            a.push("--draft-under-grammar".into());
         }
         a
     }

@@ -132,6 +132,8 @@ pub fn start(config: &crate::config::Config) -> std::io::Result<(Engine, tempfil
         flash_attention: config.flash_attention,
         kv_cache_type: config.kv_cache_type,
         format_two_pass: config.format_two_pass,
+        draft_ngram: config.draft_ngram,
+        draft_under_grammar: config.draft_under_grammar,
         ..Settings::default()
     };
     Ok((Engine::new(Scheduler::new(sc), settings), dir))

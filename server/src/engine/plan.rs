@@ -20,6 +20,9 @@ pub struct Settings {
     pub kv_cache_type: KvCacheType,
     /// `OLLAMA_FORMAT_TWO_PASS`: a format after thinking runs as two generations.
     pub format_two_pass: bool,
+    /// `HERD_DRAFT_NGRAM` and `HERD_DRAFT_UNDER_GRAMMAR` (runner-llamacpp's drafting).
+    pub draft_ngram: u32,
+    pub draft_under_grammar: bool,
 }
 
 impl Default for Settings {
@@ -30,6 +33,8 @@ impl Default for Settings {
             flash_attention: FlashAttention::Auto,
             kv_cache_type: KvCacheType::F16,
             format_two_pass: false,
+            draft_ngram: 0,
+            draft_under_grammar: false,
         }
     }
 }
@@ -69,6 +74,8 @@ pub fn load_options(opts: &Options, model: &Model, settings: &Settings) -> LoadO
         lora: model.view.adapter_paths.clone(),
         // Ollama's runner loads the first projector layer.
         projector: model.view.projector_paths.first().cloned(),
+        draft_ngram: settings.draft_ngram,
+        draft_under_grammar: settings.draft_under_grammar,
         ..LoadOptions::default()
     };
     opts.apply_to_load(&mut load);
