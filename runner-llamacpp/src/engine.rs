@@ -50,6 +50,7 @@ mod cancel;
 mod draft;
 mod embedding;
 mod sample;
+mod speculative;
 mod stats;
 pub mod vision;
 
@@ -384,7 +385,7 @@ impl Engine {
         let share = self.batch.capacity().saturating_sub(decoders) / decoders;
         let d = self.drafting;
         for slot in &mut self.slots {
-            let draft = propose(&self.model, slot, &d, self.n_ctx_seq, share);
+            let draft = speculative::propose(&self.model, slot, &d, self.n_ctx_seq, share);
             if let Some(a) = slot.active.as_mut() {
                 a.draft = draft;
             }
@@ -449,7 +450,7 @@ impl Engine {
                                 .push(a.pending[j], slot.cache.len() as i32, slot.seq, last);
                         if last {
                             a.logits_at = idx;
-                            restrict(&self.model, a);
+                            speculative::restrict(&self.model, a);
                         }
                         slot.cache.push(a.pending[j]);
                     }
@@ -581,7 +582,7 @@ impl Engine {
             .filter(|s| s.active.as_ref().is_some_and(|a| a.logits_at.is_some()));
         let mut cuts = Vec::new();
         for ((slot, choice), more) in sampled.zip(choices).zip(drafted) {
-            if let Some(cut) = verify(&self.model, slot, choice, more) {
+            if let Some(cut) = speculative::verify(&self.model, slot, choice, more) {
                 cuts.push((slot.seq, cut));
             }
         }
@@ -593,119 +594,6 @@ impl Engine {
         self.stats.end(n_rows, prefill);
         true
     }
-}
-
-/// Sample a decoding slot's rows in order: its first row (`first`, already sampled), then each
-/// draft token's row while the token sampled before it equals that draft token. Returns the
-/// cache length to cut the slot's KV back to when draft tokens were rejected (`cache` is cut
-/// already).
-fn verify(model: &Model, slot: &mut Slot, first: Option<Choice>, rows: Vec<Row>) -> Option<usize> {
-    let a = slot.active.as_mut()?;
-    let draft = std::mem::take(&mut a.draft);
-    a.draft_rows.clear();
-    // The cache holds the sampled token, then the draft tokens.
-    let base = slot.cache.len() - draft.len();
-    let mut rows = rows.into_iter();
-    let mut choice = first;
-    let mut used = 0;
-    loop {
-        let Some(c) = choice else {
-            fail(
-                slot,
-                ErrorKind::Internal,
-                "no token could be sampled (all masked)",
-            );
-            break;
-        };
-        let t = c.token;
-        on_token(model, slot, c);
-        let Some(a) = slot.active.as_mut() else { break };
-        if used == draft.len() || t != draft[used] {
-            break;
-        }
-        // `t` is the next draft token, already in the KV: its row is the next step's.
-        let Some(mut row) = rows.next() else { break };
-        a.next = None;
-        restrict(model, a);
-        a.timings.accepted += 1;
-        used += 1;
-        choice = sample::one(a, &mut row);
-    }
-    let cut = base + used;
-    (cut < slot.cache.len()).then(|| {
-        slot.cache.truncate(cut);
-        cut
-    })
-}
-
-/// Draft tokens for one decoding slot (engine/draft.rs): what its grammar forces, else its
-/// n-gram continuation, at most `share`. Also restricts the slot's next sample to the forced
-/// text's first token (`restrict`).
-fn propose(
-    model: &Model,
-    slot: &mut Slot,
-    d: &Drafting,
-    n_ctx_seq: usize,
-    share: usize,
-) -> Vec<Token> {
-    let Some(a) = slot.active.as_mut() else {
-        return Vec::new();
-    };
-    let Some(t) = a.next else {
-        return Vec::new();
-    };
-    let forced = restrict(model, a);
-    let left = a.limit.saturating_sub(a.timings.eval_count);
-    let room = n_ctx_seq.saturating_sub(slot.cache.len() + 1);
-    let n = draft::budget(usize::MAX, left, room, share);
-    if n == 0 {
-        return Vec::new();
-    }
-    // The forced text's last token is left out: it stays free and often merges with the
-    // model's next text, so drafting it mostly costs a rejected row.
-    let mut out = match forced.split_last() {
-        Some((_, head)) if d.grammar_ff => head.to_vec(),
-        _ => Vec::new(),
-    };
-    if out.is_empty() && a.ngram > 0 {
-        slot.cache.push(t);
-        out = draft::ngram(&slot.cache, a.ngram);
-        slot.cache.pop();
-    }
-    out.truncate(n);
-    out
-}
-
-/// Forced text goes in the model's own tokenization: when the grammar forces text of two or
-/// more tokens from the request's current state, its next sample may only choose the first.
-/// (The mask alone allows every tokenization of it, and sampling among them picks splits the
-/// model never saw, like `pro`+`per`+`ty`.) The last token of forced text stays free, since it
-/// may merge with what the model writes next (`":`). A function of the grammar state alone, so
-/// a step-by-step run and a drafted run choose the same tokens. Returns the forced tokens.
-fn restrict(model: &Model, a: &mut Active) -> Vec<Token> {
-    if a.req.constraint.is_none() {
-        return Vec::new();
-    }
-    let forced = forced_tokens(model, &a.sampler.forced());
-    if forced.len() >= 2 {
-        a.sampler.restrict_next(forced[0]);
-    }
-    forced
-}
-
-/// The model's tokens for text a grammar forces: its plain text up to any special token (`0xFF`
-/// marker) or cut UTF-8 character, tokenized as text. A tokenization the model would not choose
-/// only costs rejected drafts.
-fn forced_tokens(model: &Model, bytes: &[u8]) -> Vec<Token> {
-    let plain = &bytes[..bytes.iter().position(|&b| b == 0xFF).unwrap_or(bytes.len())];
-    let text = match std::str::from_utf8(plain) {
-        Ok(t) => t,
-        Err(e) => std::str::from_utf8(&plain[..e.valid_up_to()]).unwrap_or_default(),
-    };
-    if text.is_empty() {
-        return Vec::new();
-    }
-    model.tokenize(text, false, false).unwrap_or_default()
 }
 
 /// Context shift: drop half of the tokens after `num_keep`. False when shifting is off or the
