@@ -32,6 +32,13 @@ pub trait TokenMask: Send {
     }
     /// The token that was chosen (advance the constraint's state).
     fn commit(&mut self, token: Token);
+    /// The bytes the constraint forces next, after every committed token (empty when none are
+    /// forced; a special token is `0xFF` + its text, as in llguidance). The engine drafts their
+    /// tokens (grammar fast-forward): sampling still chooses each token, so forced text is only
+    /// evaluated sooner, never chosen differently.
+    fn forced(&mut self) -> Vec<u8> {
+        Vec::new()
+    }
     /// True only when the mask never forbids anything (then the device's top-K candidates
     /// suffice: sampling/device.rs).
     fn is_trivial(&self) -> bool {
@@ -100,6 +107,8 @@ pub struct Sampler<C: Chain> {
     counts: HashMap<Token, u32>,
     window: usize,
     cands: Vec<TokenData>,
+    /// The next sample may only choose this token (when the mask allows it): `restrict_next`.
+    only: Option<Token>,
 }
 
 impl<C: Chain> Sampler<C> {
@@ -119,11 +128,28 @@ impl<C: Chain> Sampler<C> {
             counts: HashMap::new(),
             window,
             cands: Vec::new(),
+            only: None,
         };
         for &t in &prompt[prompt.len().saturating_sub(window)..] {
             s.remember(t);
         }
         s
+    }
+
+    /// The bytes the mask forces next ([`TokenMask::forced`]).
+    pub fn forced(&mut self) -> Vec<u8> {
+        self.mask.forced()
+    }
+
+    /// The next `sample` may only choose `t`, if the mask allows it (else the mask alone
+    /// decides). The engine writes forced text in the model's own tokenization this way.
+    pub fn restrict_next(&mut self, t: Token) {
+        self.only = Some(t);
+    }
+
+    /// The request is constrained (its mask may forbid tokens).
+    pub fn constrained(&self) -> bool {
+        !self.mask.is_trivial()
     }
 
     fn penalties_active(&self) -> bool {
@@ -160,7 +186,16 @@ impl<C: Chain> Sampler<C> {
         logprobs: bool,
         top_logprobs: usize,
     ) -> Option<Choice> {
-        let allowed = self.mask.apply_sparse(logits);
+        let mut allowed = self.mask.apply_sparse(logits);
+        if let Some(f) = self.only.take() {
+            let ok = match &allowed {
+                Some(ids) => ids.binary_search(&f).is_ok(),
+                None => logits.get(f as usize).is_some_and(|l| l.is_finite()),
+            };
+            if ok {
+                allowed = Some(vec![f]);
+            }
+        }
         if self.penalties_active() {
             apply_penalties(logits, &self.counts, &self.p);
         }

@@ -24,6 +24,10 @@
 //! - An active request's sequence has a device top-k chain attached exactly when the request
 //!   does not need its whole logits row (`sync_device`); idle sequences keep whatever they had,
 //!   since every attach or detach costs a graph reserve.
+//! - Speculative decoding (engine/draft.rs): a decoding slot may put draft tokens after its
+//!   sampled token, each with a logits row. Rows are sampled in order while the sampled token
+//!   equals the next draft token; the draft tokens after the first mismatch (or after the
+//!   request ends) leave the KV and `cache` together, so `cache` == KV still holds.
 
 use crate::ffi::{Batch, Context, DecodeError, Model, Row, Token};
 use crate::plan::{self, Take};
@@ -43,8 +47,10 @@ use std::time::Instant;
 use tokio::sync::mpsc::UnboundedSender;
 
 mod cancel;
+mod draft;
 mod embedding;
 mod sample;
+mod speculative;
 mod stats;
 pub mod vision;
 
@@ -69,6 +75,11 @@ struct Active {
     logits_at: Option<i32>,
     /// The request needs whole logits rows (no device sampling for it).
     needs_row: bool,
+    /// Draft tokens put into this step after `next` (their rows in `draft_rows`).
+    draft: Vec<Token>,
+    draft_rows: Vec<i32>,
+    /// Tokens the n-gram drafter may propose per step (0 = it is off for this request).
+    ngram: usize,
 }
 
 struct Slot {
@@ -96,6 +107,28 @@ pub struct Engine {
     k_dev: Option<usize>,
     stats: StepStats,
     projector: Option<Arc<crate::ffi::Projector>>,
+    drafting: Drafting,
+}
+
+/// How slots draft (engine/draft.rs): the runner's `--draft-*` flags.
+#[derive(Debug, Clone, Copy)]
+pub struct Drafting {
+    /// Tokens the n-gram drafter proposes per step; 0 = off.
+    pub ngram: usize,
+    /// Constrained requests use the n-gram drafter too (`HERD_DRAFT_UNDER_GRAMMAR`).
+    pub under_grammar: bool,
+    /// Grammar fast-forward: the tokens a grammar forces are drafted.
+    pub grammar_ff: bool,
+}
+
+impl Default for Drafting {
+    fn default() -> Self {
+        Drafting {
+            ngram: 0,
+            under_grammar: false,
+            grammar_ff: true,
+        }
+    }
 }
 
 impl Engine {
@@ -123,7 +156,14 @@ impl Engine {
             k_dev,
             stats: StepStats::new(0),
             projector: None,
+            drafting: Drafting::default(),
         }
+    }
+
+    /// How slots draft tokens for speculative decoding.
+    pub fn with_drafting(mut self, d: Drafting) -> Engine {
+        self.drafting = d;
+        self
     }
 
     /// The vision projector that evaluates the images of requests (`vision`).
@@ -263,6 +303,12 @@ impl Engine {
             }
         }
         let needs_row = why.is_none_or(|(_, r)| r.is_some());
+        let constrained = job.req.constraint.is_some();
+        let ngram = if constrained && !self.drafting.under_grammar {
+            0
+        } else {
+            self.drafting.ngram
+        };
         slot.active = Some(Active {
             text: TextStream::new(&job.req.stop),
             pending: job.tokens[reuse..].to_vec(),
@@ -277,6 +323,9 @@ impl Engine {
             timings,
             logits_at: None,
             needs_row,
+            draft: Vec::new(),
+            draft_rows: Vec::new(),
+            ngram,
         });
         self.sync_device(i);
     }
@@ -322,6 +371,27 @@ impl Engine {
         }
     }
 
+    /// Fill each decoding slot's draft, sharing the batch room left after every slot's sampled
+    /// token equally among the decoding slots.
+    fn propose(&mut self) {
+        let decoders = self
+            .slots
+            .iter()
+            .filter(|s| s.active.as_ref().is_some_and(|a| a.next.is_some()))
+            .count();
+        if decoders == 0 {
+            return;
+        }
+        let share = self.batch.capacity().saturating_sub(decoders) / decoders;
+        let d = self.drafting;
+        for slot in &mut self.slots {
+            let draft = speculative::propose(&self.model, slot, &d, self.n_ctx_seq, share);
+            if let Some(a) = slot.active.as_mut() {
+                a.draft = draft;
+            }
+        }
+    }
+
     /// One batched decode. Returns false when the engine must stop (shutdown aborted it).
     fn step(&mut self) -> bool {
         self.stats.lap(Phase::Loop);
@@ -333,20 +403,26 @@ impl Engine {
             return true;
         }
         self.batch.clear();
+        self.propose();
         let mut in_prefill = vec![false; self.slots.len()];
         // Tokens go in in slot (= sequence) order, which llama.cpp needs to keep a step in one
         // micro-batch.
-        let state: Vec<(bool, usize)> = self
+        let state: Vec<(usize, usize)> = self
             .slots
             .iter()
             .map(|s| {
-                s.active.as_ref().map_or((false, 0), |a| {
+                s.active.as_ref().map_or((0, 0), |a| {
                     // Text up to the next image (which gets a step of its own).
                     let text = a
                         .media
                         .front()
                         .map_or(a.pending.len(), |m| m.at - s.cache.len());
-                    (a.next.is_some(), text)
+                    let decode = if a.next.is_some() {
+                        1 + a.draft.len()
+                    } else {
+                        0
+                    };
+                    (decode, text)
                 })
             })
             .collect();
@@ -363,6 +439,7 @@ impl Engine {
                 continue;
             };
             a.logits_at = None;
+            a.draft_rows.clear();
             match take {
                 Take::Nothing => {}
                 Take::Prompt(n) => {
@@ -373,6 +450,7 @@ impl Engine {
                                 .push(a.pending[j], slot.cache.len() as i32, slot.seq, last);
                         if last {
                             a.logits_at = idx;
+                            speculative::restrict(&self.model, a);
                         }
                         slot.cache.push(a.pending[j]);
                     }
@@ -393,6 +471,17 @@ impl Engine {
                     a.next = None;
                     a.logits_at = Some(idx);
                     slot.cache.push(t);
+                    // `propose` sized the drafts to fit the batch beside everything else.
+                    for &d in &a.draft {
+                        let pos = slot.cache.len() as i32;
+                        let Some(idx) = self.batch.push(d, pos, slot.seq, true) else {
+                            break;
+                        };
+                        a.draft_rows.push(idx);
+                        slot.cache.push(d);
+                    }
+                    a.draft.truncate(a.draft_rows.len());
+                    a.timings.drafted += a.draft.len() as u32;
                 }
             }
         }
@@ -456,7 +545,9 @@ impl Engine {
                 a.timings.eval_duration_ns += took;
             }
             if let Some(idx) = a.logits_at {
-                rows_at.push((idx, self.ctx.device_sampling(slot.seq)));
+                let dev = self.ctx.device_sampling(slot.seq);
+                rows_at.push((idx, dev));
+                rows_at.extend(a.draft_rows.iter().map(|&i| (i, dev)));
             }
         }
         let n_rows = rows_at.len();
@@ -468,13 +559,19 @@ impl Engine {
             }
             return true;
         };
-        // Rows were collected in slot order, so the k-th sampling slot gets the k-th row.
-        let mut work: Vec<(&mut Active, Row)> = self
+        // Rows were collected in slot order: each sampling slot's first row, then its drafts'.
+        let mut rows = rows.into_iter();
+        let mut work: Vec<(&mut Active, Row)> = Vec::with_capacity(n_rows);
+        let mut drafted: Vec<Vec<Row>> = Vec::new();
+        for a in self
             .slots
             .iter_mut()
             .filter_map(|s| s.active.as_mut().filter(|a| a.logits_at.is_some()))
-            .zip(rows)
-            .collect();
+        {
+            let Some(first) = rows.next() else { break };
+            drafted.push(rows.by_ref().take(a.draft_rows.len()).collect());
+            work.push((a, first));
+        }
         self.stats.lap(Phase::Rows);
         let choices = sample_all(&mut work, self.pool.as_ref());
         drop(work);
@@ -483,15 +580,15 @@ impl Engine {
             .slots
             .iter_mut()
             .filter(|s| s.active.as_ref().is_some_and(|a| a.logits_at.is_some()));
-        for (slot, choice) in sampled.zip(choices) {
-            match choice {
-                Some(c) => on_token(&self.model, slot, c),
-                None => fail(
-                    slot,
-                    ErrorKind::Internal,
-                    "no token could be sampled (all masked)",
-                ),
+        let mut cuts = Vec::new();
+        for ((slot, choice), more) in sampled.zip(choices).zip(drafted) {
+            if let Some(cut) = speculative::verify(&self.model, slot, choice, more) {
+                cuts.push((slot.seq, cut));
             }
+        }
+        // The rows are gone now: the rejected draft tokens leave the KV.
+        for (seq, cut) in cuts {
+            self.ctx.seq_rm(seq, cut as i32, -1);
         }
         self.stats.lap(Phase::Emit);
         self.stats.end(n_rows, prefill);

@@ -97,6 +97,16 @@ struct Args {
     /// Candidates per row with device sampling.
     #[arg(long, hide = true, default_value_t = 256)]
     device_top_k: u32,
+    /// Speculative decoding with the n-gram (prompt lookup) drafter: up to N draft tokens per
+    /// step, continuing the latest earlier occurrence of the newest tokens; 0 = off.
+    #[arg(long, default_value_t = 0)]
+    draft_ngram: u32,
+    /// Constrained requests draft too (the grammar's forced tokens are drafted regardless).
+    #[arg(long)]
+    draft_under_grammar: bool,
+    /// Test and bench hook: do not draft the tokens a grammar forces (grammar fast-forward).
+    #[arg(long, hide = true)]
+    no_grammar_ff: bool,
     /// Unix socket to serve on (created 0600; a stale file is replaced).
     #[arg(long)]
     socket: PathBuf,
@@ -205,6 +215,11 @@ fn load_and_run(
             )
             .with_projector(projector)
             .with_step_stats(args.step_stats)
+            .with_drafting(engine::Drafting {
+                ngram: args.draft_ngram as usize,
+                under_grammar: args.draft_under_grammar,
+                grammar_ff: !args.no_grammar_ff,
+            })
             .run(jobs);
         }
         Err(e) => state.failed(e, jobs),
@@ -460,8 +475,13 @@ mod tests {
             tensor_split: "3,1".into(),
             image_min_tokens: Some(1),
             image_max_tokens: Some(1120),
+            draft_ngram: 6,
+            draft_under_grammar: true,
         };
         let a = parse(&o);
+        assert_eq!((a.draft_ngram, a.draft_under_grammar), (6, true));
+        assert!(!a.no_grammar_ff);
+        assert_eq!((d.draft_ngram, d.draft_under_grammar), (0, false));
         assert_eq!(a.lora, o.lora, "every adapter reaches the runner, in order");
         assert_eq!(a.mmproj, o.projector, "the projector reaches the runner");
         assert_eq!(

@@ -34,7 +34,7 @@ pub fn compaction(busy: &[bool]) -> Vec<(usize, usize)> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Take {
     Nothing,
-    /// Its sampled token.
+    /// Its sampled token, and the draft tokens after it (`compose`'s decode tokens).
     Decode,
     /// The next `n` tokens of its pending prompt.
     Prompt(usize),
@@ -44,8 +44,9 @@ pub enum Take {
 /// kernel (GGML_FA_TILE_Q in b11434), whose rounding depends on how the rows are cut.
 pub const ATTN_TILE_ROWS: usize = 64;
 
-/// Composes a step from each slot's state `(has a sampled token to decode, pending prompt
-/// tokens)`, in slot order, for a batch of `capacity` tokens. Returns each slot's part and
+/// Composes a step from each slot's state `(tokens to decode: its sampled token plus its draft,
+/// 0 when it has none; pending prompt tokens)`, in slot order, for a batch of `capacity` tokens
+/// (the decode tokens of all slots must fit it). Returns each slot's part and
 /// whether the step prefills.
 ///
 /// `isolate` (CPU, batch-invariant): a step either decodes every waiting token or prefills,
@@ -57,12 +58,12 @@ pub const ATTN_TILE_ROWS: usize = 64;
 /// wherever they are cut, so all of them share one prefill step. Otherwise (GPU) every waiting
 /// token is decoded and the pending prompts fill the rest of the batch in slot order.
 pub fn compose(
-    slots: &[(bool, usize)],
+    slots: &[(usize, usize)],
     capacity: usize,
     isolate: bool,
     prefilled_last: bool,
 ) -> (Vec<Take>, bool) {
-    let decoders = slots.iter().filter(|s| s.0).count();
+    let decoders: usize = slots.iter().map(|s| s.0).sum();
     let prompts = slots.iter().any(|s| s.1 > 0);
     let mut out = vec![Take::Nothing; slots.len()];
     if isolate {
@@ -86,7 +87,7 @@ pub fn compose(
             return (out, true);
         }
         for (o, s) in out.iter_mut().zip(slots) {
-            if s.0 {
+            if s.0 > 0 {
                 *o = Take::Decode;
             }
         }
@@ -95,7 +96,7 @@ pub fn compose(
     let mut room = capacity.saturating_sub(decoders);
     let mut prefill = false;
     for (o, s) in out.iter_mut().zip(slots) {
-        if s.0 {
+        if s.0 > 0 {
             *o = Take::Decode;
         } else if s.1 > 0 && room > 0 {
             let n = s.1.min(room);
@@ -180,7 +181,7 @@ mod tests {
     #[test]
     fn steps_are_composed_isolated_on_cpu_and_mixed_on_gpu() {
         use Take::*;
-        let st = [(true, 0), (false, 700), (false, 0), (true, 0), (false, 30)];
+        let st = [(1, 0), (0, 700), (0, 0), (1, 0), (0, 30)];
         let cases: &[(bool, bool, usize, &[Take], bool)] = &[
             // isolated: a prefill step holds one prompt chunk only...
             (
@@ -231,7 +232,7 @@ mod tests {
         }
         // Only prompts waiting: isolated keeps prefilling; short prompts (whole, under a tile)
         // share a step, a long one goes alone, one chunk at a time.
-        let st = [(false, 10), (false, 20), (false, 64), (false, 63)];
+        let st = [(0, 10), (0, 20), (0, 64), (0, 63)];
         assert_eq!(
             compose(&st, 512, true, true),
             (vec![Prompt(10), Prompt(20), Nothing, Prompt(63)], true)
@@ -240,25 +241,31 @@ mod tests {
             compose(&st, 40, true, true),
             (vec![Prompt(10), Prompt(20), Nothing, Nothing], true)
         );
-        let st = [(false, 0), (false, 64), (false, 5)];
+        let st = [(0, 0), (0, 64), (0, 5)];
         assert_eq!(
             compose(&st, 512, true, false),
             (vec![Nothing, Prompt(64), Nothing], true)
         );
         // A short prompt longer than the batch is cut like a long one.
-        let st = [(false, 50), (false, 5)];
+        let st = [(0, 50), (0, 5)];
         assert_eq!(
             compose(&st, 32, true, false),
             (vec![Prompt(32), Nothing], true)
         );
         // Only decoders: both modes decode.
-        let st = [(true, 0), (false, 0), (true, 0)];
+        let st = [(1, 0), (0, 0), (1, 0)];
         for isolate in [true, false] {
             assert_eq!(
                 compose(&st, 512, isolate, false),
                 (vec![Decode, Nothing, Decode], false)
             );
         }
+        // Drafts take batch room from the prompts on a GPU (here 5 + 3 decode tokens).
+        let st = [(5, 0), (0, 100), (3, 0)];
+        assert_eq!(
+            compose(&st, 20, false, false),
+            (vec![Decode, Prompt(12), Decode], true)
+        );
     }
 
     #[test]

@@ -211,6 +211,14 @@ pub struct Config {
     #[arg(long, env = "OLLAMA_MLX_DRAFT_UNDER_GRAMMAR", value_parser = parse::clap_bool, num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "false")]
     pub mlx_draft_under_grammar: bool,
+    /// Draft tokens per step for the llama.cpp runner's n-gram (prompt lookup) speculative
+    /// drafter; 0 = off. Output is identical either way; it pays on copy-heavy work.
+    #[arg(long, env = "HERD_DRAFT_NGRAM", value_parser = parse::clap_uint::<0>, default_value = "0")]
+    pub draft_ngram: u32,
+    /// Let the llama.cpp runner's drafter run while a grammar constrains output.
+    #[arg(long, env = "HERD_DRAFT_UNDER_GRAMMAR", value_parser = parse::clap_bool, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false")]
+    pub draft_under_grammar: bool,
     /// Path of the runner-llamacpp binary (default: next to the herd executable).
     #[arg(long, env = "HERD_RUNNER", value_parser = parse_path)]
     pub runner: Option<PathBuf>,
@@ -333,6 +341,11 @@ impl Config {
             (
                 "OLLAMA_MLX_DRAFT_UNDER_GRAMMAR",
                 self.mlx_draft_under_grammar.to_string(),
+            ),
+            ("HERD_DRAFT_NGRAM", self.draft_ngram.to_string()),
+            (
+                "HERD_DRAFT_UNDER_GRAMMAR",
+                self.draft_under_grammar.to_string(),
             ),
             ("HERD_RUNNER", self.runner_path().display().to_string()),
             (

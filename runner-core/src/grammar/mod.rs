@@ -152,6 +152,8 @@ impl Grammars {
         Ok(GrammarMask {
             worker: MaskWorker::start(matcher),
             outstanding: 1,
+            ff_outstanding: 1,
+            forced: Vec::new(),
             eog: self.eog.clone(),
             times_ns: Vec::new(),
             engine_ns: Vec::new(),
@@ -175,6 +177,10 @@ pub struct GrammarMask {
     worker: MaskWorker,
     /// Requests (the start and each `commit`) whose results `apply` has not taken yet.
     outstanding: usize,
+    /// Commands (and the start) whose forced-bytes results `forced` has not taken yet.
+    ff_outstanding: usize,
+    /// The bytes forced from the current state, once `ff_outstanding` is 0.
+    forced: Vec<u8>,
     eog: Vec<Token>,
     /// Each `apply` on the decode thread: waiting for the mask + writing it into the logits (the
     /// time constrained decoding adds to a step).
@@ -309,6 +315,19 @@ impl TokenMask for GrammarMask {
         // A rejected token comes back as the next step's error (the request then ends).
         self.worker.request(Some(token as u32));
         self.outstanding += 1;
+        self.ff_outstanding += 1;
+    }
+
+    fn forced(&mut self) -> Vec<u8> {
+        if self.failed {
+            return Vec::new();
+        }
+        while self.ff_outstanding > 0 {
+            let f = self.worker.take_forced();
+            self.ff_outstanding = self.ff_outstanding.saturating_sub(f.covers);
+            self.forced = f.bytes;
+        }
+        self.forced.clone()
     }
 }
 

@@ -326,3 +326,34 @@ fn percentiles_by_nearest_rank() {
     assert_eq!(percentiles(&v), Some((50, 99, 100)));
     assert_eq!(percentiles(&[5]), Some((5, 5, 5)));
 }
+
+/// Grammar fast-forward: the forced bytes of each state, as the engine drafts them.
+#[test]
+fn forced_bytes_follow_the_state_and_stop_where_the_model_chooses() {
+    let g = grammars();
+    let s = json!({
+        "type": "object",
+        "properties": {"alpha": {"type": "string"}, "beta": {"type": "integer"}},
+        "required": ["alpha", "beta"],
+        "additionalProperties": false
+    });
+    let mut m = g.mask(&schema(s, &[])).unwrap();
+    let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
+    // The opening brace is forced; whitespace after it is the model's choice.
+    assert_eq!(text(m.forced()), "{");
+    feed(&mut m, "{\"");
+    // After the key's opening quote the only required key left to start is forced.
+    let key = text(m.forced());
+    assert!(key.starts_with("alpha\""), "{key:?}");
+    feed(&mut m, &key);
+    feed(&mut m, ": \"x");
+    // Inside a free string nothing is forced.
+    assert_eq!(text(m.forced()), "");
+    feed(&mut m, "\", \"");
+    let key = text(m.forced());
+    assert!(key.starts_with("beta\""), "{key:?}");
+    // Every forced byte is allowed by the mask in turn (the engine verifies them by sampling).
+    feed(&mut m, &key);
+    feed(&mut m, ": 7");
+    assert!(allowed(&mut m, b'}' as Token));
+}

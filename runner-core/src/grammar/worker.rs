@@ -8,6 +8,13 @@
 //! worker wakes are applied together and answered by one result that says how many it covers
 //! (commits without an `apply` between them cost one mask, not one each); a consume error is that
 //! result's error.
+//!
+//! Before each mask the worker also sends the bytes the grammar forces from the new state
+//! (llguidance's `compute_ff_bytes`, cheap next to a mask) on a channel of their own, so the
+//! engine can draft them (grammar fast-forward) without waiting for the mask, which keeps
+//! overlapping the decode. Bytes, not `compute_ff_tokens`: llguidance forces tokens only with a
+//! canonical tokenizer, and ours is the trie's approximation; the engine tokenizes the bytes
+//! with the model's own tokenizer.
 
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::thread::JoinHandle;
@@ -25,9 +32,17 @@ pub(super) struct Computed {
     pub covers: usize,
 }
 
+/// The forced bytes of the state after a batch of commands (empty after a consume error),
+/// sent before that state's [`Computed`]; `covers` as there.
+pub(super) struct Forced {
+    pub bytes: Vec<u8>,
+    pub covers: usize,
+}
+
 pub(super) struct MaskWorker {
     tx: Option<Sender<Option<u32>>>,
     rx: Receiver<Computed>,
+    ff_rx: Receiver<Forced>,
     handle: Option<JoinHandle<()>>,
 }
 
@@ -36,6 +51,7 @@ impl MaskWorker {
     pub fn start(mut matcher: Matcher) -> MaskWorker {
         let (tx, cmds) = channel::<Option<u32>>();
         let (results, rx) = channel::<Computed>();
+        let (ff_tx, ff_rx) = channel::<Forced>();
         let handle = std::thread::Builder::new()
             .name("grammar-mask".into())
             .spawn(move || {
@@ -48,6 +64,17 @@ impl MaskWorker {
                             consumed = matcher.consume_token(*t).map_err(|e| e.to_string());
                         }
                     }
+                    let bytes = if consumed.is_ok() {
+                        matcher.compute_ff_bytes()
+                    } else {
+                        Vec::new()
+                    };
+                    // Nobody may be listening for forced tokens; the mask channel decides
+                    // when the worker ends.
+                    let _ = ff_tx.send(Forced {
+                        bytes,
+                        covers: batch.len(),
+                    });
                     let mask = consumed
                         .and_then(|()| matcher.compute_mask_or_eos().map_err(|e| e.to_string()));
                     let engine_ns = started.elapsed().as_nanos() as u64;
@@ -70,6 +97,7 @@ impl MaskWorker {
         MaskWorker {
             tx: Some(tx),
             rx,
+            ff_rx,
             handle,
         }
     }
@@ -80,6 +108,14 @@ impl MaskWorker {
             // A send error means the worker has gone; `take` reports it.
             let _ = tx.send(token);
         }
+    }
+
+    /// Waits for the oldest outstanding forced-bytes result.
+    pub fn take_forced(&self) -> Forced {
+        self.ff_rx.recv().unwrap_or(Forced {
+            bytes: Vec::new(),
+            covers: usize::MAX,
+        })
     }
 
     /// Waits for the oldest outstanding result.

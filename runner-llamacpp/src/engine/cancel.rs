@@ -95,7 +95,13 @@ pub(super) fn after_abort(
             taken.append(&mut a.pending);
             a.pending = taken;
         } else if a.logits_at.is_some() {
-            // A decoding slot pushed exactly its sampled token (after any context shift).
+            // A decoding slot pushed exactly its sampled token (after any context shift) and
+            // its draft tokens; the next step drafts again.
+            let drafted = a.draft.len();
+            slot.cache.truncate(slot.cache.len() - drafted);
+            a.timings.drafted -= drafted as u32;
+            a.draft.clear();
+            a.draft_rows.clear();
             a.next = slot.cache.pop();
         }
         a.logits_at = None;

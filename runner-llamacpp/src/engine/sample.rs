@@ -41,13 +41,18 @@ pub(super) fn sample_all(
         .sum();
     match pool {
         Some(p) if work.len() > 1 && elems >= PARALLEL_MIN => {
-            p.install(|| work.par_iter_mut().with_max_len(1).map(one).collect())
+            p.install(|| work.par_iter_mut().with_max_len(1).map(one_of).collect())
         }
-        _ => work.iter_mut().map(one).collect(),
+        _ => work.iter_mut().map(one_of).collect(),
     }
 }
 
-fn one((a, row): &mut (&mut Active, Row)) -> Option<Choice> {
+fn one_of((a, row): &mut (&mut Active, Row)) -> Option<Choice> {
+    one(a, row)
+}
+
+/// Sample one row with the slot's sampler.
+pub(super) fn one(a: &mut Active, row: &mut Row) -> Option<Choice> {
     match row {
         Row::Logits(row) => {
             let lp = a.req.logprobs || a.req.top_logprobs > 0;
@@ -96,6 +101,9 @@ mod tests {
             timings: Timings::default(),
             logits_at: Some(0),
             needs_row: true,
+            draft: Vec::new(),
+            draft_rows: Vec::new(),
+            ngram: 0,
         }
     }
 

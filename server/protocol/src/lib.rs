@@ -336,6 +336,17 @@ pub struct Timings {
     pub eval_duration_ns: u64,
     /// Prompt tokens reused from the slot's cache (not evaluated again).
     pub cached_tokens: u32,
+    /// Speculative decoding: draft tokens verified by the target (grammar fast-forward, n-gram
+    /// or draft model), and how many of them sampling confirmed. Absent when nothing was
+    /// drafted (not an Ollama field: herd's server logs it and counts it in its metrics).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub drafted: u32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub accepted: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// One line of the `/completion` NDJSON stream.

@@ -113,6 +113,14 @@ pub struct LoadOptions {
     /// micro-batch holds at least this many, since the server may send any grid up to it.
     #[serde(default)]
     pub image_max_tokens: Option<u32>,
+    /// Speculative decoding with the n-gram (prompt lookup) drafter: draft tokens per step,
+    /// 0 = off (`HERD_DRAFT_NGRAM`).
+    #[serde(default)]
+    pub draft_ngram: u32,
+    /// Constrained requests draft too (`HERD_DRAFT_UNDER_GRAMMAR`); a grammar's forced text is
+    /// drafted either way.
+    #[serde(default)]
+    pub draft_under_grammar: bool,
 }
 
 impl Default for LoadOptions {
@@ -136,6 +144,8 @@ impl Default for LoadOptions {
             tensor_split: String::new(),
             image_min_tokens: None,
             image_max_tokens: None,
+            draft_ngram: 0,
+            draft_under_grammar: false,
         }
     }
 }
@@ -196,6 +206,13 @@ impl LoadOptions {
         if let Some(n) = self.image_max_tokens {
             a.push("--image-max-tokens".into());
             a.push(n.to_string());
+        }
+        if self.draft_ngram > 0 {
+            a.push("--draft-ngram".into());
+            a.push(self.draft_ngram.to_string());
+        }
+        if self.draft_under_grammar {
+            a.push("--draft-under-grammar".into());
         }
         a
     }

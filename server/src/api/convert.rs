@@ -228,6 +228,7 @@ mod tests {
             eval_count: 5,
             eval_duration_ns: 9_000,
             cached_tokens: 3,
+            ..Timings::default()
         };
         let m = metrics(&t, Duration::from_millis(1), Duration::from_millis(20));
         // The whole prompt: 10 evaluated + 3 from the cache (Ollama since 0.30).

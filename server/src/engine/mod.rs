@@ -136,6 +136,8 @@ pub fn start(config: &crate::config::Config) -> std::io::Result<(Engine, tempfil
         format_two_pass: config.format_two_pass,
         rpc: crate::worker::RpcWorkers::start(&config.rpc).map_err(std::io::Error::other)?,
         tensor_split: config.rpc.tensor_split.clone(),
+        draft_ngram: config.draft_ngram,
+        draft_under_grammar: config.draft_under_grammar,
         ..Settings::default()
     };
     Ok((Engine::new(Scheduler::new(sc), settings), dir))

@@ -24,6 +24,9 @@ pub struct Settings {
     pub rpc: Option<std::sync::Arc<crate::worker::RpcWorkers>>,
     /// `HERD_TENSOR_SPLIT`, passed to every load.
     pub tensor_split: String,
+    /// `HERD_DRAFT_NGRAM` and `HERD_DRAFT_UNDER_GRAMMAR` (runner-llamacpp's drafting).
+    pub draft_ngram: u32,
+    pub draft_under_grammar: bool,
 }
 
 impl Default for Settings {
@@ -36,6 +39,8 @@ impl Default for Settings {
             format_two_pass: false,
             rpc: None,
             tensor_split: String::new(),
+            draft_ngram: 0,
+            draft_under_grammar: false,
         }
     }
 }
@@ -79,6 +84,8 @@ pub fn load_options(opts: &Options, model: &Model, settings: &Settings) -> LoadO
         lora: model.view.adapter_paths.clone(),
         // Ollama's runner loads the first projector layer.
         projector: model.view.projector_paths.first().cloned(),
+        draft_ngram: settings.draft_ngram,
+        draft_under_grammar: settings.draft_under_grammar,
         ..LoadOptions::default()
     };
     // A dynamic-resolution projector gets images already resized to their budget's grid

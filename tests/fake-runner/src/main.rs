@@ -364,6 +364,7 @@ async fn completion(state: Arc<State>, req: CompletionRequest) -> Response<BoxBo
                 eval_count,
                 eval_duration_ns: started.elapsed().as_nanos() as u64,
                 cached_tokens: 0,
+                ..Timings::default()
             },
         };
         let _ = tx.send(line(&done)).await;
