@@ -8,6 +8,7 @@
 mod embed;
 mod engine;
 mod ffi;
+mod memory;
 #[cfg(test)]
 mod numerics;
 mod plan;
@@ -302,10 +303,17 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
         n_embd: model.n_embd() as u32,
         n_ctx_train: model.n_ctx_train().max(0) as u32,
         embedding: args.embedding || pooled,
-        memory_bytes: model.size_bytes() + ctx.state_size() as u64,
+        memory_bytes: 0,
         memory_device_bytes: 0,
         eog_tokens: model.eog_tokens(),
+        devices: memory::report(&ffi::devices(), &ctx.memory_breakdown()),
     };
+    let mut info = info;
+    (info.memory_bytes, info.memory_device_bytes) = memory::totals(&info.devices);
+    if info.memory_bytes == 0 {
+        // llama.cpp's breakdown threw: the file and the state are a lower bound, device unknown.
+        info.memory_bytes = model.size_bytes() + ctx.state_size() as u64;
+    }
     let embed_limit = if pooled {
         n_ctx_seq.min(cp.n_ubatch as usize)
     } else {
