@@ -119,6 +119,8 @@ pub fn start(config: &crate::config::Config) -> std::io::Result<(Engine, tempfil
     let mut sc = crate::scheduler::SchedulerConfig::new(config.runner_path(), dir.path());
     sc.num_parallel = config.num_parallel;
     sc.max_loaded_models = config.max_loaded_models as usize;
+    sc.memory_budget = config.memory_budget;
+    sc.gpu_overhead = config.gpu_overhead;
     sc.max_queue = config.max_queue as usize;
     sc.default_keep_alive = config.keep_alive;
     sc.load_timeout = config.load_timeout.0;

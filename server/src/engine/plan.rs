@@ -90,6 +90,12 @@ pub fn model_request(
         name: model.display_name.clone(),
         digest: model.digest.clone(),
         memory: memory::estimate(&model.memory, &for_estimate),
+        kv_per_slot: memory::kv_cache_bytes(
+            &model.memory,
+            for_estimate.ctx_size,
+            1,
+            for_estimate.kv_cache_type.bytes_per_element(),
+        ),
         options: load,
         keep_alive,
     }

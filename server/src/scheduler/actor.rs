@@ -102,7 +102,16 @@ struct Actor {
     max_keep_alive: Option<Duration>,
     pins: crate::config::Pins,
     metrics: crate::metrics::Metrics,
-    limits: Limits,
+    /// `OLLAMA_MAX_LOADED_MODELS` as configured (0 = 3 per GPU).
+    max_loaded_models: usize,
+    /// `HERD_MEMORY_BUDGET`.
+    memory_override: Option<u64>,
+    /// `OLLAMA_GPU_OVERHEAD`, per GPU.
+    gpu_overhead: u64,
+    /// Host RAM available when the scheduler started (the CPU-only budget).
+    system_available: Option<u64>,
+    /// Total memory of each GPU, from the latest runner that reported devices (none until then).
+    gpu_totals: Vec<u64>,
     spawn: SpawnConfig,
     entries: BTreeMap<RunnerId, Entry>,
     queue: VecDeque<Pending>,
@@ -120,10 +129,11 @@ pub(super) fn start(cfg: SchedulerConfig) -> mpsc::UnboundedSender<Cmd> {
         max_keep_alive: cfg.max_keep_alive,
         pins: cfg.pins.clone(),
         metrics: cfg.metrics.clone(),
-        limits: Limits {
-            max_loaded: cfg.max_loaded(),
-            memory_budget: cfg.memory_budget,
-        },
+        max_loaded_models: cfg.max_loaded_models,
+        memory_override: cfg.memory_budget,
+        gpu_overhead: cfg.gpu_overhead,
+        system_available: super::memory::system_available(),
+        gpu_totals: Vec::new(),
         spawn: cfg.spawn_config(),
         entries: BTreeMap::new(),
         queue: VecDeque::new(),
@@ -183,6 +193,8 @@ impl Actor {
             Cmd::Acquire { mut req, reply } => {
                 if req.options.parallel == 0 {
                     req.options.parallel = self.num_parallel;
+                    // The estimate counted one slot's KV cache.
+                    req.memory += req.kv_per_slot * u64::from(self.num_parallel - 1);
                 }
                 self.queue.push_back(Pending {
                     req,
@@ -202,6 +214,20 @@ impl Actor {
             }
             Cmd::Unload { model, reply } => self.unload(model, reply),
             Cmd::Shutdown { .. } => unreachable!("handled by run"),
+        }
+    }
+
+    /// The limits now: the memory budget and the default model count depend on the GPUs that
+    /// runners have reported.
+    fn limits(&self) -> Limits {
+        Limits {
+            max_loaded: super::memory::max_loaded(self.max_loaded_models, self.gpu_totals.len()),
+            memory_budget: super::memory::budget(
+                self.memory_override,
+                self.gpu_overhead,
+                &self.gpu_totals,
+                self.system_available,
+            ),
         }
     }
 
@@ -249,6 +275,7 @@ impl Actor {
         self.prune_exited(None);
         self.queue.retain(|p| !p.reply.is_closed());
         let mut load_blocked = false;
+        let limits = self.limits();
         let mut i = 0;
         while i < self.queue.len() {
             let p = &self.queue[i];
@@ -256,7 +283,7 @@ impl Actor {
                 &p.req.options,
                 p.req.memory,
                 &self.views(Instant::now()),
-                &self.limits,
+                &limits,
             );
             match plan {
                 Plan::Reuse(id) => {
@@ -274,6 +301,18 @@ impl Actor {
                     let _ = p.reply.send(Err(self.no_room(&p.req.name)));
                     continue;
                 }
+                Plan::NeverFits {
+                    required,
+                    available,
+                } => {
+                    let p = self.queue.remove(i).expect("index in range");
+                    tracing::warn!(model = %p.req.name, required, available, "model does not fit the memory budget");
+                    let _ = p.reply.send(Err(Error::InsufficientMemory {
+                        required: super::memory::human_bytes2(required),
+                        available: super::memory::human_bytes2(available),
+                    }));
+                    continue;
+                }
             }
             i += 1;
         }
@@ -285,7 +324,7 @@ impl Actor {
             "model '{name}' cannot be loaded: the pinned models (HERD_PIN={}) fill \
              OLLAMA_MAX_LOADED_MODELS={} or the memory available",
             self.pins.shown(),
-            self.limits.max_loaded
+            self.limits().max_loaded
         ))
     }
 
@@ -394,6 +433,16 @@ impl Actor {
         match result {
             Ok(runner) => match self.entries.get_mut(&id) {
                 Some(e) => {
+                    let gpus: Vec<u64> = runner
+                        .info()
+                        .devices
+                        .iter()
+                        .filter(|d| d.kind != runner_protocol::DeviceKind::Cpu)
+                        .map(|d| d.total)
+                        .collect();
+                    if !runner.info().devices.is_empty() {
+                        self.gpu_totals = gpus;
+                    }
                     e.runner = Some(runner.clone());
                     let tx = self.tx.clone();
                     self.tasks.spawn(async move {

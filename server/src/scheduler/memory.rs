@@ -1,7 +1,8 @@
 //! Memory a runner is predicted to need before it is started: the model file plus its KV cache
-//! (Ollama's `PredictServerVRAM` idea). Pure arithmetic over numbers the caller reads from GGUF
-//! metadata; compute buffers are not modelled, so this is a lower bound the budget leaves room
-//! for.
+//! (Ollama's `PredictServerVRAM` idea), and the budget all runners share. Pure arithmetic over
+//! numbers the caller reads from GGUF metadata, the config and runners' `/info`; compute buffers
+//! are not modelled before load, so the estimate is a lower bound that the runner's own report
+//! replaces once it is ready.
 
 use runner_protocol::LoadOptions;
 
@@ -67,10 +68,116 @@ pub fn estimate(m: &MemoryInputs, opts: &LoadOptions) -> u64 {
         )
 }
 
+/// The bytes all loaded runners may hold together, and whether a model that alone exceeds
+/// them is refused before it is tried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    pub bytes: u64,
+    /// Refuse a model bigger than `bytes` with Ollama's "requires more system memory" error.
+    /// Off for a GPU budget: llama.cpp then offloads what fits and keeps the rest in RAM.
+    pub hard: bool,
+}
+
+/// The memory budget: `HERD_MEMORY_BUDGET` when set (hard); else, once a runner has reported
+/// GPUs, their total memory less `OLLAMA_GPU_OVERHEAD` each (soft: a bigger model is still
+/// tried, partly offloaded); else host RAM available at startup (hard, as Ollama on CPU).
+pub fn budget(
+    override_bytes: Option<u64>,
+    gpu_overhead: u64,
+    gpu_totals: &[u64],
+    system_available: Option<u64>,
+) -> Option<Budget> {
+    if let Some(bytes) = override_bytes {
+        return Some(Budget { bytes, hard: true });
+    }
+    if !gpu_totals.is_empty() {
+        let bytes = gpu_totals
+            .iter()
+            .map(|t| t.saturating_sub(gpu_overhead))
+            .sum();
+        return Some(Budget { bytes, hard: false });
+    }
+    system_available.map(|bytes| Budget { bytes, hard: true })
+}
+
+/// `OLLAMA_MAX_LOADED_MODELS`: the configured value, or 0 = 3 per GPU (3 without GPUs).
+pub fn max_loaded(configured: usize, n_gpus: usize) -> usize {
+    if configured > 0 {
+        configured
+    } else {
+        3 * n_gpus.max(1)
+    }
+}
+
+/// Host RAM available now (`MemAvailable` in /proc/meminfo), `None` where it cannot be read.
+pub fn system_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Ollama's `format.HumanBytes2`: binary units with one decimal.
+pub fn human_bytes2(b: u64) -> String {
+    const KIB: f64 = 1024.0;
+    let f = b as f64;
+    if f >= KIB * KIB * KIB {
+        format!("{:.1} GiB", f / (KIB * KIB * KIB))
+    } else if f >= KIB * KIB {
+        format!("{:.1} MiB", f / (KIB * KIB))
+    } else if f >= KIB {
+        format!("{:.1} KiB", f / KIB)
+    } else {
+        format!("{b} B")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use runner_protocol::KvCacheType;
+
+    #[test]
+    fn budget_table() {
+        let hard = |bytes| Some(Budget { bytes, hard: true });
+        let soft = |bytes| Some(Budget { bytes, hard: false });
+        // (override, overhead, gpu totals, system available) → budget
+        let cases: [(Option<u64>, u64, &[u64], Option<u64>, Option<Budget>); 6] = [
+            (Some(500), 0, &[], Some(9000), hard(500)),
+            (Some(500), 100, &[8000], Some(9000), hard(500)),
+            (None, 0, &[], Some(9000), hard(9000)),
+            (None, 100, &[8000, 4000], Some(9000), soft(7900 + 3900)),
+            (None, 9000, &[8000], None, soft(0)),
+            (None, 0, &[], None, None),
+        ];
+        for (o, overhead, gpus, sys, want) in cases {
+            assert_eq!(
+                budget(o, overhead, gpus, sys),
+                want,
+                "{o:?} {overhead} {gpus:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn max_loaded_and_human_bytes_tables() {
+        for (configured, gpus, want) in [(0, 0, 3), (0, 1, 3), (0, 4, 12), (2, 4, 2), (5, 0, 5)] {
+            assert_eq!(max_loaded(configured, gpus), want, "{configured} {gpus}");
+        }
+        for (b, want) in [
+            (0, "0 B"),
+            (1023, "1023 B"),
+            (1536, "1.5 KiB"),
+            (200 * 1024 * 1024, "200.0 MiB"),
+            (47_244_640_256, "44.0 GiB"),
+        ] {
+            assert_eq!(human_bytes2(b), want);
+        }
+        assert!(
+            system_available().is_some_and(|b| b > 0),
+            "Linux has /proc/meminfo"
+        );
+    }
 
     #[test]
     fn gqa_widths_from_heads() {

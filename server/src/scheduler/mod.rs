@@ -39,7 +39,7 @@ use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 pub struct SchedulerConfig {
     /// `OLLAMA_NUM_PARALLEL`: slots per runner when a request's `LoadOptions::parallel` is 0.
     pub num_parallel: u32,
-    /// `OLLAMA_MAX_LOADED_MODELS`; 0 = 3.
+    /// `OLLAMA_MAX_LOADED_MODELS`; 0 = 3 per GPU that runners report (3 without GPUs).
     pub max_loaded_models: usize,
     /// `OLLAMA_MAX_QUEUE`: requests pending or active at once (at least 1).
     pub max_queue: usize,
@@ -47,8 +47,11 @@ pub struct SchedulerConfig {
     pub default_keep_alive: KeepAlive,
     /// `OLLAMA_LOAD_TIMEOUT`: load stall deadline, reset on progress. `None` = no limit.
     pub load_timeout: Option<Duration>,
-    /// Bytes all loaded runners may use together (by their estimates); `None` = unlimited.
+    /// `HERD_MEMORY_BUDGET`: bytes all loaded runners may use together (estimates before load,
+    /// their own reports after), a hard limit; `None` = from the devices (`memory::budget`).
     pub memory_budget: Option<u64>,
+    /// `OLLAMA_GPU_OVERHEAD`: bytes of each GPU left out of the budget.
+    pub gpu_overhead: u64,
     /// Runner executable (runner-llamacpp, or the fake runner in tests).
     pub runner_binary: PathBuf,
     /// Private 0700 directory for runner sockets (`runner::create_runner_dir`).
@@ -80,6 +83,7 @@ impl SchedulerConfig {
             default_keep_alive: KeepAlive::DEFAULT,
             load_timeout: Some(Duration::from_secs(300)),
             memory_budget: None,
+            gpu_overhead: 0,
             runner_binary: runner_binary.into(),
             runner_dir: runner_dir.into(),
             runner_env: Vec::new(),
@@ -89,14 +93,6 @@ impl SchedulerConfig {
             max_keep_alive: None,
             pins: crate::config::Pins::default(),
             metrics: crate::metrics::Metrics::default(),
-        }
-    }
-
-    fn max_loaded(&self) -> usize {
-        if self.max_loaded_models == 0 {
-            3
-        } else {
-            self.max_loaded_models
         }
     }
 
@@ -123,8 +119,11 @@ pub struct ModelRequest {
     pub options: LoadOptions,
     /// `None` = the configured default.
     pub keep_alive: Option<KeepAlive>,
-    /// Predicted bytes (`memory::estimate`).
+    /// Predicted bytes (`memory::estimate`) for `options.parallel` slots (one when it is 0).
     pub memory: u64,
+    /// One slot's KV cache bytes: the scheduler adds one per extra slot when it fills
+    /// `parallel` from `OLLAMA_NUM_PARALLEL`.
+    pub kv_per_slot: u64,
 }
 
 /// One loaded model as `/api/ps` reports it.

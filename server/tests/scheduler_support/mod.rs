@@ -139,6 +139,7 @@ impl Env {
             },
             keep_alive,
             memory: 1000,
+            kv_per_slot: 0,
         }
     }
 }
