@@ -1,5 +1,6 @@
 //! Eviction by memory against the fake runner (`--memory`/`--vram` make it report what a real
-//! runner would in `/info`): a runner's own report replaces the estimate for accounting, the
+//! runner would in `/info`): a runner's own report replaces the estimate for accounting (and
+//! for planning the next load with the same options), the
 //! idle model is evicted to make room, a model with a lease is never evicted (the new one
 //! waits), a model that alone exceeds `HERD_MEMORY_BUDGET` fails with Ollama's error, and
 //! `/api/ps`'s numbers are the runner's. Needs `cargo build -p fake-runner` first.
@@ -87,5 +88,13 @@ async fn eviction_by_reported_memory_spares_busy_models_and_refuses_the_too_big(
         .await
         .unwrap();
     drop(again);
+
+    // a again: planned with its measured 2000, not the estimate of 1000, so both idle models
+    // go (by the estimate, evicting one would have been enough).
+    let lease_a = sched.acquire(a).await.unwrap();
+    let ps = sched.ps().await;
+    assert_eq!(ps.len(), 1, "{ps:?}");
+    assert_eq!(ps[0].name, "a:latest");
+    drop(lease_a);
     sched.shutdown().await;
 }

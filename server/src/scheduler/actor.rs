@@ -13,7 +13,7 @@
 //! - Internal tasks hold only weak senders, so dropping every `Scheduler` handle and lease ends
 //!   the actor (which then stops its runners).
 
-use super::policy::{self, Limits, LoadedView, Plan, RunnerId};
+use super::policy::{self, LoadedView, Plan, RunnerId};
 use super::{KeepAlive, Lease, ModelRequest, RunningModel, SchedulerConfig};
 use crate::error::{Error, Result};
 use crate::runner::{ExitCause, Runner, SpawnConfig};
@@ -26,6 +26,7 @@ use tokio::task::JoinSet;
 use tokio::time::{sleep_until, Instant};
 use tokio_util::sync::CancellationToken;
 
+mod budget;
 mod ps;
 
 pub(super) enum Cmd {
@@ -112,6 +113,9 @@ struct Actor {
     system_available: Option<u64>,
     /// Total memory of each GPU, from the latest runner that reported devices (none until then).
     gpu_totals: Vec<u64>,
+    /// What runners reported holding once ready, by load options (latest [`LEARNED_MAX`]):
+    /// a later load with the same options is planned with this instead of the GGUF estimate.
+    learned: VecDeque<(LoadOptions, u64)>,
     spawn: SpawnConfig,
     entries: BTreeMap<RunnerId, Entry>,
     queue: VecDeque<Pending>,
@@ -134,6 +138,7 @@ pub(super) fn start(cfg: SchedulerConfig) -> mpsc::UnboundedSender<Cmd> {
         gpu_overhead: cfg.gpu_overhead,
         system_available: super::memory::system_available(),
         gpu_totals: Vec::new(),
+        learned: VecDeque::new(),
         spawn: cfg.spawn_config(),
         entries: BTreeMap::new(),
         queue: VecDeque::new(),
@@ -217,20 +222,6 @@ impl Actor {
         }
     }
 
-    /// The limits now: the memory budget and the default model count depend on the GPUs that
-    /// runners have reported.
-    fn limits(&self) -> Limits {
-        Limits {
-            max_loaded: super::memory::max_loaded(self.max_loaded_models, self.gpu_totals.len()),
-            memory_budget: super::memory::budget(
-                self.memory_override,
-                self.gpu_overhead,
-                &self.gpu_totals,
-                self.system_available,
-            ),
-        }
-    }
-
     fn views(&self, now: Instant) -> Vec<LoadedView<'_>> {
         self.entries
             .iter()
@@ -281,7 +272,7 @@ impl Actor {
             let p = &self.queue[i];
             let plan = policy::plan(
                 &p.req.options,
-                p.req.memory,
+                self.predicted(&p.req),
                 &self.views(Instant::now()),
                 &limits,
             );
@@ -433,17 +424,9 @@ impl Actor {
         match result {
             Ok(runner) => match self.entries.get_mut(&id) {
                 Some(e) => {
-                    let gpus: Vec<u64> = runner
-                        .info()
-                        .devices
-                        .iter()
-                        .filter(|d| d.kind != runner_protocol::DeviceKind::Cpu)
-                        .map(|d| d.total)
-                        .collect();
-                    if !runner.info().devices.is_empty() {
-                        self.gpu_totals = gpus;
-                    }
+                    let options = e.options.clone();
                     e.runner = Some(runner.clone());
+                    self.learn(options, &runner);
                     let tx = self.tx.clone();
                     self.tasks.spawn(async move {
                         runner.exited().await;
