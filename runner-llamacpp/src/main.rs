@@ -122,6 +122,10 @@ fn main() {
     if std::env::args_os().nth(1).is_some_and(|a| a == "quantize") {
         std::process::exit(quantize::main(std::env::args_os().skip(1)));
     }
+    // `runner-llamacpp devices`: the devices' memory as JSON, for the server's startup.
+    if std::env::args_os().nth(1).is_some_and(|a| a == "devices") {
+        std::process::exit(memory::devices_main());
+    }
     let args = Args::parse();
     if args.parallel == 0 || args.ctx_size == 0 || args.batch == 0 {
         eprintln!("runner-llamacpp: --parallel, --ctx-size and --batch must be positive");

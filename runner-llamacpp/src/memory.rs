@@ -62,6 +62,29 @@ pub fn report(devices: &[Device], buffers: &[BufferMemory]) -> Vec<DeviceMemory>
     out
 }
 
+/// `runner-llamacpp devices`: loads the backends beside the executable and prints every
+/// device's memory (nothing held) as a JSON array of [`DeviceMemory`] on stdout. Exit status 1
+/// when no backend loaded.
+pub fn devices_main() -> i32 {
+    let dir = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(std::path::Path::to_path_buf))
+        .unwrap_or_else(|| ".".into());
+    if crate::ffi::init_backends(&dir, crate::ffi::LogLevel::Warn) == 0 {
+        eprintln!(
+            "runner-llamacpp: no ggml backend loaded from {}",
+            dir.display()
+        );
+        return 1;
+    }
+    let list = report(&crate::ffi::devices(), &[]);
+    println!(
+        "{}",
+        serde_json::to_string(&list).unwrap_or_else(|_| "[]".into())
+    );
+    0
+}
+
 /// (everything held, of which on accelerators).
 pub fn totals(report: &[DeviceMemory]) -> (u64, u64) {
     let all = report.iter().map(DeviceMemory::held).sum();

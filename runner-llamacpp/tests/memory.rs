@@ -75,3 +75,27 @@ async fn info_reports_weights_kv_and_compute_per_device() {
     // Two slots of 512: the same 1024 cells, plus one more row of logits output.
     assert!(kv(&two) >= kv(&big), "{} vs {}", kv(&two), kv(&big));
 }
+
+#[test]
+fn devices_subcommand_lists_host_ram_first() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_runner-llamacpp"))
+        .arg("devices")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let list: Vec<runner_protocol::DeviceMemory> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(list[0].kind, DeviceKind::Cpu, "{list:?}");
+    assert!(list[0].total > 0, "{list:?}");
+    assert!(
+        list.iter().all(|d| d.held() == 0),
+        "nothing loaded: {list:?}"
+    );
+    if cfg!(not(feature = "cuda")) && cfg!(not(feature = "metal")) {
+        assert_eq!(list.len(), 1, "a CPU build has no GPU device: {list:?}");
+    }
+}

@@ -1,4 +1,5 @@
-//! Memory through the real `herd serve` and the real runner on CPU: `/api/ps` `size` holds the
+//! Memory through the real `herd serve` and the real runner on CPU: startup device discovery
+//! finds host RAM only (so the 4096-token tier), `/api/ps` `size` holds the
 //! KV cache and compute buffers besides the weights (more than the file), `size_vram` is 0 and
 //! `herd ps` says `100% CPU`; under `HERD_MEMORY_BUDGET` two real models that do not fit together
 //! swap instead of both loading, and a model bigger than the budget fails with Ollama's error
@@ -99,6 +100,10 @@ async fn ps_size_holds_kv_and_compute_and_cpu_models_show_100_percent_cpu() {
     );
     assert_eq!(m["size_vram"], 0, "a CPU build holds nothing on a GPU");
     eprintln!("smol: file {file}, /api/ps size {size}");
+    // Startup discovery (`runner-llamacpp devices`) found host RAM and no GPU: the 4096 tier.
+    let log = srv.log_text();
+    assert!(log.contains("device device=CPU"), "{log}");
+    assert!(!log.contains("kind=Gpu"), "{log}");
 
     let out = std::process::Command::new(HERD)
         .arg("ps")

@@ -129,12 +129,31 @@ pub fn start(config: &crate::config::Config) -> std::io::Result<(Engine, tempfil
     sc.pins = config.pin.clone();
     // Runners see an allow-listed copy of our environment, never all of it.
     sc.runner_env = crate::runner::runner_env(std::env::vars_os());
+    // The GPUs as the runners will see them: the context tier, budget and model count.
+    let devices = crate::scheduler::devices::discover(
+        &sc.runner_binary,
+        &sc.runner_env,
+        std::time::Duration::from_secs(30),
+    );
+    sc.gpu_totals = crate::scheduler::devices::gpu_totals(&devices);
+    for d in &devices {
+        tracing::info!(device = %d.name, description = %d.description, kind = ?d.kind, total = d.total, free = d.free, "device");
+    }
+    let default_num_ctx =
+        crate::scheduler::memory::default_num_ctx(&sc.gpu_totals, config.gpu_overhead);
+    let fit_budget = (!sc.gpu_totals.is_empty()).then(|| {
+        sc.gpu_totals
+            .iter()
+            .map(|t| t.saturating_sub(config.gpu_overhead))
+            .sum()
+    });
     let settings = Settings {
         context_length: config.context_length,
         flash_attention: config.flash_attention,
         kv_cache_type: config.kv_cache_type,
         format_two_pass: config.format_two_pass,
-        ..Settings::default()
+        default_num_ctx,
+        fit_budget,
     };
     Ok((Engine::new(Scheduler::new(sc), settings), dir))
 }

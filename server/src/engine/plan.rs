@@ -20,6 +20,9 @@ pub struct Settings {
     pub kv_cache_type: KvCacheType,
     /// `OLLAMA_FORMAT_TWO_PASS`: a format after thinking runs as two generations.
     pub format_two_pass: bool,
+    /// GPU memory (less `OLLAMA_GPU_OVERHEAD`) that caps the tier default context
+    /// (`memory::fit_num_ctx`); `None` = no GPUs, no cap.
+    pub fit_budget: Option<u64>,
 }
 
 impl Default for Settings {
@@ -30,6 +33,7 @@ impl Default for Settings {
             flash_attention: FlashAttention::Auto,
             kv_cache_type: KvCacheType::F16,
             format_two_pass: false,
+            fit_budget: None,
         }
     }
 }
@@ -73,6 +77,10 @@ pub fn load_options(opts: &Options, model: &Model, settings: &Settings) -> LoadO
     };
     opts.apply_to_load(&mut load);
     load.ctx_size = effective_num_ctx(opts.runner.num_ctx, settings, model.ctx_train);
+    let tier_default = opts.runner.num_ctx <= 0 && settings.context_length == 0;
+    if let Some(budget) = settings.fit_budget.filter(|_| tier_default) {
+        load.ctx_size = memory::fit_num_ctx(&model.memory, &load, budget);
+    }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     Options::clamp_load(&mut load, u32::try_from(cpus).unwrap_or(u32::MAX));
     load

@@ -137,7 +137,7 @@ pub(super) fn start(cfg: SchedulerConfig) -> mpsc::UnboundedSender<Cmd> {
         memory_override: cfg.memory_budget,
         gpu_overhead: cfg.gpu_overhead,
         system_available: super::memory::system_available(),
-        gpu_totals: Vec::new(),
+        gpu_totals: cfg.gpu_totals.clone(),
         learned: VecDeque::new(),
         spawn: cfg.spawn_config(),
         entries: BTreeMap::new(),

@@ -112,6 +112,33 @@ pub fn budget(
     system_available.map(|bytes| Budget { bytes, hard: true })
 }
 
+/// Ollama's default context when `OLLAMA_CONTEXT_LENGTH` is 0: by total GPU memory (less the
+/// overhead), ≥ 47 GiB → 262144, ≥ 23 GiB → 32768, else (CPU-only included) 4096.
+pub fn default_num_ctx(gpu_totals: &[u64], gpu_overhead: u64) -> u32 {
+    const GIB: u64 = 1 << 30;
+    let vram: u64 = gpu_totals
+        .iter()
+        .map(|t| t.saturating_sub(gpu_overhead))
+        .sum();
+    if vram >= 47 * GIB {
+        262_144
+    } else if vram >= 23 * GIB {
+        32_768
+    } else {
+        4096
+    }
+}
+
+/// The tier default capped by what fits: halves `opts.ctx_size` (never below 4096, the lowest
+/// tier) until the estimate fits `budget`.
+pub fn fit_num_ctx(m: &MemoryInputs, opts: &LoadOptions, budget: u64) -> u32 {
+    let mut o = opts.clone();
+    while o.ctx_size > 4096 && estimate(m, &o) > budget {
+        o.ctx_size = (o.ctx_size / 2).max(4096);
+    }
+    o.ctx_size
+}
+
 /// `OLLAMA_MAX_LOADED_MODELS`: the configured value, or 0 = 3 per GPU (3 without GPUs).
 pub fn max_loaded(configured: usize, n_gpus: usize) -> usize {
     if configured > 0 {
@@ -169,6 +196,49 @@ mod tests {
                 "{o:?} {overhead} {gpus:?}"
             );
         }
+    }
+
+    #[test]
+    fn context_tiers_and_fit_table() {
+        const GIB: u64 = 1 << 30;
+        for (gpus, overhead, want) in [
+            (&[][..], 0, 4096),
+            (&[16 * GIB][..], 0, 4096),
+            (&[24 * GIB][..], 0, 32_768),
+            (&[24 * GIB][..], 2 * GIB, 4096),
+            (&[12 * GIB, 12 * GIB][..], 0, 32_768),
+            (&[141 * GIB][..], 0, 262_144),
+            (&[48 * GIB][..], GIB, 262_144),
+            (&[48 * GIB][..], 2 * GIB, 32_768),
+        ] {
+            assert_eq!(default_num_ctx(gpus, overhead), want, "{gpus:?} {overhead}");
+        }
+        // An 8B-like model: 32 layers, 1024-wide K and V, 128k vocab, 4.9 GB of weights.
+        let m = MemoryInputs {
+            file_size: 4_900_000_000,
+            n_layers: 32,
+            n_embd_k_gqa: 1024,
+            n_embd_v_gqa: 1024,
+            n_vocab: 128_256,
+        };
+        let at = |ctx| LoadOptions {
+            ctx_size: ctx,
+            parallel: 1,
+            ..Default::default()
+        };
+        // 131072 B of KV a token: 262144 tokens = 32 GiB of KV.
+        for (budget, want) in [
+            (150 * GIB, 262_144),
+            (30 * GIB, 131_072),
+            (10 * GIB, 32_768),
+            (6 * GIB, 8192),
+            (11 * GIB / 2, 4096),
+            (GIB, 4096),
+        ] {
+            assert_eq!(fit_num_ctx(&m, &at(262_144), budget), want, "{budget}");
+        }
+        // Never raised: a smaller request stays as it is.
+        assert_eq!(fit_num_ctx(&m, &at(2048), GIB), 2048);
     }
 
     #[test]

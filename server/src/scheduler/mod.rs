@@ -16,6 +16,7 @@
 //!   served by a fresh runner (the next acquire loads one).
 
 mod actor;
+pub mod devices;
 pub mod keep_alive;
 pub mod memory;
 pub mod policy;
@@ -52,6 +53,9 @@ pub struct SchedulerConfig {
     pub memory_budget: Option<u64>,
     /// `OLLAMA_GPU_OVERHEAD`: bytes of each GPU left out of the budget.
     pub gpu_overhead: u64,
+    /// Total memory of each GPU found at startup (`devices::discover`); runners' `/info`
+    /// replaces it once one has loaded.
+    pub gpu_totals: Vec<u64>,
     /// Runner executable (runner-llamacpp, or the fake runner in tests).
     pub runner_binary: PathBuf,
     /// Private 0700 directory for runner sockets (`runner::create_runner_dir`).
@@ -84,6 +88,7 @@ impl SchedulerConfig {
             load_timeout: Some(Duration::from_secs(300)),
             memory_budget: None,
             gpu_overhead: 0,
+            gpu_totals: Vec::new(),
             runner_binary: runner_binary.into(),
             runner_dir: runner_dir.into(),
             runner_env: Vec::new(),
