@@ -313,7 +313,9 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
         devices: memory::report(&ffi::devices(), &ctx.memory_breakdown()),
     };
     let mut info = info;
-    (info.memory_bytes, info.memory_device_bytes) = memory::totals(&info.devices);
+    let all_layers = args.gpu_layers < 0 || args.gpu_layers > model.n_layer();
+    (info.memory_bytes, info.memory_device_bytes) =
+        memory::totals(&info.devices, ffi::supports_gpu_offload() && all_layers);
     if info.memory_bytes == 0 {
         // llama.cpp's breakdown threw: the file and the state are a lower bound, device unknown.
         info.memory_bytes = model.size_bytes() + ctx.state_size() as u64;

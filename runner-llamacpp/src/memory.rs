@@ -5,7 +5,9 @@
 //! Rules: host buffers (mmapped weights, pinned staging, the CPU KV cache) belong to the host
 //! RAM entry; every other buffer to the device that owns its buffer type. `memory_bytes` is the
 //! sum of everything, `memory_device_bytes` the part on non-CPU devices (Ollama's `size` and
-//! `size_vram`).
+//! `size_vram`), except that with every layer offloaded the host part (input embeddings, pinned
+//! staging and output buffers) counts as device memory too, as Ollama's `VRAMSize` does "to
+//! represent complete offloading" (so `ollama ps` says `100% GPU`).
 
 use crate::ffi::{BufferMemory, Device};
 use runner_protocol::{DeviceKind, DeviceMemory};
@@ -85,15 +87,20 @@ pub fn devices_main() -> i32 {
     0
 }
 
-/// (everything held, of which on accelerators).
-pub fn totals(report: &[DeviceMemory]) -> (u64, u64) {
+/// (everything held, of which on accelerators). `all_layers_offloaded`: every layer went to a
+/// GPU, so what stays on the host is counted as on the device (when a GPU holds anything).
+pub fn totals(report: &[DeviceMemory], all_layers_offloaded: bool) -> (u64, u64) {
     let all = report.iter().map(DeviceMemory::held).sum();
-    let device = report
+    let device: u64 = report
         .iter()
         .filter(|d| d.kind != DeviceKind::Cpu)
         .map(DeviceMemory::held)
         .sum();
-    (all, device)
+    if all_layers_offloaded && device > 0 {
+        (all, all)
+    } else {
+        (all, device)
+    }
 }
 
 #[cfg(test)]
@@ -161,7 +168,11 @@ mod tests {
                 .map(|d| (d.name.as_str(), d.weights, d.kv_cache, d.compute))
                 .collect();
             assert_eq!(got, want, "{name}");
-            assert_eq!(totals(&r), want_totals, "{name}");
+            assert_eq!(totals(&r, false), want_totals, "{name}");
+            // Complete offload: the host part counts as VRAM once a GPU holds anything.
+            let (all, device) = want_totals;
+            let full = if device > 0 { (all, all) } else { (all, 0) };
+            assert_eq!(totals(&r, true), full, "{name}, all layers offloaded");
             assert!(
                 r.iter().all(|d| d.total == 2000 && d.free == 1000),
                 "{name}"

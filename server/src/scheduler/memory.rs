@@ -181,7 +181,8 @@ mod tests {
         let hard = |bytes| Some(Budget { bytes, hard: true });
         let soft = |bytes| Some(Budget { bytes, hard: false });
         // (override, overhead, gpu totals, system available) → budget
-        let cases: [(Option<u64>, u64, &[u64], Option<u64>, Option<Budget>); 6] = [
+        type Row<'a> = (Option<u64>, u64, &'a [u64], Option<u64>, Option<Budget>);
+        let cases: [Row<'_>; 6] = [
             (Some(500), 0, &[], Some(9000), hard(500)),
             (Some(500), 100, &[8000], Some(9000), hard(500)),
             (None, 0, &[], Some(9000), hard(9000)),
