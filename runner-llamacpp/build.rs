@@ -83,6 +83,7 @@ fn run() -> Res<()> {
     }
 
     bindings(&install)?;
+    devices_shim(&manifest, &install);
     link(&install, apple)?;
     println!("cargo:rustc-env=HERD_LLAMA_BUILD={}", lock.build);
     println!("cargo:rustc-env=HERD_LLAMA_KEY={key}");
@@ -247,6 +248,8 @@ fn bindings(install: &Path) -> Res<()> {
         .allowlist_function("ggml_backend_dev_(get|by_type|type|name|description|memory)")
         .allowlist_function("ggml_backend_dev_backend_reg")
         .allowlist_var("RPC_PROTO_.*")
+        .allowlist_function("ggml_backend_dev_(count|get|name|description|memory|type)")
+        .allowlist_function("ggml_backend_buft_(get_device|is_host|name)")
         .allowlist_type("llama_.*")
         .allowlist_var("LLAMA_.*")
         // Candidates are runner-core's `TokenData` (same #[repr(C)] layout as llama.h's
@@ -260,6 +263,19 @@ fn bindings(install: &Path) -> Res<()> {
         .map_err(|e| format!("bindgen: {e}"))?;
     b.write_to_file(out.join("llama_bindings.rs"))
         .map_err(|e| e.to_string())
+}
+
+/// The C shim over llama.cpp's C++-only memory breakdown (src/ffi/devices_shim.cpp), compiled
+/// against the installed headers; linked before llama so its references resolve.
+fn devices_shim(manifest: &Path, install: &Path) {
+    let src = manifest.join("src/ffi/devices_shim.cpp");
+    println!("cargo:rerun-if-changed={}", src.display());
+    cc::Build::new()
+        .cpp(true)
+        .std("c++17")
+        .include(install.join("include"))
+        .file(src)
+        .compile("herd_devices_shim");
 }
 
 /// Link llama + ggml + mtmd from the cache and copy every shared object (backend modules too)

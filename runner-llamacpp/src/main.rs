@@ -9,6 +9,7 @@
 mod embed;
 mod engine;
 mod ffi;
+mod memory;
 #[cfg(test)]
 mod numerics;
 mod placement;
@@ -155,6 +156,10 @@ fn main() {
         .is_some_and(|a| a == "rpc-server")
     {
         std::process::exit(rpc_server::main(std::env::args_os().skip(1)));
+    }
+    // `runner-llamacpp devices`: the devices' memory as JSON, for the server's startup.
+    if std::env::args_os().nth(1).is_some_and(|a| a == "devices") {
+        std::process::exit(memory::devices_main());
     }
     let args = Args::parse();
     if args.parallel == 0 || args.ctx_size == 0 || args.batch == 0 {
@@ -347,11 +352,20 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
         n_embd: model.n_embd() as u32,
         n_ctx_train: model.n_ctx_train().max(0) as u32,
         embedding: args.embedding || pooled,
-        memory_bytes: model.size_bytes() + ctx.state_size() as u64,
+        memory_bytes: 0,
         memory_device_bytes: 0,
         eog_tokens: model.eog_tokens(),
         placement: placement(&model, args),
+        devices: memory::report(&ffi::devices(), &ctx.memory_breakdown()),
     };
+    let mut info = info;
+    let all_layers = args.gpu_layers < 0 || args.gpu_layers > model.n_layer();
+    (info.memory_bytes, info.memory_device_bytes) =
+        memory::totals(&info.devices, ffi::supports_gpu_offload() && all_layers);
+    if info.memory_bytes == 0 {
+        // llama.cpp's breakdown threw: the file and the state are a lower bound, device unknown.
+        info.memory_bytes = model.size_bytes() + ctx.state_size() as u64;
+    }
     let embed_limit = if pooled {
         n_ctx_seq.min(cp.n_ubatch as usize)
     } else {

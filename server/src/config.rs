@@ -181,6 +181,13 @@ pub struct Config {
     /// Maximum queued requests before answering 503.
     #[arg(long, env = "OLLAMA_MAX_QUEUE", value_parser = parse::clap_uint::<512>, default_value = "512")]
     pub max_queue: u32,
+    /// Bytes of each GPU's memory the scheduler leaves unused.
+    #[arg(long, env = "OLLAMA_GPU_OVERHEAD", value_parser = parse::clap_byte_size, default_value = "0")]
+    pub gpu_overhead: u64,
+    /// Bytes all loaded models may hold together (a model bigger than this is refused, others
+    /// are evicted to make room); unset = GPU memory less the overhead, or available RAM.
+    #[arg(long, env = "HERD_MEMORY_BUDGET", value_parser = parse::clap_byte_size)]
+    pub memory_budget: Option<u64>,
     /// Default context length; 0 = chosen from available memory.
     #[arg(long, env = "OLLAMA_CONTEXT_LENGTH", value_parser = parse::clap_uint::<0>, default_value = "0")]
     pub context_length: u32,
@@ -328,6 +335,12 @@ impl Config {
             ),
             ("OLLAMA_MAX_QUEUE", self.max_queue.to_string()),
             ("OLLAMA_CONTEXT_LENGTH", self.context_length.to_string()),
+            ("OLLAMA_GPU_OVERHEAD", self.gpu_overhead.to_string()),
+            (
+                "HERD_MEMORY_BUDGET",
+                self.memory_budget
+                    .map_or_else(String::new, |b| b.to_string()),
+            ),
             ("OLLAMA_FLASH_ATTENTION", fa),
             (
                 "OLLAMA_KV_CACHE_TYPE",

@@ -50,6 +50,9 @@ pub enum Error {
     /// The model cannot be loaded while the pinned models (`HERD_PIN`) stay loaded.
     #[error("{0}")]
     NoRoom(String),
+    /// The model alone needs more memory than the budget allows (Ollama's wording and 500).
+    #[error("model requires more system memory ({required}) than is available ({available})")]
+    InsufficientMemory { required: String, available: String },
     /// Admission queue full (note Ollama's two spaces).
     #[error("server busy, please try again.  maximum pending requests exceeded")]
     QueueFull,
@@ -102,6 +105,7 @@ impl Error {
             Error::Load { source, .. } => source.status(),
             Error::InvalidManifest(_)
             | Error::RunnerExited(_)
+            | Error::InsufficientMemory { .. }
             | Error::Internal(_)
             | Error::Io(_)
             | Error::Json(_) => StatusCode::INTERNAL_SERVER_ERROR,

@@ -24,11 +24,13 @@ mod sys {
 
 mod backend_sampling;
 mod chain;
+mod devices;
 mod lora;
 mod mtmd;
 mod quantize;
 mod rows;
 pub mod rpc;
+pub use devices::{devices, BufferMemory, Device};
 
 pub use chain::SamplerChain;
 pub use mtmd::{ImageChunk, Part, Piece, Projector};

@@ -119,6 +119,12 @@ pub struct Info {
     /// Where the model's layers went: one entry per device that holds any (issue 20).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub placement: Vec<LayerPlacement>,
+    /// Memory per device (host RAM first, then each accelerator): what this runner holds there
+    /// and the device's free/total. `memory_bytes` is the sum of every device's holdings and
+    /// `memory_device_bytes` the sum over non-CPU devices. Empty from runners that do not
+    /// report it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceMemory>,
 }
 
 /// Layers of the model on one device (`/info`'s `placement`): repeating layers plus the output
@@ -132,6 +138,46 @@ pub struct LayerPlacement {
     /// On another host, through ggml RPC.
     pub remote: bool,
     pub layers: u32,
+}
+
+/// What kind of memory a device has; everything but `Cpu` counts as accelerator memory
+/// (`/api/ps`'s `size_vram`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceKind {
+    #[default]
+    Cpu,
+    Gpu,
+    /// An integrated GPU (shares host memory but is allocated through its own backend).
+    Igpu,
+    Accel,
+}
+
+/// One device's memory as a runner sees it after loading.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct DeviceMemory {
+    /// The backend's device name, e.g. `CPU`, `CUDA0`, `Metal`.
+    pub name: String,
+    /// Human-readable description, e.g. the GPU's marketing name.
+    pub description: String,
+    pub kind: DeviceKind,
+    /// Bytes free on the device now (after this runner's allocations).
+    pub free: u64,
+    pub total: u64,
+    /// Model weights this runner placed here (mmapped files included for host RAM).
+    pub weights: u64,
+    /// KV cache (and the logits output buffer) here.
+    pub kv_cache: u64,
+    /// Compute (graph) buffers reserved here.
+    pub compute: u64,
+}
+
+impl DeviceMemory {
+    /// Everything this runner holds on the device.
+    pub fn held(&self) -> u64 {
+        self.weights + self.kv_cache + self.compute
+    }
 }
 
 /// A prompt: text (tokenized by the runner) or token ids.

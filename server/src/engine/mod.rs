@@ -121,6 +121,8 @@ pub fn start(config: &crate::config::Config) -> std::io::Result<(Engine, tempfil
     sc.mlx_runner_binary = config.mlx_runner_path();
     sc.num_parallel = config.num_parallel;
     sc.max_loaded_models = config.max_loaded_models as usize;
+    sc.memory_budget = config.memory_budget;
+    sc.gpu_overhead = config.gpu_overhead;
     sc.max_queue = config.max_queue as usize;
     sc.default_keep_alive = config.keep_alive;
     sc.load_timeout = config.load_timeout.0;
@@ -129,6 +131,24 @@ pub fn start(config: &crate::config::Config) -> std::io::Result<(Engine, tempfil
     sc.pins = config.pin.clone();
     // Runners see an allow-listed copy of our environment, never all of it.
     sc.runner_env = crate::runner::runner_env(std::env::vars_os());
+    // The GPUs as the runners will see them: the context tier, budget and model count.
+    let devices = crate::scheduler::devices::discover(
+        &sc.runner_binary,
+        &sc.runner_env,
+        std::time::Duration::from_secs(30),
+    );
+    sc.gpu_totals = crate::scheduler::devices::gpu_totals(&devices);
+    for d in &devices {
+        tracing::info!(device = %d.name, description = %d.description, kind = ?d.kind, total = d.total, free = d.free, "device");
+    }
+    let default_num_ctx =
+        crate::scheduler::memory::default_num_ctx(&sc.gpu_totals, config.gpu_overhead);
+    let fit_budget = (!sc.gpu_totals.is_empty()).then(|| {
+        sc.gpu_totals
+            .iter()
+            .map(|t| t.saturating_sub(config.gpu_overhead))
+            .sum()
+    });
     let settings = Settings {
         context_length: config.context_length,
         flash_attention: config.flash_attention,
@@ -138,6 +158,8 @@ pub fn start(config: &crate::config::Config) -> std::io::Result<(Engine, tempfil
         tensor_split: config.rpc.tensor_split.clone(),
         draft_ngram: config.draft_ngram,
         draft_under_grammar: config.draft_under_grammar,
+        default_num_ctx,
+        fit_budget,
         ..Settings::default()
     };
     Ok((Engine::new(Scheduler::new(sc), settings), dir))

@@ -105,7 +105,7 @@ impl Model {
         let (template, bos_text) = template_for(&view, gguf.as_ref())?;
         let g = gguf.as_ref();
         let u32_of = |v: Option<u64>| v.map(|n| n.min(u64::from(u32::MAX)) as u32);
-        let memory = match g {
+        let mut memory = match g {
             Some(g) => MemoryInputs::from_heads(
                 file_size,
                 u32_of(g.block_count()).unwrap_or(0),
@@ -126,6 +126,9 @@ impl Model {
             }
             None => None,
         };
+        if let Some(crate::gguf::Value::Array(a)) = g.and_then(|g| g.get("tokenizer.ggml.tokens")) {
+            memory.n_vocab = u32_of(Some(a.len)).unwrap_or(0);
+        }
         Ok(Model {
             image_geometry,
             display_name: resolved.name.display_shortest(),

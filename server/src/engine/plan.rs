@@ -27,6 +27,9 @@ pub struct Settings {
     /// `HERD_DRAFT_NGRAM` and `HERD_DRAFT_UNDER_GRAMMAR` (runner-llamacpp's drafting).
     pub draft_ngram: u32,
     pub draft_under_grammar: bool,
+    /// GPU memory (less `OLLAMA_GPU_OVERHEAD`) that caps the tier default context
+    /// (`memory::fit_num_ctx`); `None` = no GPUs, no cap.
+    pub fit_budget: Option<u64>,
 }
 
 impl Default for Settings {
@@ -41,6 +44,7 @@ impl Default for Settings {
             tensor_split: String::new(),
             draft_ngram: 0,
             draft_under_grammar: false,
+            fit_budget: None,
         }
     }
 }
@@ -99,6 +103,10 @@ pub fn load_options(opts: &Options, model: &Model, settings: &Settings) -> LoadO
         .map_or_else(Vec::new, |w| w.endpoints());
     load.tensor_split = settings.tensor_split.clone();
     load.ctx_size = effective_num_ctx(opts.runner.num_ctx, settings, model.ctx_train);
+    let tier_default = opts.runner.num_ctx <= 0 && settings.context_length == 0;
+    if let Some(budget) = settings.fit_budget.filter(|_| tier_default) {
+        load.ctx_size = memory::fit_num_ctx(&model.memory, &load, budget);
+    }
     if load.projector.is_some() {
         // Ollama's floor for multimodal models (sched.go getRunner), under the training cap.
         let floor = model
@@ -125,6 +133,12 @@ pub fn model_request(
         name: model.display_name.clone(),
         digest: model.digest.clone(),
         memory: memory::estimate(&model.memory, &for_estimate),
+        kv_per_slot: memory::kv_cache_bytes(
+            &model.memory,
+            for_estimate.ctx_size,
+            1,
+            for_estimate.kv_cache_type.bytes_per_element(),
+        ),
         options: load,
         keep_alive,
         runner: model.runner,

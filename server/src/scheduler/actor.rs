@@ -13,7 +13,7 @@
 //! - Internal tasks hold only weak senders, so dropping every `Scheduler` handle and lease ends
 //!   the actor (which then stops its runners).
 
-use super::policy::{self, Limits, LoadedView, Plan, RunnerId};
+use super::policy::{self, LoadedView, Plan, RunnerId};
 use super::{KeepAlive, Lease, ModelRequest, RunningModel, SchedulerConfig};
 use crate::error::{Error, Result};
 use crate::runner::{ExitCause, Runner, SpawnConfig};
@@ -26,6 +26,7 @@ use tokio::task::JoinSet;
 use tokio::time::{sleep_until, Instant};
 use tokio_util::sync::CancellationToken;
 
+mod budget;
 mod ps;
 
 pub(super) enum Cmd {
@@ -102,7 +103,19 @@ struct Actor {
     max_keep_alive: Option<Duration>,
     pins: crate::config::Pins,
     metrics: crate::metrics::Metrics,
-    limits: Limits,
+    /// `OLLAMA_MAX_LOADED_MODELS` as configured (0 = 3 per GPU).
+    max_loaded_models: usize,
+    /// `HERD_MEMORY_BUDGET`.
+    memory_override: Option<u64>,
+    /// `OLLAMA_GPU_OVERHEAD`, per GPU.
+    gpu_overhead: u64,
+    /// Host RAM available when the scheduler started (the CPU-only budget).
+    system_available: Option<u64>,
+    /// Total memory of each GPU, from the latest runner that reported devices (none until then).
+    gpu_totals: Vec<u64>,
+    /// What runners reported holding once ready, by load options (latest [`LEARNED_MAX`]):
+    /// a later load with the same options is planned with this instead of the GGUF estimate.
+    learned: VecDeque<(LoadOptions, u64)>,
     spawn: SpawnConfig,
     /// The MLX runner binary (`spawn.binary` is the llama.cpp one).
     mlx_binary: std::path::PathBuf,
@@ -122,10 +135,12 @@ pub(super) fn start(cfg: SchedulerConfig) -> mpsc::UnboundedSender<Cmd> {
         max_keep_alive: cfg.max_keep_alive,
         pins: cfg.pins.clone(),
         metrics: cfg.metrics.clone(),
-        limits: Limits {
-            max_loaded: cfg.max_loaded(),
-            memory_budget: cfg.memory_budget,
-        },
+        max_loaded_models: cfg.max_loaded_models,
+        memory_override: cfg.memory_budget,
+        gpu_overhead: cfg.gpu_overhead,
+        system_available: super::memory::system_available(),
+        gpu_totals: cfg.gpu_totals.clone(),
+        learned: VecDeque::new(),
         spawn: cfg.spawn_config(),
         mlx_binary: cfg.mlx_runner_binary.clone(),
         entries: BTreeMap::new(),
@@ -186,6 +201,8 @@ impl Actor {
             Cmd::Acquire { mut req, reply } => {
                 if req.options.parallel == 0 {
                     req.options.parallel = self.num_parallel;
+                    // The estimate counted one slot's KV cache.
+                    req.memory += req.kv_per_slot * u64::from(self.num_parallel - 1);
                 }
                 self.queue.push_back(Pending {
                     req,
@@ -252,14 +269,15 @@ impl Actor {
         self.prune_exited(None);
         self.queue.retain(|p| !p.reply.is_closed());
         let mut load_blocked = false;
+        let limits = self.limits();
         let mut i = 0;
         while i < self.queue.len() {
             let p = &self.queue[i];
             let plan = policy::plan(
                 &p.req.options,
-                p.req.memory,
+                self.predicted(&p.req),
                 &self.views(Instant::now()),
-                &self.limits,
+                &limits,
             );
             match plan {
                 Plan::Reuse(id) => {
@@ -277,6 +295,18 @@ impl Actor {
                     let _ = p.reply.send(Err(self.no_room(&p.req.name)));
                     continue;
                 }
+                Plan::NeverFits {
+                    required,
+                    available,
+                } => {
+                    let p = self.queue.remove(i).expect("index in range");
+                    tracing::warn!(model = %p.req.name, required, available, "model does not fit the memory budget");
+                    let _ = p.reply.send(Err(Error::InsufficientMemory {
+                        required: super::memory::human_bytes2(required),
+                        available: super::memory::human_bytes2(available),
+                    }));
+                    continue;
+                }
             }
             i += 1;
         }
@@ -288,7 +318,7 @@ impl Actor {
             "model '{name}' cannot be loaded: the pinned models (HERD_PIN={}) fill \
              OLLAMA_MAX_LOADED_MODELS={} or the memory available",
             self.pins.shown(),
-            self.limits.max_loaded
+            self.limits().max_loaded
         ))
     }
 
@@ -398,7 +428,9 @@ impl Actor {
         match result {
             Ok(runner) => match self.entries.get_mut(&id) {
                 Some(e) => {
+                    let options = e.options.clone();
                     e.runner = Some(runner.clone());
+                    self.learn(options, &runner);
                     let tx = self.tx.clone();
                     self.tasks.spawn(async move {
                         runner.exited().await;

@@ -16,6 +16,7 @@
 //!   served by a fresh runner (the next acquire loads one).
 
 mod actor;
+pub mod devices;
 pub mod keep_alive;
 pub mod memory;
 pub mod policy;
@@ -41,7 +42,7 @@ use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 pub struct SchedulerConfig {
     /// `OLLAMA_NUM_PARALLEL`: slots per runner when a request's `LoadOptions::parallel` is 0.
     pub num_parallel: u32,
-    /// `OLLAMA_MAX_LOADED_MODELS`; 0 = 3.
+    /// `OLLAMA_MAX_LOADED_MODELS`; 0 = 3 per GPU that runners report (3 without GPUs).
     pub max_loaded_models: usize,
     /// `OLLAMA_MAX_QUEUE`: requests pending or active at once (at least 1).
     pub max_queue: usize,
@@ -49,8 +50,14 @@ pub struct SchedulerConfig {
     pub default_keep_alive: KeepAlive,
     /// `OLLAMA_LOAD_TIMEOUT`: load stall deadline, reset on progress. `None` = no limit.
     pub load_timeout: Option<Duration>,
-    /// Bytes all loaded runners may use together (by their estimates); `None` = unlimited.
+    /// `HERD_MEMORY_BUDGET`: bytes all loaded runners may use together (estimates before load,
+    /// their own reports after), a hard limit; `None` = from the devices (`memory::budget`).
     pub memory_budget: Option<u64>,
+    /// `OLLAMA_GPU_OVERHEAD`: bytes of each GPU left out of the budget.
+    pub gpu_overhead: u64,
+    /// Total memory of each GPU found at startup (`devices::discover`); runners' `/info`
+    /// replaces it once one has loaded.
+    pub gpu_totals: Vec<u64>,
     /// Runner executable (runner-llamacpp, or the fake runner in tests).
     pub runner_binary: PathBuf,
     /// The runner for safetensors models (`HERD_MLX_RUNNER`; runner-mlx).
@@ -88,6 +95,8 @@ impl SchedulerConfig {
             default_keep_alive: KeepAlive::DEFAULT,
             load_timeout: Some(Duration::from_secs(300)),
             memory_budget: None,
+            gpu_overhead: 0,
+            gpu_totals: Vec::new(),
             runner_binary,
             runner_dir: runner_dir.into(),
             runner_env: Vec::new(),
@@ -97,14 +106,6 @@ impl SchedulerConfig {
             max_keep_alive: None,
             pins: crate::config::Pins::default(),
             metrics: crate::metrics::Metrics::default(),
-        }
-    }
-
-    fn max_loaded(&self) -> usize {
-        if self.max_loaded_models == 0 {
-            3
-        } else {
-            self.max_loaded_models
         }
     }
 
@@ -131,10 +132,13 @@ pub struct ModelRequest {
     pub options: LoadOptions,
     /// `None` = the configured default.
     pub keep_alive: Option<KeepAlive>,
-    /// Predicted bytes (`memory::estimate`).
+    /// Predicted bytes (`memory::estimate`) for `options.parallel` slots (one when it is 0).
     pub memory: u64,
     /// Which runner binary serves it (from the model's format).
     pub runner: RunnerKind,
+    /// One slot's KV cache bytes: the scheduler adds one per extra slot when it fills
+    /// `parallel` from `OLLAMA_NUM_PARALLEL`.
+    pub kv_per_slot: u64,
 }
 
 /// One loaded model as `/api/ps` reports it.

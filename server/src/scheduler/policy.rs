@@ -1,6 +1,7 @@
 //! Placement decisions, as pure functions over (request, loaded set, limits): no I/O, no clocks,
 //! no logging. The actor applies the resulting [`Plan`].
 
+use super::memory::Budget;
 use super::KeepAlive;
 use runner_protocol::LoadOptions;
 use std::time::Duration;
@@ -40,7 +41,7 @@ pub struct Limits {
     /// Most runners loaded at once (already resolved: never 0).
     pub max_loaded: usize,
     /// Bytes all runners together may use; `None` = no memory accounting.
-    pub memory_budget: Option<u64>,
+    pub memory_budget: Option<Budget>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +59,8 @@ pub enum Plan {
     WaitForRoom,
     /// No eviction can ever make room: pinned runners alone fill the limits.
     Refuse,
+    /// The model alone needs more than a hard budget: Ollama's "requires more system memory".
+    NeverFits { required: u64, available: u64 },
 }
 
 /// The keep-alive a runner gets from a request's (or the default) `requested`: a pinned model
@@ -123,6 +126,12 @@ pub fn plan(requested: &LoadOptions, memory: u64, loaded: &[LoadedView], limits:
             Plan::WaitBusy
         };
     }
+    if let Some(b) = limits.memory_budget.filter(|b| b.hard && memory > b.bytes) {
+        return Plan::NeverFits {
+            required: memory,
+            available: b.bytes,
+        };
+    }
     if loaded.iter().any(|l| l.loading) {
         return Plan::WaitForRoom;
     }
@@ -140,8 +149,9 @@ pub fn plan(requested: &LoadOptions, memory: u64, loaded: &[LoadedView], limits:
         let used: u64 = rem.iter().map(|l| l.memory).sum();
         rem.len() < limits.max_loaded.max(1)
             && match limits.memory_budget {
-                // Alone, a model is always tried: the runner reports a real OOM if it is one.
-                Some(budget) => rem.is_empty() || used.saturating_add(memory) <= budget,
+                // Alone, a model within a hard budget (or any, under a soft one) is tried: the
+                // runner reports a real OOM if it is one.
+                Some(budget) => rem.is_empty() || used.saturating_add(memory) <= budget.bytes,
                 None => true,
             }
     };
@@ -373,9 +383,17 @@ mod tests {
             x.pinned = true;
             x
         };
-        let budget = |b| Limits {
+        let budget = |bytes| Limits {
             max_loaded: 3,
-            memory_budget: Some(b),
+            memory_budget: Some(Budget { bytes, hard: false }),
+        };
+        let hard = |bytes| Limits {
+            max_loaded: 3,
+            memory_budget: Some(Budget { bytes, hard: true }),
+        };
+        let never = |required, available| Plan::NeverFits {
+            required,
+            available,
         };
         #[rustfmt::skip]
         let cases: Vec<Case> = vec![
@@ -428,6 +446,20 @@ mod tests {
                 vec![pin(ctx8k(l(1, "/a", 0, None)))], THREE, Plan::EvictThenLoad(vec![1])),
             ("room left beside a pinned model", opts("/b"), 100, vec![pin(l(1, "/a", 0, None))],
                 THREE, Plan::Load),
+            ("hard budget: too big alone never fits", opts("/c"), 700, vec![], hard(650), never(700, 650)),
+            ("hard budget: too big is refused without evicting", opts("/c"), 700,
+                vec![l(1, "/a", 0, Some(1))], hard(650), never(700, 650)),
+            ("hard budget: exactly the budget loads alone", opts("/c"), 650,
+                vec![l(1, "/a", 0, Some(1))], hard(650), Plan::EvictThenLoad(vec![1])),
+            ("hard budget: the LRU idle goes, the busy one stays", opts("/d"), 300,
+                vec![big(l(1, "/a", 1, None)), l(2, "/b", 0, Some(9)), l(3, "/c", 0, Some(2))], hard(1000),
+                Plan::EvictThenLoad(vec![3])),
+            ("hard budget: only busy ones to evict: wait", opts("/c"), 500,
+                vec![big(l(1, "/a", 1, None))], hard(1000), Plan::WaitForRoom),
+            ("hard budget: a loaded model is reused whatever its size", opts("/a"), 9000,
+                vec![l(1, "/a", 0, None)], hard(650), Plan::Reuse(1)),
+            ("hard budget: pinned leave too little: refuse", opts("/c"), 500,
+                vec![pin(big(l(1, "/a", 0, None)))], hard(1000), Plan::Refuse),
         ];
         for (name, req, mem, loaded, limits, want) in cases {
             assert_eq!(plan(&req, mem, &views(&loaded), &limits), want, "{name}");

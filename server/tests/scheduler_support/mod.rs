@@ -140,6 +140,7 @@ impl Env {
             },
             keep_alive,
             memory: 1000,
+            kv_per_slot: 0,
         }
     }
 }

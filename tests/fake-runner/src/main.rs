@@ -22,9 +22,9 @@ use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming};
 use runner_protocol::{
-    CompletionChunk, CompletionRequest, DetokenizeRequest, DetokenizeResponse, DoneReason,
-    EmbedRequest, EmbedResponse, ErrorBody, ErrorKind, Health, Info, Prompt, RunnerError, Timings,
-    TokenLogprob, TokenizeRequest, TokenizeResponse, TopLogprob,
+    CompletionChunk, CompletionRequest, DetokenizeRequest, DetokenizeResponse, DeviceKind,
+    DeviceMemory, DoneReason, EmbedRequest, EmbedResponse, ErrorBody, ErrorKind, Health, Info,
+    Prompt, RunnerError, Timings, TokenLogprob, TokenizeRequest, TokenizeResponse, TopLogprob,
 };
 use script::Script;
 use std::convert::Infallible;
@@ -224,6 +224,28 @@ async fn handle(
 
 fn info(state: &State) -> Info {
     let s = &state.script;
+    let memory = s.memory.unwrap_or(state.model_size + 1024 * 1024);
+    let vram = s.vram.min(memory);
+    let gib = 1 << 30;
+    let mut devices = vec![DeviceMemory {
+        name: "CPU".into(),
+        kind: DeviceKind::Cpu,
+        free: 8 * gib,
+        total: 16 * gib,
+        weights: memory - vram,
+        ..DeviceMemory::default()
+    }];
+    if vram > 0 {
+        devices.push(DeviceMemory {
+            name: "FAKE0".into(),
+            description: "fake GPU".into(),
+            kind: DeviceKind::Gpu,
+            free: 8 * gib - vram,
+            total: 8 * gib,
+            weights: vram,
+            ..DeviceMemory::default()
+        });
+    }
     Info {
         engine: "fake-runner 0".into(),
         model_path: s.model.to_string_lossy().into_owned(),
@@ -233,10 +255,11 @@ fn info(state: &State) -> Info {
         n_embd: s.n_embd,
         n_ctx_train: 8192,
         embedding: s.embedding,
-        memory_bytes: state.model_size + 1024 * 1024,
-        memory_device_bytes: 0,
+        memory_bytes: memory,
+        memory_device_bytes: vram,
         eog_tokens: vec![EOS],
         placement: Vec::new(),
+        devices,
     }
 }
 

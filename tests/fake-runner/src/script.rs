@@ -21,6 +21,8 @@
 //! | `--exit-at-load N`   | after loading, print an error line to stderr and exit with status N     |
 //! | `--ignore-sigterm`   | keep running on SIGTERM (default: remove the socket and exit 0)         |
 //! | `--n-embd N`         | embedding width (default 16)                                            |
+//! | `--memory BYTES`     | `/info` memory_bytes (default: the model file's size + 1 MiB)           |
+//! | `--vram BYTES`       | of that, on a fake GPU `FAKE0` (`/info` devices and memory_device_bytes; default 0) |
 //!
 //! The same flags may also come from the model file: if the file named by `--model` starts with
 //! the line `#fake-runner`, every following non-empty line is one more argument (so a value may
@@ -53,6 +55,8 @@ pub struct Script {
     pub exit_at_load: Option<i32>,
     pub ignore_sigterm: bool,
     pub n_embd: u32,
+    pub memory: Option<u64>,
+    pub vram: u64,
     pub rules: Vec<Rule>,
     pub request_log: Option<PathBuf>,
 }
@@ -94,6 +98,8 @@ impl Default for Script {
             exit_at_load: None,
             ignore_sigterm: false,
             n_embd: 16,
+            memory: None,
+            vram: 0,
             rules: Vec::new(),
             request_log: None,
         }
@@ -154,6 +160,8 @@ impl Script {
                 "--exit-at-load" => self.exit_at_load = Some(num(&flag, &value(&flag)?)?),
                 "--ignore-sigterm" => self.ignore_sigterm = true,
                 "--n-embd" => self.n_embd = num(&flag, &value(&flag)?)?,
+                "--memory" => self.memory = Some(num(&flag, &value(&flag)?)?),
+                "--vram" => self.vram = num(&flag, &value(&flag)?)?,
                 "--tokens-json" => self.tokens = chunks(&flag, &value(&flag)?)?,
                 "--rule" => self.rules.push(rule(&value(&flag)?)?),
                 "--request-log" => self.request_log = Some(value(&flag)?.into()),
