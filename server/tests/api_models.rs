@@ -101,9 +101,9 @@ async fn tags_lists_newest_first_with_manifest_digest_and_total_size() {
         body,
         json!({"models": [
             {"name": "beta:7b", "model": "beta:7b", "size": new.size,
-             "digest": new.manifest_digest, "details": details},
+             "digest": new.manifest_digest, "capabilities": ["completion"], "details": details},
             {"name": "alpha:latest", "model": "alpha:latest", "size": old.size,
-             "digest": old.manifest_digest, "details": details},
+             "digest": old.manifest_digest, "capabilities": ["completion"], "details": details},
         ]})
     );
     let parse = |s: &str| {

@@ -61,6 +61,20 @@ async fn images_reach_the_projector_and_cost_its_tokens() {
     assert_eq!(st, 200, "{show}");
     let caps = show["capabilities"].as_array().unwrap();
     assert!(caps.contains(&json!("vision")), "{caps:?}");
+    // /api/tags lists what /api/show computes.
+    let tags: Value = reqwest::get(format!("{}/api/tags", serve.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let listed = tags["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "vis:latest")
+        .unwrap_or_else(|| panic!("vis in /api/tags: {tags}"));
+    assert_eq!(&listed["capabilities"], &show["capabilities"], "{tags}");
     assert_eq!(
         show["projector_info"]["clip.projector_type"], "gemma3",
         "{show}"

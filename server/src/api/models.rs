@@ -46,6 +46,10 @@ pub struct ListModel {
     pub modified_at: String,
     pub size: u64,
     pub digest: String,
+    /// What the model can do, as `/api/show` computes it (Ollama lists them too, since its
+    /// model list cache); left out when unknown (a model whose layers cannot be read).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<String>,
     pub details: ModelDetails,
 }
 
@@ -70,30 +74,34 @@ fn list_models(store: &Store) -> Result<Vec<ListModel>> {
         .iter()
         .map(|e| {
             let name = e.name.display_shortest();
+            let (details, capabilities) = list_details(store, e);
             ListModel {
                 model: name.clone(),
                 name,
                 modified_at: rfc3339_nano(e.modified),
                 size: e.size,
                 digest: e.digest_hex.clone(),
-                details: list_details(store, e),
+                capabilities,
+                details,
             }
         })
         .collect())
 }
 
-/// Details for the list: the config blob, falling back to the GGUF header when the config lacks
-/// them. A broken model still lists (with whatever is known) rather than failing the whole list.
-fn list_details(store: &Store, entry: &ManifestEntry) -> ModelDetails {
+/// Details and capabilities for the list: the config blob, falling back to the GGUF header when
+/// the config lacks them (capabilities always read the header: pooling and vision live there).
+/// A broken model still lists (with whatever is known) rather than failing the whole list.
+fn list_details(store: &Store, entry: &ManifestEntry) -> (ModelDetails, Vec<String>) {
     let view = match ModelView::load(store, entry) {
         Ok(v) => v,
         Err(e) => {
             tracing::warn!(model = %entry.name, error = %e, "cannot read model layers");
-            return ModelDetails::default();
+            return (ModelDetails::default(), Vec::new());
         }
     };
     if view.is_safetensors() {
-        return match crate::mlx::view::details(&view) {
+        let caps = view.capabilities(None);
+        let details = match crate::mlx::view::details(&view) {
             Ok(mut d) => {
                 d.parent_model.clear();
                 d
@@ -103,17 +111,23 @@ fn list_details(store: &Store, entry: &ManifestEntry) -> ModelDetails {
                 view.details(None)
             }
         };
+        return (details, caps);
     }
     let mut details = view.details(None);
-    if details.format.is_empty() || details.family.is_empty() {
-        match view.gguf(false) {
-            Ok(g) => details = view.details(g.as_ref()),
-            Err(e) => tracing::warn!(model = %entry.name, error = %e, "cannot read GGUF metadata"),
+    let gguf = match view.gguf(false) {
+        Ok(g) => g,
+        Err(e) => {
+            tracing::warn!(model = %entry.name, error = %e, "cannot read GGUF metadata");
+            None
         }
+    };
+    if details.format.is_empty() || details.family.is_empty() {
+        details = view.details(gguf.as_ref());
     }
+    let caps = view.capabilities(gguf.as_ref());
     // Ollama lists without parent_model.
     details.parent_model.clear();
-    details
+    (details, caps)
 }
 
 #[derive(Debug, Default, Deserialize)]

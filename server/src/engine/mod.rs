@@ -160,7 +160,6 @@ pub fn start(config: &crate::config::Config) -> std::io::Result<(Engine, tempfil
         draft_under_grammar: config.draft_under_grammar,
         default_num_ctx,
         fit_budget,
-        ..Settings::default()
     };
     Ok((Engine::new(Scheduler::new(sc), settings), dir))
 }

@@ -31,7 +31,8 @@ mod ps;
 
 pub(super) enum Cmd {
     Acquire {
-        req: ModelRequest,
+        // Boxed: a request is far larger than the other commands.
+        req: Box<ModelRequest>,
         reply: oneshot::Sender<Result<Lease>>,
     },
     Release {
@@ -205,7 +206,7 @@ impl Actor {
                     req.memory += req.kv_per_slot * u64::from(self.num_parallel - 1);
                 }
                 self.queue.push_back(Pending {
-                    req,
+                    req: *req,
                     reply,
                     since: Instant::now(),
                 });

@@ -214,7 +214,10 @@ impl Scheduler {
             .map_err(|_| Error::QueueFull)?;
         let (reply, rx) = oneshot::channel();
         self.tx
-            .send(Cmd::Acquire { req, reply })
+            .send(Cmd::Acquire {
+                req: Box::new(req),
+                reply,
+            })
             .map_err(|_| gone())?;
         let mut lease = rx.await.map_err(|_| gone())??;
         lease.permit = Some(permit);

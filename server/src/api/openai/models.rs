@@ -69,6 +69,7 @@ mod tests {
             modified_at: "2024-05-01T10:00:00.5Z".into(),
             size: 1,
             digest: "d".into(),
+            capabilities: vec!["completion".into()],
             details: Default::default(),
         };
         let mut other = ListModel {
@@ -96,6 +97,7 @@ mod tests {
                 modified_at: self.modified_at.clone(),
                 size: self.size,
                 digest: self.digest.clone(),
+                capabilities: self.capabilities.clone(),
                 details: Default::default(),
             }
         }
