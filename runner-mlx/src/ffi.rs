@@ -231,5 +231,4 @@ pub fn convert_gguf(gguf: &Path, out: &Path, meta: &Path) -> Result<(), String> 
 }
 
 /// `runner-mlx quantize`'s call into MLX (kept beside the rest of the FFI).
-#[path = "ffi_quantize.rs"]
 pub mod quantize;
