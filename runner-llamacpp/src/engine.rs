@@ -5,8 +5,9 @@
 //! place on llama.cpp's logits rows and, for large steps, on a thread pool. On the CPU a step is
 //! either a decode step (one token for every generating slot) or a prefill step (as much of one
 //! request's pending prompt as fits in `n_batch`, or every short prompt), alternating when both
-//! wait; on a GPU a step decodes every waiting token and fills the rest with pending prompts
-//! (`plan::compose`).
+//! wait; on a GPU a step decodes every waiting token and fills the rest with pending prompts,
+//! holding the first token of requests that arrived together until their prompts are in
+//! (`plan::compose`, `plan::mixed`).
 //! Invariants:
 //! - Batch invariance (CPU only, with patches/llama.cpp): a request's tokens do not depend on
 //!   what else is running. A prompt is therefore cut into the same chunks, each decoded alone, as
@@ -103,6 +104,10 @@ pub struct Engine {
     /// The last step was a prefill step: with `isolate_prompts`, the next one decodes if any
     /// slot waits to.
     prefilled_last: bool,
+    /// Steps in a row that held a ready slot's first token back (GPU; `plan::mixed`).
+    held_steps: usize,
+    /// First tokens may be held at all (the runner's `--no-first-token-hold` turns it off).
+    hold: bool,
     /// K of the device top-k; None = every row comes whole to the host.
     k_dev: Option<usize>,
     stats: StepStats,
@@ -153,6 +158,8 @@ impl Engine {
             pool,
             isolate_prompts,
             prefilled_last: false,
+            held_steps: 0,
+            hold: true,
             k_dev,
             stats: StepStats::new(0),
             projector: None,
@@ -175,6 +182,11 @@ impl Engine {
     /// Print per-phase step timings every `every` decode steps (0 = off).
     pub fn with_step_stats(mut self, every: u32) -> Engine {
         self.stats = StepStats::new(every);
+        self
+    }
+
+    pub fn with_first_token_hold(mut self, hold: bool) -> Engine {
+        self.hold = hold;
         self
     }
 
@@ -407,11 +419,16 @@ impl Engine {
         let mut in_prefill = vec![false; self.slots.len()];
         // Tokens go in in slot (= sequence) order, which llama.cpp needs to keep a step in one
         // micro-batch.
-        let state: Vec<(usize, usize)> = self
+        let state: Vec<plan::Work> = self
             .slots
             .iter()
             .map(|s| {
-                s.active.as_ref().map_or((0, 0), |a| {
+                let idle = plan::Work {
+                    decode: 0,
+                    prompt: 0,
+                    ends: false,
+                };
+                s.active.as_ref().map_or(idle, |a| {
                     // Text up to the next image (which gets a step of its own).
                     let text = a
                         .media
@@ -422,17 +439,31 @@ impl Engine {
                     } else {
                         0
                     };
-                    (decode, text)
+                    plan::Work {
+                        decode,
+                        prompt: text,
+                        ends: a.media.is_empty(),
+                    }
                 })
             })
             .collect();
-        let (takes, prefill) = plan::compose(
+        let plan::Step {
+            takes,
+            prefill,
+            held,
+        } = plan::compose(
             &state,
             self.batch.capacity(),
             self.isolate_prompts,
             self.prefilled_last,
+            if self.hold {
+                self.held_steps
+            } else {
+                plan::MAX_HOLD_STEPS
+            },
         );
         self.prefilled_last = prefill;
+        self.held_steps = if held { self.held_steps + 1 } else { 0 };
         let before: Vec<usize> = self.slots.iter().map(|s| s.cache.len()).collect();
         for (k, (slot, take)) in self.slots.iter_mut().zip(takes).enumerate() {
             let Some(a) = slot.active.as_mut() else {

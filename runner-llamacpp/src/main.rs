@@ -108,6 +108,10 @@ struct Args {
     /// Test and bench hook: do not draft the tokens a grammar forces (grammar fast-forward).
     #[arg(long, hide = true)]
     no_grammar_ff: bool,
+    /// Bench hook (GPU): do not hold a request's first token while the prompts that arrived
+    /// with it are still pending (`plan::mixed`).
+    #[arg(long, hide = true)]
+    no_first_token_hold: bool,
     /// Unix socket to serve on (created 0600; a stale file is replaced).
     #[arg(long)]
     socket: PathBuf,
@@ -220,6 +224,7 @@ fn load_and_run(
             )
             .with_projector(projector)
             .with_step_stats(args.step_stats)
+            .with_first_token_hold(!args.no_first_token_hold)
             .with_drafting(engine::Drafting {
                 ngram: args.draft_ngram as usize,
                 under_grammar: args.draft_under_grammar,

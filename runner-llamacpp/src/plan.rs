@@ -44,10 +44,44 @@ pub enum Take {
 /// kernel (GGML_FA_TILE_Q in b11434), whose rounding depends on how the rows are cut.
 pub const ATTN_TILE_ROWS: usize = 64;
 
-/// Composes a step from each slot's state `(tokens to decode: its sampled token plus its draft,
-/// 0 when it has none; pending prompt tokens)`, in slot order, for a batch of `capacity` tokens
-/// (the decode tokens of all slots must fit it). Returns each slot's part and
-/// whether the step prefills.
+/// One slot's work waiting for a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Work {
+    /// Tokens to decode: its sampled token plus its draft, 0 when it has none.
+    pub decode: usize,
+    /// Pending prompt tokens (up to the next image).
+    pub prompt: usize,
+    /// The pending tokens end the prompt: the last of them yields the first token's logits.
+    pub ends: bool,
+}
+
+impl Work {
+    /// Prompt tokens before the one whose logits start generation.
+    fn body(&self) -> usize {
+        if self.ends {
+            self.prompt.saturating_sub(1)
+        } else {
+            self.prompt
+        }
+    }
+}
+
+/// A composed step: each slot's part, whether it prefills, and whether a ready slot's last
+/// prompt token was held back (`mixed`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    pub takes: Vec<Take>,
+    pub prefill: bool,
+    pub held: bool,
+}
+
+/// Steps in a row a ready slot may be held back on a GPU before it goes regardless (`mixed`):
+/// the first token of a request waits at most this many steps for the prompts that arrived with
+/// it.
+pub const MAX_HOLD_STEPS: usize = 64;
+
+/// Composes a step from each slot's [`Work`], in slot order, for a batch of `capacity` tokens
+/// (the decode tokens of all slots must fit it).
 ///
 /// `isolate` (CPU, batch-invariant): a step either decodes every waiting token or prefills,
 /// nothing else, alternating when both wait (`prefilled_last`). A prefill step holds one chunk
@@ -55,57 +89,125 @@ pub const ATTN_TILE_ROWS: usize = 64;
 /// (llama.cpp's CPU attention tiles a sequence's rows from [`ATTN_TILE_ROWS`] on, and a step of
 /// several sequences is cut into equal per-sequence micro-batches). Short prompts (fewer rows
 /// than a tile, whole in the batch) are the exception: their rows are attended row by row
-/// wherever they are cut, so all of them share one prefill step. Otherwise (GPU) every waiting
-/// token is decoded and the pending prompts fill the rest of the batch in slot order.
+/// wherever they are cut, so all of them share one prefill step. Otherwise (GPU) see [`mixed`].
 pub fn compose(
-    slots: &[(usize, usize)],
+    slots: &[Work],
     capacity: usize,
     isolate: bool,
     prefilled_last: bool,
-) -> (Vec<Take>, bool) {
-    let decoders: usize = slots.iter().map(|s| s.0).sum();
-    let prompts = slots.iter().any(|s| s.1 > 0);
-    let mut out = vec![Take::Nothing; slots.len()];
-    if isolate {
-        if prompts && !(decoders > 0 && prefilled_last) {
-            let short = |n: usize| n > 0 && n < ATTN_TILE_ROWS && n <= capacity;
-            let i = slots
-                .iter()
-                .position(|s| s.1 > 0)
-                .expect("a pending prompt");
-            if !short(slots[i].1) {
-                out[i] = Take::Prompt(slots[i].1.min(capacity));
-                return (out, true);
-            }
-            let mut room = capacity;
-            for (o, s) in out.iter_mut().zip(slots) {
-                if short(s.1) && s.1 <= room {
-                    room -= s.1;
-                    *o = Take::Prompt(s.1);
-                }
-            }
-            return (out, true);
-        }
-        for (o, s) in out.iter_mut().zip(slots) {
-            if s.0 > 0 {
-                *o = Take::Decode;
-            }
-        }
-        return (out, false);
+    held_steps: usize,
+) -> Step {
+    if !isolate {
+        return mixed(slots, capacity, held_steps);
     }
-    let mut room = capacity.saturating_sub(decoders);
-    let mut prefill = false;
-    for (o, s) in out.iter_mut().zip(slots) {
-        if s.0 > 0 {
+    let decoders: usize = slots.iter().map(|s| s.decode).sum();
+    let prompts = slots.iter().any(|s| s.prompt > 0);
+    let mut takes = vec![Take::Nothing; slots.len()];
+    let step = |takes, prefill| Step {
+        takes,
+        prefill,
+        held: false,
+    };
+    if prompts && !(decoders > 0 && prefilled_last) {
+        let short = |n: usize| n > 0 && n < ATTN_TILE_ROWS && n <= capacity;
+        let i = slots
+            .iter()
+            .position(|s| s.prompt > 0)
+            .expect("a pending prompt");
+        if !short(slots[i].prompt) {
+            takes[i] = Take::Prompt(slots[i].prompt.min(capacity));
+            return step(takes, true);
+        }
+        let mut room = capacity;
+        for (o, s) in takes.iter_mut().zip(slots) {
+            if short(s.prompt) && s.prompt <= room {
+                room -= s.prompt;
+                *o = Take::Prompt(s.prompt);
+            }
+        }
+        return step(takes, true);
+    }
+    for (o, s) in takes.iter_mut().zip(slots) {
+        if s.decode > 0 {
             *o = Take::Decode;
-        } else if s.1 > 0 && room > 0 {
-            let n = s.1.min(room);
+        }
+    }
+    step(takes, false)
+}
+
+/// A GPU step: every waiting decode token, then the pending prompts in slot order in the rest
+/// of the batch, except that a prompt's LAST token (the one whose logits give its first
+/// generated token) is held back while other prompts still have tokens before their own last
+/// one, for at most [`MAX_HOLD_STEPS`] steps in a row (`held_steps`).
+///
+/// Why: llama.cpp cuts a step of several sequences into equal per-sequence micro-batches, so a
+/// prompt chunk beside decode tokens is a pass of its own, and a stream that starts decoding
+/// while others prefill waits out every one of their chunks between two of its tokens. Holding
+/// the first token of requests that arrive together until their prompts are in lets them decode
+/// together at the batched rate (16 streams, 512-token prompts, num_batch 512 on an H200: the
+/// prefill chunks otherwise cost the early streams ~20 % of their decode rate). A request that
+/// arrives alone, or whose prompt is the last one pending, gets its first token in the step
+/// that evaluates its prompt, as before: TTFT at one stream is unchanged.
+pub fn mixed(slots: &[Work], capacity: usize, held_steps: usize) -> Step {
+    let mut takes = vec![Take::Nothing; slots.len()];
+    let decoders: usize = slots.iter().map(|s| s.decode).sum();
+    let mut room = capacity.saturating_sub(decoders);
+    for (o, s) in takes.iter_mut().zip(slots) {
+        if s.decode > 0 {
+            *o = Take::Decode;
+        }
+    }
+    // Held long enough, ready slots go first; then the bodies, in slot order.
+    let overdue = held_steps >= MAX_HOLD_STEPS;
+    if overdue {
+        for (o, s) in takes.iter_mut().zip(slots) {
+            if s.decode == 0 && s.ends && s.prompt == 1 && room > 0 {
+                room -= 1;
+                *o = Take::Prompt(1);
+            }
+        }
+    }
+    let mut left = 0;
+    for (o, s) in takes.iter_mut().zip(slots) {
+        if *o != Take::Nothing {
+            continue;
+        }
+        let n = s.body().min(room);
+        if s.decode == 0 && n > 0 {
             room -= n;
             *o = Take::Prompt(n);
-            prefill = true;
+        }
+        if s.decode == 0 {
+            left += s.body() - n;
         }
     }
-    (out, prefill)
+    // Last tokens go when no body is left after this step, or when held long enough.
+    let release = left == 0 || overdue;
+    let mut held = false;
+    for (o, s) in takes.iter_mut().zip(slots) {
+        if s.decode > 0 || !s.ends || s.prompt == 0 || *o == Take::Prompt(s.prompt) {
+            continue;
+        }
+        let taken = match *o {
+            Take::Prompt(n) => n,
+            _ => 0,
+        };
+        if taken != s.body() {
+            continue; // its body is not all in yet
+        }
+        if release && room > 0 {
+            room -= 1;
+            *o = Take::Prompt(taken + 1);
+        } else {
+            held = true;
+        }
+    }
+    let prefill = takes.iter().any(|t| matches!(t, Take::Prompt(_)));
+    Step {
+        takes,
+        prefill,
+        held,
+    }
 }
 
 #[cfg(test)]
@@ -178,6 +280,111 @@ mod tests {
         }
     }
 
+    /// Slot states `(decode, prompt)` whose prompts end where their pending text ends.
+    fn w(st: &[(usize, usize)]) -> Vec<Work> {
+        st.iter()
+            .map(|&(decode, prompt)| Work {
+                decode,
+                prompt,
+                ends: true,
+            })
+            .collect()
+    }
+
+    fn step(takes: Vec<Take>, prefill: bool) -> Step {
+        Step {
+            takes,
+            prefill,
+            held: false,
+        }
+    }
+
+    #[test]
+    fn gpu_steps_hold_first_tokens_until_the_prompts_that_came_with_them_are_in() {
+        use Take::*;
+        // Alone: the whole prompt, last token included, in one step (TTFT unchanged).
+        assert_eq!(
+            mixed(&w(&[(0, 512)]), 512, 0),
+            step(vec![Prompt(512)], true)
+        );
+        // A long prompt alone: its chunks, the last one with the last token.
+        assert_eq!(
+            mixed(&w(&[(0, 1000)]), 512, 0),
+            step(vec![Prompt(512)], true)
+        );
+        assert_eq!(
+            mixed(&w(&[(0, 488)]), 512, 0),
+            step(vec![Prompt(488)], true)
+        );
+        // Three prompts arriving together: the first one's body fills the step, its last
+        // token waits while the others are pending.
+        let st = [(0, 512), (0, 512), (0, 512)];
+        assert_eq!(
+            mixed(&w(&st), 512, 0),
+            Step {
+                takes: vec![Prompt(511), Prompt(1), Nothing],
+                prefill: true,
+                held: true
+            }
+        );
+        let st = [(0, 1), (0, 300), (0, 512)];
+        assert_eq!(
+            mixed(&w(&st), 512, 0),
+            Step {
+                takes: vec![Nothing, Prompt(299), Prompt(213)],
+                prefill: true,
+                held: true
+            }
+        );
+        // ...until no body is left after the step: then every last token goes with it.
+        let st = [(0, 1), (0, 1), (0, 299)];
+        assert_eq!(
+            mixed(&w(&st), 512, 0),
+            step(vec![Prompt(1), Prompt(1), Prompt(299)], true)
+        );
+        // Decoders keep decoding in every step; ready slots join them once the bodies are in.
+        let st = [(1, 0), (0, 1), (0, 600)];
+        assert_eq!(
+            mixed(&w(&st), 512, 0),
+            Step {
+                takes: vec![Decode, Nothing, Prompt(511)],
+                prefill: true,
+                held: true
+            }
+        );
+        let st = [(1, 0), (0, 1), (0, 89)];
+        assert_eq!(
+            mixed(&w(&st), 512, 0),
+            step(vec![Decode, Prompt(1), Prompt(89)], true)
+        );
+        // Held long enough, a ready slot goes even though bodies are pending.
+        let st = [(0, 1), (0, 600)];
+        assert_eq!(
+            mixed(&w(&st), 512, MAX_HOLD_STEPS),
+            step(vec![Prompt(1), Prompt(511)], true)
+        );
+        // Text before an image has no last token to hold: it is all body.
+        let st = [
+            Work {
+                decode: 0,
+                prompt: 40,
+                ends: false,
+            },
+            Work {
+                decode: 0,
+                prompt: 600,
+                ends: true,
+            },
+        ];
+        assert_eq!(
+            mixed(&st, 512, 0),
+            step(vec![Prompt(40), Prompt(472)], true)
+        );
+        // The CPU path never holds.
+        let st = [(0, 1), (0, 600)];
+        assert!(!compose(&w(&st), 512, true, false, 0).held);
+    }
+
     #[test]
     fn steps_are_composed_isolated_on_cpu_and_mixed_on_gpu() {
         use Take::*;
@@ -223,7 +430,11 @@ mod tests {
             ),
         ];
         for &(isolate, last, cap, want, prefill) in cases {
-            let (got, p) = compose(&st, cap, isolate, last);
+            let Step {
+                takes: got,
+                prefill: p,
+                ..
+            } = compose(&w(&st), cap, isolate, last, 0);
             assert_eq!(
                 (got.as_slice(), p),
                 (want, prefill),
@@ -234,37 +445,37 @@ mod tests {
         // share a step, a long one goes alone, one chunk at a time.
         let st = [(0, 10), (0, 20), (0, 64), (0, 63)];
         assert_eq!(
-            compose(&st, 512, true, true),
-            (vec![Prompt(10), Prompt(20), Nothing, Prompt(63)], true)
+            compose(&w(&st), 512, true, true, 0),
+            step(vec![Prompt(10), Prompt(20), Nothing, Prompt(63)], true)
         );
         assert_eq!(
-            compose(&st, 40, true, true),
-            (vec![Prompt(10), Prompt(20), Nothing, Nothing], true)
+            compose(&w(&st), 40, true, true, 0),
+            step(vec![Prompt(10), Prompt(20), Nothing, Nothing], true)
         );
         let st = [(0, 0), (0, 64), (0, 5)];
         assert_eq!(
-            compose(&st, 512, true, false),
-            (vec![Nothing, Prompt(64), Nothing], true)
+            compose(&w(&st), 512, true, false, 0),
+            step(vec![Nothing, Prompt(64), Nothing], true)
         );
         // A short prompt longer than the batch is cut like a long one.
         let st = [(0, 50), (0, 5)];
         assert_eq!(
-            compose(&st, 32, true, false),
-            (vec![Prompt(32), Nothing], true)
+            compose(&w(&st), 32, true, false, 0),
+            step(vec![Prompt(32), Nothing], true)
         );
         // Only decoders: both modes decode.
         let st = [(1, 0), (0, 0), (1, 0)];
         for isolate in [true, false] {
             assert_eq!(
-                compose(&st, 512, isolate, false),
-                (vec![Decode, Nothing, Decode], false)
+                compose(&w(&st), 512, isolate, false, 0),
+                step(vec![Decode, Nothing, Decode], false)
             );
         }
         // Drafts take batch room from the prompts on a GPU (here 5 + 3 decode tokens).
         let st = [(5, 0), (0, 100), (3, 0)];
         assert_eq!(
-            compose(&st, 20, false, false),
-            (vec![Decode, Prompt(12), Decode], true)
+            compose(&w(&st), 20, false, false, 0),
+            step(vec![Decode, Prompt(12), Decode], true)
         );
     }
 
