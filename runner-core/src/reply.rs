@@ -76,6 +76,18 @@ impl Reply {
         self.out.is_closed()
     }
 
+    /// A probe of [`Reply::is_closed`] that another thread may call while the engine computes
+    /// (an abort callback watching for the client leaving mid-step).
+    pub fn closed_probe(&self) -> impl Fn() -> bool + Send + 'static {
+        let out = self.out.clone();
+        move || out.is_closed()
+    }
+
+    /// Tokens the request may still generate before its budget ends it.
+    pub fn left(&self) -> u32 {
+        self.limit.saturating_sub(self.timings.eval_count)
+    }
+
     /// A prefill heartbeat: `processed` prompt positions are in the cache.
     pub fn progress(&self, processed: u32) {
         let _ = self.out.send(CompletionChunk::Progress { processed });
@@ -218,7 +230,9 @@ mod tests {
             ..CompletionRequest::default()
         };
         let mut r = Reply::new(tx, &req, 5, 2, 64).unwrap();
+        assert_eq!(r.left(), 10);
         assert_eq!(r.token(&Letters, false, &pick(0)), None); // "a"
+        assert_eq!(r.left(), 9);
         assert_eq!(r.token(&Letters, false, &pick(2)), None); // "c" held: may start "cd"
         assert_eq!(drain(&mut rx), ["a/1"]);
         assert_eq!(r.token(&Letters, false, &pick(3)), Some(DoneReason::Stop));
@@ -238,6 +252,7 @@ mod tests {
 
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let mut r = Reply::new(tx, &CompletionRequest::default(), 1, 0, 64).unwrap();
+        assert_eq!(r.left(), 640, "unbounded: 10 contexts");
         assert_eq!(r.token(&Letters, true, &pick(25)), Some(DoneReason::Stop));
         r.finish(DoneReason::Stop);
         assert_eq!(
@@ -253,5 +268,15 @@ mod tests {
         };
         assert!(Reply::new(tx, &req, 3, 0, 64).is_none());
         assert_eq!(drain(&mut rx), ["done Length 0"]);
+    }
+
+    #[test]
+    fn the_closed_probe_sees_the_client_leave() {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let r = Reply::new(tx, &CompletionRequest::default(), 1, 0, 64).unwrap();
+        let probe = r.closed_probe();
+        assert!(!probe() && !r.is_closed());
+        drop(rx);
+        assert!(probe() && r.is_closed());
     }
 }

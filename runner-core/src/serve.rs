@@ -44,7 +44,13 @@ pub fn run(
             return 1;
         }
     };
-    rt.block_on(serve(socket, start))
+    let code = rt.block_on(serve(socket, start));
+    // Not a plain drop: tokio reads stdin (`parent_gone`) with a blocking read on a pool
+    // thread that nothing can cancel, and dropping the runtime waits for it, so while the
+    // server holds our stdin open a SIGTERM'd runner would hang until SIGKILL. Every stream
+    // has had its final line by now; the pool threads die with the process.
+    rt.shutdown_background();
+    code
 }
 
 fn bind(path: &Path) -> std::io::Result<UnixListener> {

@@ -34,18 +34,14 @@ use crate::ffi::{Batch, Context, DecodeError, Model, Row, Token};
 use crate::plan::{self, Take};
 use crate::sampling::{needs_row, Choice, Sampler};
 use runner_core::jobs::{CompleteJob, Job};
-use runner_core::text::TextStream;
-use runner_protocol::{
-    CompletionChunk, CompletionRequest, DoneReason, ErrorKind, RunnerError, Timings, TokenLogprob,
-    TopLogprob,
-};
+use runner_core::reply::Reply;
+use runner_protocol::{CompletionChunk, CompletionRequest, DoneReason, ErrorKind, RunnerError};
 use sample::sample_all;
 use stats::{Phase, StepStats};
 use std::collections::VecDeque;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::sync::mpsc::UnboundedSender;
 
 mod cancel;
 mod draft;
@@ -56,7 +52,8 @@ mod stats;
 pub mod vision;
 
 struct Active {
-    out: UnboundedSender<CompletionChunk>,
+    /// The answer stream: budget, stop strings, logprobs, counters (runner_core::reply).
+    reply: Reply,
     req: CompletionRequest,
     /// Prompt tokens not yet in the KV.
     pending: Vec<Token>,
@@ -66,13 +63,6 @@ struct Active {
     /// Sampled token waiting to enter the KV.
     next: Option<Token>,
     sampler: Sampler,
-    text: TextStream,
-    /// Logprobs of tokens whose text is still held back.
-    lp_held: Vec<TokenLogprob>,
-    limit: u32,
-    /// The whole prompt's length, until the first token chunk carries it.
-    announce: Option<u32>,
-    timings: Timings,
     logits_at: Option<i32>,
     /// The request needs whole logits rows (no device sampling for it).
     needs_row: bool,
@@ -220,10 +210,11 @@ impl Engine {
     }
 
     fn shutdown(&mut self) {
-        let err = || RunnerError::new(ErrorKind::Cancelled, "runner is shutting down");
+        const MSG: &str = "runner is shutting down";
+        let err = || RunnerError::new(ErrorKind::Cancelled, MSG);
         for slot in &mut self.slots {
             if let Some(a) = slot.active.take() {
-                let _ = a.out.send(CompletionChunk::Error { error: err() });
+                a.reply.fail(ErrorKind::Cancelled, MSG);
             }
         }
         for job in self.queue.drain(..) {
@@ -284,22 +275,10 @@ impl Engine {
             );
         }
         slot.cache.truncate(reuse);
-        let limit = match job.req.num_predict {
-            n if n < 0 => (10 * n_ctx_seq).min(u32::MAX as usize) as u32,
-            n => n as u32,
-        };
-        let timings = Timings {
-            cached_tokens: reuse as u32,
-            prompt_eval_count: (job.tokens.len() - reuse) as u32,
-            ..Timings::default()
-        };
-        if limit == 0 {
-            let _ = job.out.send(CompletionChunk::Done {
-                done_reason: DoneReason::Length,
-                timings,
-            });
+        let Some(reply) = Reply::new(job.out, &job.req, job.tokens.len(), reuse, n_ctx_seq) else {
             return;
-        }
+        };
+        let limit = reply.left();
         let history = vision::text_history(&job.tokens, !job_media.is_empty());
         let sampler = Sampler::new(&job.req.sampling, &history, n_ctx_seq, job.mask);
         let media: VecDeque<vision::Media> =
@@ -322,17 +301,12 @@ impl Engine {
             self.drafting.ngram
         };
         slot.active = Some(Active {
-            text: TextStream::new(&job.req.stop),
+            reply,
             pending: job.tokens[reuse..].to_vec(),
             media,
-            out: job.out,
             req: job.req,
             next: None,
             sampler,
-            lp_held: Vec::new(),
-            limit,
-            announce: Some(job.tokens.len() as u32),
-            timings,
             logits_at: None,
             needs_row,
             draft: Vec::new(),
@@ -512,7 +486,7 @@ impl Engine {
                         slot.cache.push(d);
                     }
                     a.draft.truncate(a.draft_rows.len());
-                    a.timings.drafted += a.draft.len() as u32;
+                    a.reply.timings.drafted += a.draft.len() as u32;
                 }
             }
         }
@@ -552,9 +526,7 @@ impl Engine {
                     slot.active.as_ref().is_some_and(|a| a.logits_at.is_some()) || in_prefill[k];
                 if took_part {
                     if let Some(a) = slot.active.take() {
-                        let _ = a.out.send(CompletionChunk::Error {
-                            error: RunnerError::new(kind, msg.clone()),
-                        });
+                        a.reply.fail(kind, msg.clone());
                     }
                     // The KV state of this sequence is unknown now; forget it.
                     self.ctx.seq_rm(slot.seq, -1, -1);
@@ -571,9 +543,9 @@ impl Engine {
                 continue;
             };
             if in_prefill[k] {
-                a.timings.prompt_eval_duration_ns += took;
+                a.reply.timings.prompt_eval_duration_ns += took;
             } else if a.logits_at.is_some() {
-                a.timings.eval_duration_ns += took;
+                a.reply.timings.eval_duration_ns += took;
             }
             if let Some(idx) = a.logits_at {
                 let dev = self.ctx.device_sampling(slot.seq);
@@ -646,76 +618,27 @@ fn make_room(ctx: &mut Context, slot: &mut Slot) -> bool {
     true
 }
 
+/// Stream the sampled token; it enters the KV on the next step unless it ended the request.
 fn on_token(model: &Model, slot: &mut Slot, choice: Choice) {
     let Some(a) = slot.active.as_mut() else {
         return;
     };
     let t = choice.token;
-    a.timings.eval_count += 1;
-    if model.is_eog(t) {
-        return finish(slot, DoneReason::Stop);
+    match a.reply.token(model, model.is_eog(t), &choice) {
+        Some(reason) => finish(slot, reason),
+        None => a.next = Some(t),
     }
-    let piece = model.token_piece(t, true);
-    if a.req.logprobs || a.req.top_logprobs > 0 {
-        a.lp_held.push(TokenLogprob {
-            token: String::from_utf8_lossy(&piece).into_owned(),
-            logprob: choice.logprob.unwrap_or(f32::NEG_INFINITY),
-            bytes: piece.clone(),
-            top_logprobs: choice
-                .top
-                .iter()
-                .map(|&(id, logprob)| {
-                    let bytes = model.token_piece(id, true);
-                    TopLogprob {
-                        token: String::from_utf8_lossy(&bytes).into_owned(),
-                        logprob,
-                        bytes,
-                    }
-                })
-                .collect(),
-        });
-    }
-    let step = a.text.push(&piece);
-    if !step.text.is_empty() {
-        let logprobs = std::mem::take(&mut a.lp_held);
-        let _ = a.out.send(CompletionChunk::Token {
-            content: step.text,
-            logprobs,
-            prompt_tokens: a.announce.take(),
-        });
-    }
-    if step.stopped {
-        return finish(slot, DoneReason::Stop);
-    }
-    if a.timings.eval_count >= a.limit {
-        return finish(slot, DoneReason::Length);
-    }
-    a.next = Some(t);
 }
 
 /// End the slot's request: release held text (unless a stop string ended it) and send Done.
 fn finish(slot: &mut Slot, reason: DoneReason) {
-    let Some(mut a) = slot.active.take() else {
-        return;
-    };
-    let rest = a.text.finish();
-    if !rest.is_empty() {
-        let _ = a.out.send(CompletionChunk::Token {
-            content: rest,
-            logprobs: std::mem::take(&mut a.lp_held),
-            prompt_tokens: a.announce.take(),
-        });
+    if let Some(a) = slot.active.take() {
+        a.reply.finish(reason);
     }
-    let _ = a.out.send(CompletionChunk::Done {
-        done_reason: reason,
-        timings: a.timings,
-    });
 }
 
 fn fail(slot: &mut Slot, kind: ErrorKind, msg: &str) {
     if let Some(a) = slot.active.take() {
-        let _ = a.out.send(CompletionChunk::Error {
-            error: RunnerError::new(kind, msg),
-        });
+        a.reply.fail(kind, msg);
     }
 }

@@ -20,7 +20,6 @@
 
 use super::Slot;
 use crate::ffi::{AbortWatch, Batch, Context, DecodeError};
-use runner_protocol::CompletionChunk;
 
 /// Sends a `progress` heartbeat to each request that prefilled in this step and still has
 /// prompt tokens to go (one that finished its prompt gets its first token instead).
@@ -28,7 +27,7 @@ pub(super) fn heartbeats(slots: &[Slot], in_prefill: &[bool]) {
     for (slot, _) in slots.iter().zip(in_prefill).filter(|(_, &p)| p) {
         if let Some(a) = slot.active.as_ref().filter(|a| !a.pending.is_empty()) {
             let processed = slot.cache.len() as u32;
-            let _ = a.out.send(CompletionChunk::Progress { processed });
+            a.reply.progress(processed);
         }
     }
 }
@@ -36,7 +35,7 @@ pub(super) fn heartbeats(slots: &[Slot], in_prefill: &[bool]) {
 /// Frees the slots of requests whose client has gone (their stream receiver dropped).
 pub(super) fn drop_closed(slots: &mut [Slot]) {
     for slot in slots {
-        if slot.active.as_ref().is_some_and(|a| a.out.is_closed()) {
+        if slot.active.as_ref().is_some_and(|a| a.reply.is_closed()) {
             slot.active = None;
         }
     }
@@ -54,10 +53,7 @@ pub(super) fn launch(
         .zip(in_prefill)
         .filter(|(_, &p)| p)
         .filter_map(|(s, _)| s.active.as_ref())
-        .map(|a| {
-            let out = a.out.clone();
-            Box::new(move || out.is_closed()) as AbortWatch
-        })
+        .map(|a| Box::new(a.reply.closed_probe()) as AbortWatch)
         .collect();
     let watching = !watch.is_empty();
     if watching {
@@ -89,7 +85,7 @@ pub(super) fn after_abort(
         let Some(a) = slot.active.as_mut() else {
             continue;
         };
-        redo += usize::from((in_prefill[k] || a.logits_at.is_some()) && !a.out.is_closed());
+        redo += usize::from((in_prefill[k] || a.logits_at.is_some()) && !a.reply.is_closed());
         if in_prefill[k] {
             let mut taken = slot.cache.split_off(before[k].min(slot.cache.len()));
             taken.append(&mut a.pending);
@@ -99,7 +95,7 @@ pub(super) fn after_abort(
             // its draft tokens; the next step drafts again.
             let drafted = a.draft.len();
             slot.cache.truncate(slot.cache.len() - drafted);
-            a.timings.drafted -= drafted as u32;
+            a.reply.timings.drafted -= drafted as u32;
             a.draft.clear();
             a.draft_rows.clear();
             a.next = slot.cache.pop();

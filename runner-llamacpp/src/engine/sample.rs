@@ -70,10 +70,10 @@ pub(super) fn one(a: &mut Active, row: &mut Row) -> Option<Choice> {
 mod tests {
     use super::*;
     use crate::sampling::Sampler;
+    use runner_core::reply::Reply;
     use runner_core::sampling::NoMask;
-    use runner_core::text::TextStream;
+    use runner_protocol::CompletionRequest;
     use runner_protocol::Sampling;
-    use runner_protocol::{CompletionRequest, Timings};
 
     fn active(seed: i64) -> Active {
         let req = CompletionRequest {
@@ -85,20 +85,17 @@ mod tests {
             },
             logprobs: true,
             top_logprobs: 3,
+            num_predict: 100,
             ..CompletionRequest::default()
         };
+        let out = tokio::sync::mpsc::unbounded_channel().0;
         Active {
-            out: tokio::sync::mpsc::unbounded_channel().0,
+            reply: Reply::new(out, &req, 3, 0, 64).expect("a nonzero budget"),
             sampler: Sampler::new(&req.sampling, &[1, 2, 3], 64, Box::new(NoMask)),
             req,
             pending: Vec::new(),
             media: Default::default(),
             next: None,
-            text: TextStream::new(&[]),
-            lp_held: Vec::new(),
-            limit: 100,
-            announce: None,
-            timings: Timings::default(),
             logits_at: Some(0),
             needs_row: true,
             draft: Vec::new(),

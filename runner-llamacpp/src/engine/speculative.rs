@@ -44,7 +44,7 @@ pub(super) fn verify(
         let Some(mut row) = rows.next() else { break };
         a.next = None;
         restrict(model, a);
-        a.timings.accepted += 1;
+        a.reply.timings.accepted += 1;
         used += 1;
         choice = sample::one(a, &mut row);
     }
@@ -72,7 +72,7 @@ pub(super) fn propose(
         return Vec::new();
     };
     let forced = restrict(model, a);
-    let left = a.limit.saturating_sub(a.timings.eval_count);
+    let left = a.reply.left();
     let room = n_ctx_seq.saturating_sub(slot.cache.len() + 1);
     let n = draft::budget(usize::MAX, left, room, share);
     if n == 0 {

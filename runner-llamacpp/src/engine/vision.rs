@@ -252,7 +252,7 @@ impl Engine {
         }
         match res {
             Ok(()) => {
-                a.timings.prompt_eval_duration_ns += started.elapsed().as_nanos() as u64;
+                a.reply.timings.prompt_eval_duration_ns += started.elapsed().as_nanos() as u64;
                 slot.cache.extend(a.pending.drain(..n));
             }
             Err(msg) => {

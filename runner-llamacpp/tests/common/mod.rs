@@ -85,6 +85,8 @@ impl Runner {
             .arg(&socket)
             .args(["--threads", "1"])
             .args(extra)
+            // As the server spawns it: a stdin pipe held open for the runner's whole life.
+            .stdin(Stdio::piped())
             .stdout(Stdio::null());
         match log {
             Some(log) => cmd
@@ -305,8 +307,8 @@ pub async fn closing_frees_the_slot(r: &Runner, prompt: &str) {
     );
 }
 
-/// SIGTERM while `prompt` generates: its stream ends with `Cancelled`, the runner exits 0 and
-/// removes its socket.
+/// SIGTERM while `prompt` generates: its stream ends with `Cancelled`, the runner exits 0 by
+/// itself within 3 s (its stdin pipe still open, as under the server) and removes its socket.
 pub async fn sigterm_drains(r: &mut Runner, prompt: &str) {
     use http_body_util::BodyExt;
     let resp = send(&r.socket, "POST", "/completion", Some(greedy(prompt, 2000))).await;
@@ -327,7 +329,18 @@ pub async fn sigterm_drains(r: &mut Runner, prompt: &str) {
         tail.contains(r#""kind":"Cancelled""#),
         "stream ends with Cancelled: {tail}"
     );
-    let status = r.child.wait().unwrap();
+    // By itself and soon: the server SIGKILLs a runner still alive after its grace (5 s).
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let status = loop {
+        if let Some(s) = r.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "runner still alive 3 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
     assert_eq!(status.code(), Some(0));
     assert!(!r.socket.exists(), "socket removed on exit");
 }
