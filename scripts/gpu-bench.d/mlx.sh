@@ -22,22 +22,24 @@
 # In (beside herd.sh's): W (work dir; logs in $W/logs), HB_MLX_BIN (runner-mlx), HB_MLX_MODELS
 # (its store), HB_MLX_SRC (checkpoint dir), HB_MLX_IMPORT_ENV (written once both creates worked).
 
-# mlx_pack ROOT CACHE: the two carry folders ROOT/.gpu-mlx/part{1,2} (prepare, dev box).
-mlx_pack() {
-  local root=$1 cache=$2 lock=$1/native/mlx.lock
+# mlx_pack_lib LOCK CACHE: prints the path of the packed library tree of the lock's CUDA wheel
+# (fetched with pip into CACHE/dl when absent, sha256-checked), made once per wheel.
+mlx_pack_lib() {
+  local lock=$1 cache=$2
   local ver pkg arc sha; ver=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$lock")
   pkg=$(sed -n 's/^cuda_package = "\(.*\)"$/\1/p' "$lock"); arc=$(sed -n 's/^cuda_archive = "\(.*\)"$/\1/p' "$lock")
   sha=$(sed -n 's/^cuda_sha256 = "\(.*\)"$/\1/p' "$lock")
   local whl=$cache/dl/$arc
   if [ ! -f "$whl" ]; then
     mkdir -p "$cache/dl"
-    python3 -m pip download -q --no-deps --only-binary=:all: "$pkg==$ver" -d "$cache/dl"
+    python3 -m pip download -q --no-deps --only-binary=:all: "$pkg==$ver" -d "$cache/dl" >&2
   fi
   echo "$sha  $whl" | sha256sum -c --quiet || { echo "mlx_pack: $whl does not match native/mlx.lock" >&2; return 1; }
   # The packed library tree depends on the wheel alone: made once (xz -9 of ~150 MB takes minutes).
   local packed=$cache/gpu-mlx/${arc%.whl}.tar.xz
   if [ ! -s "$packed" ] || [ ! -s "$packed.syms" ]; then
     local tmp; tmp=$(mktemp -d)
+    mkdir -p "$(dirname "$packed")"
     python3 -m zipfile -e "$whl" "$tmp/w"
     mkdir -p "$tmp/p/mlx/lib" "$tmp/p/mlx/include"
     cp "$tmp/w/mlx/lib/libmlx.so" "$tmp/p/mlx/lib/" && strip --strip-unneeded "$tmp/p/mlx/lib/libmlx.so"
@@ -45,11 +47,17 @@ mlx_pack() {
     cp -r "$tmp/w/mlx/include/cccl" "$tmp/p/mlx/include/"
     local d; for d in "$tmp"/w/*.libs; do [ -d "$d" ] && cp -r "$d" "$tmp/p/"; done
     nm -D --defined-only "$tmp/p/mlx/lib/libmlx.so" | awk '{print $3}' | LC_ALL=C sort -u > "$packed.syms.tmp"
-    mkdir -p "$(dirname "$packed")"
     tar cf - -C "$tmp/p" . | xz -T0 -9 > "$packed.tmp"
     mv "$packed.tmp" "$packed" && mv "$packed.syms.tmp" "$packed.syms"
     rm -rf "$tmp"
   fi
+  echo "$packed"
+}
+
+# mlx_pack ROOT CACHE: the two carry folders ROOT/.gpu-mlx/part{1,2} (prepare, dev box).
+mlx_pack() {
+  local root=$1 cache=$2 packed
+  packed=$(mlx_pack_lib "$root/native/mlx.lock" "$cache") || return 1
   (cd "$root" && cargo build --release -p runner-mlx --bin runner-mlx)
   local bin=$root/target/release/runner-mlx missing
   missing=$(nm -D --undefined-only "$bin" | awk '{print $2}' | grep -E '^_ZNK?3mlx' | LC_ALL=C sort -u | LC_ALL=C comm -23 - "$packed.syms")
@@ -73,7 +81,7 @@ mlx_stage() {
   [ -d "$1" ] || { echo "no $1: run prepare here and carry it" >&2; return 1; }
   mkdir -p "$W/mlx-in" && cp "$1"/* "$W/mlx-in/"
   echo "staged $(ls "$1" | tr '\n' ' ')in $W/mlx-in"
-  (cd "$W/mlx-in" && sha256sum -c --quiet SHA256SUMS 2>/dev/null) && echo "mlx parts: complete" \
+  (cd "$W/mlx-in" && sha256sum -c --quiet SHA256SUMS > /dev/null 2>&1) && echo "mlx parts: complete" \
     || echo "mlx parts: waiting for the other part"
 }
 
@@ -100,7 +108,8 @@ mlx_unpack() {
   fi
   grep -q "libmlx.so => $W/mlxrun/mlx/lib/libmlx.so" "$W/logs/ldd-mlx.txt" \
     || { hb_stamp "runner-mlx does not resolve the staged libmlx: $(grep libmlx "$W/logs/ldd-mlx.txt")"; return 1; }
-  hb_stamp "runner-mlx: $("$W/mlxrun/runner-mlx" version 2>&1 | tail -1); CUDA_HOME=$CUDA_HOME"
+  local v; v=$("$W/mlxrun/runner-mlx" version 2>&1) || { hb_stamp "runner-mlx does not start: $v"; return 1; }
+  hb_stamp "runner-mlx: $v; CUDA_HOME=$CUDA_HOME"
 }
 
 # mlx_mkmodel DIR RESERVE [ARGS]: mkmlx.py into DIR (niced; it overlaps the build), once the disk
@@ -151,6 +160,8 @@ hb_mlx_import() {
 # and bf16 (int4 first: the comparison with Q4_K_M). Labels mlx-int4-x1 ... mlx-bf16-x16.
 hb_mlx() {
   local mk=$1 HB_MODELS=$HB_MLX_MODELS HB_MLX_RUNNER=$HB_MLX_BIN
+  # A first request may wait for the load (16 GB) and MLX's first NVRTC kernel compiles.
+  local -x HB_TIMEOUT=${HB_MLX_TIMEOUT:-300}
   [ "$mk" = 0 ] || wait "$mk" || true
   if [ ! -s "$HB_MLX_IMPORT_ENV" ]; then
     grep -q '^wrote' "$W/logs/mkmlx.log" 2>/dev/null || { hb_na mlx-int4-x1 gen "mkmlx failed: $(tail -1 "$W/logs/mkmlx.log" 2>/dev/null)"; return 1; }
@@ -158,17 +169,20 @@ hb_mlx() {
     hb_mlx_import "$HB_MLX_SRC"
     hb_stop
   fi
-  local q m
+  # HB_MLX_BUDGET bounds the serving part (device time): a configuration that would start after
+  # it is recorded n/a, not run.
+  local q m n t0; t0=$(date +%s)
   for q in int4 bf16; do
     m=bench-mlx; [ "$q" = int4 ] && m=bench-mlx-q4
-    hb_stamp "mlx $q x1"
-    if hb_serve 1 "$HB_CTX1" "$HB_RUNNER"; then
-      hb_client "mlx-$q-x1" 1 --model "$m" --num-ctx "$HB_CTX1" gen:"$HB_R" probe:"$HB_PROBES" mem
-    fi
-    hb_stamp "mlx $q x$HB_CONC"
-    if hb_serve "$HB_CONC" "$HB_CTX16" "$HB_RUNNER"; then
-      hb_client "mlx-$q-x16" "$HB_CONC" --model "$m" --num-ctx "$HB_CTX16" gen:"$HB_R" mem
-    fi
+    for n in 1 "$HB_CONC"; do
+      local label=mlx-$q-x16 ctx=$HB_CTX16 ph=(gen:"$HB_R" mem)
+      [ "$n" = 1 ] && label=mlx-$q-x1 ctx=$HB_CTX1 ph=(gen:"$HB_R" probe:"$HB_PROBES" mem)
+      if [ $(( $(date +%s) - t0 )) -gt "${HB_MLX_BUDGET:-480}" ]; then
+        hb_na "$label" gen "not run: the mlx phase's ${HB_MLX_BUDGET:-480} s were spent"; continue
+      fi
+      hb_stamp "mlx $q x$n"
+      hb_serve "$n" "$ctx" "$HB_RUNNER" && hb_client "$label" "$n" --model "$m" --num-ctx "$ctx" "${ph[@]}"
+    done
   done
   hb_stop
   hb_stamp "mlx phase done"
