@@ -181,7 +181,13 @@ hb_mlx() {
         hb_na "$label" gen "not run: the mlx phase's ${HB_MLX_BUDGET:-480} s were spent"; continue
       fi
       hb_stamp "mlx $q x$n"
-      hb_serve "$n" "$ctx" "$HB_RUNNER" && hb_client "$label" "$n" --model "$m" --num-ctx "$ctx" "${ph[@]}"
+      hb_serve "$n" "$ctx" "$HB_RUNNER" || continue
+      # One request loads the model before the concurrent rounds: concurrent first requests race
+      # in the server's MLX model-dir preparation (engine/mlx_model.rs prepare_dir: one temp dir
+      # name per process), failing with "File exists" / "tokenizer.json is missing".
+      python3 -c 'import json,sys,urllib.request as u; u.urlopen(u.Request(sys.argv[1]+"/api/generate", json.dumps(dict(model=sys.argv[2], prompt="a", stream=False, options=dict(num_predict=1, num_ctx=int(sys.argv[3])))).encode(), {"Content-Type": "application/json"}), timeout=600).read()' \
+        "$(HB_URL)" "$m" "$ctx" || hb_stamp "mlx $q x$n: the loading request failed"
+      hb_client "$label" "$n" --model "$m" --num-ctx "$ctx" "${ph[@]}"
     done
   done
   hb_stop
