@@ -38,12 +38,13 @@ hb_wait_http() { # URL SECONDS PID: until URL answers 200 (or the process dies)
   return 1
 }
 
-# hb_serve PARALLEL CTX RUNNER: (re)start herd serve with the research note's settings.
+# hb_serve PARALLEL CTX RUNNER: (re)start herd serve with the research note's settings (on the
+# store HB_MODELS; HB_MLX_RUNNER, when set, is the runner for safetensors models).
 hb_serve() {
   hb_stop
   ${HB_NICE:+nice -n "$HB_NICE"} env OLLAMA_HOST="127.0.0.1:$HB_PORT" OLLAMA_MODELS="$HB_MODELS" OLLAMA_FLASH_ATTENTION=1 \
     OLLAMA_KEEP_ALIVE=1h OLLAMA_NUM_PARALLEL="$1" OLLAMA_CONTEXT_LENGTH="$2" HERD_RUNNER="$3" \
-    OLLAMA_NOPRUNE=1 "$HB_HERD" serve >> "$HB_LOG" 2>&1 < /dev/null &
+    OLLAMA_NOPRUNE=1 ${HB_MLX_RUNNER:+HERD_MLX_RUNNER="$HB_MLX_RUNNER"} "$HB_HERD" serve >> "$HB_LOG" 2>&1 < /dev/null &
   HB_PID=$!
   echo "== herd serve parallel=$1 ctx=$2 runner=$3 pid=$HB_PID" >> "$HB_LOG"
   hb_wait_http "$(HB_URL)/api/version" 60 "$HB_PID" || { hb_stamp "herd serve did not start"; return 1; }
@@ -112,6 +113,25 @@ EOF
   rm -rf "$dir"
   # The pipeline imports in a background subshell: the outcome travels through this file.
   printf 'HB_BLOB=%q\nHB_SD=%q\nHB_SD_WHY=%q\n' "$HB_BLOB" "$HB_SD" "$HB_SD_WHY" > "$HB_IMPORT_ENV"
+}
+
+# hb_prune STORE: delete the blobs no manifest of STORE names (the uploaded source files a
+# create leaves; OLLAMA_NOPRUNE keeps herd from it). Only while no create runs on STORE.
+hb_prune() {
+  python3 - "$1" <<'EOF'
+import json, os, sys
+store = sys.argv[1]; keep = set()
+for d, _, fs in os.walk(os.path.join(store, "manifests")):
+    for f in fs:
+        m = json.load(open(os.path.join(d, f)))
+        keep.update(l["digest"].replace(":", "-") for l in m.get("layers", []) + [m.get("config", {})] if "digest" in l)
+freed = 0
+for b in os.listdir(os.path.join(store, "blobs")):
+    p = os.path.join(store, "blobs", b)
+    if b.startswith("sha256-") and b not in keep and os.path.isfile(p):
+        freed += os.path.getsize(p); os.remove(p)
+print(f"pruned {freed} bytes of unreferenced blobs from {store}")
+EOF
 }
 
 # llama-server on the same blob, the same prompts (client kind "server"), x1 and x16.

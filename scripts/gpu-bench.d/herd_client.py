@@ -254,7 +254,7 @@ class Client:
             rec["smi_apps"] = apps
             # By pid; by name when the pids differ (nvidia-smi may see another pid namespace).
             mine = [a for a in apps if a[0].isdigit() and int(a[0]) in pids] or \
-                [a for a in apps if "runner-llamacpp" in a[1]]
+                [a for a in apps if "runner-" in a[1]]
             rec["smi_runner_mib"] = sum(int(a[2]) for a in mine if a[2].isdigit()) or None
         except (OSError, ValueError, subprocess.SubprocessError) as e:
             rec["smi_error"] = str(e)[:200]

@@ -14,6 +14,11 @@ issue 19's "Done when" names:
   ngram_speedup       copy task tokens/s (engine rate) with the n-gram drafter / without, x1
   sd_acceptance       accepted / drafted over the self-draft requests; sd t/s / no-draft t/s
   size_vram_over_smi  /api/ps size_vram / nvidia-smi's memory of the runner process (x16)
+and issue 18's (phase mlx: runner-mlx on the same weights as MLX int4 and bf16, labels
+mlx-int4-x1 ... mlx-bf16-x16, against runner-llamacpp's Q4_K_M, labels herd-x1 / herd-x16):
+  mlx_<q>_over_q4km_x1 / _x16         decode (sum of client rates, mean of rounds) MLX / Q4_K_M
+  mlx_<q>_ttft_over_q4km_x1           median probe TTFT (num_predict 1, one stream) MLX / Q4_K_M
+  mlx_<q>_ttft_over_q4km_x16          median TTFT of the x16 rounds (mean of rounds) MLX / Q4_K_M
 """
 import argparse, json, re, statistics, sys
 
@@ -96,9 +101,10 @@ def main():
     p.add_argument("--json")
     p.add_argument("--conc", type=int, default=16)
     p.add_argument("--check", metavar="SUMMARY_JSON", help="fail unless the phases every run has measured")
+    p.add_argument("--require", default="llama", help="with --check: the phase groups that ran (llama,mlx)")
     a = p.parse_args()
     if a.check:
-        return check(a.check)
+        return check(a.check, [g for g in a.require.split(",") if g])
     run = Run(load(a.results))
     bb = batched_bench(a.batched_bench)
     bbv = lambda b: bb.get(b, f"n/a: no batched-bench B={b}")
@@ -179,12 +185,34 @@ def main():
         "size_vram_over_smi": (round(m16["size_vram_over_smi"], 4) if m16.get("size_vram_over_smi")
                                else f"n/a: size_vram {m16.get('size_vram')}, nvidia-smi runner MiB {m16.get('smi_runner_mib')}"),
     }
+    probe_ms = lambda label: (round(statistics.median(r["ttft_ms"] for r in run.reqs(label, "probe")), 1)
+                              if run.reqs(label, "probe") else run.na(label, "probe") or f"n/a: {label} probe")
+    mlx = {}
+    for q in ("int4", "bf16"):
+        m1, m16 = f"mlx-{q}-x1", f"mlx-{q}-x16"
+        rt[f"mlx_{q}_over_q4km_x1"] = ratio(agg(m1, "gen"), agg(x1, "gen"))
+        rt[f"mlx_{q}_over_q4km_x16"] = ratio(agg(m16, "gen"), agg(x16, "gen"))
+        rt[f"mlx_{q}_ttft_over_q4km_x1"] = ratio(probe_ms(m1), probe_ms(x1))
+        rt[f"mlx_{q}_ttft_over_q4km_x16"] = ratio(run.mean(m16, "gen", "ttft_median_ms"), run.mean(x16, "gen", "ttft_median_ms"))
+    for label, name in ((x1, "Q4_K_M (runner-llamacpp)"), ("mlx-int4-x1", "MLX int4 (runner-mlx)"),
+                        ("mlx-bf16-x1", "MLX bf16 (runner-mlx)")):
+        l16 = label.replace("-x1", "-x16")
+        mlx[name] = dict(decode_x1=agg(label, "gen"), decode_x16=agg(l16, "gen"), ttft_probe_x1_ms=probe_ms(label),
+                         ttft_x16_ms=run.mean(l16, "gen", "ttft_median_ms"), stream_median_x16=med(l16, "gen"))
+    n["mlx_vs_llamacpp"] = mlx
     summary = {"numbers": n, "ratios": rt}
     with open(a.json, "w") as f:
         json.dump(summary, f, indent=1, sort_keys=True)
     print("== ratios (one run; summary.json has every number)")
     for k, v in rt.items():
         print(f"   {k:32s} {v}")
+    if any(r.get("label", "").startswith("mlx-") for r in run.recs):
+        print("== mlx vs llama.cpp (means of rounds): decode x1 t/s | decode x16 sum t/s | x16 median stream t/s"
+              " | TTFT x1 probe median ms | TTFT x16 median ms")
+        fmt = lambda v: f"{v:.1f}" if isinstance(v, float) else str(v)
+        for name, v in mlx.items():
+            print(f"   {name:26s} {fmt(v['decode_x1'])} | {fmt(v['decode_x16'])} | {fmt(v['stream_median_x16'])}"
+                  f" | {fmt(v['ttft_probe_x1_ms'])} | {fmt(v['ttft_x16_ms'])}")
     print("== herd phases: label.phase  sum-client t/s per round | median stream | TTFT median ms")
     for k, v in n.items():
         if isinstance(v, dict) and "sum_client_tps" in v:
@@ -202,24 +230,35 @@ REQUIRED = ["herd-x1.gen", "herd-x1.probe", "herd-x1.chat", "herd-x1.fmt", "herd
             "server-x1.gen", "server-x1.probe", "server-x16.gen"]
 
 
-def check(path):
+# The mlx phase's labels (the same on the CPU smoke; its "x16" is HB_CONC streams).
+REQUIRED_MLX = ["mlx-int4-x1.gen", "mlx-int4-x1.probe", "mlx-int4-x16.gen",
+                "mlx-bf16-x1.gen", "mlx-bf16-x1.probe", "mlx-bf16-x16.gen"]
+
+
+def check(path, groups):
     s = json.load(open(path))
     n, bad = s["numbers"], []
-    for k in REQUIRED:
+    need = (REQUIRED if "llama" in groups else []) + (REQUIRED_MLX if "mlx" in groups else [])
+    for k in need:
         v = n.get(k)
         if not isinstance(v, dict):
             bad.append(f"{k}: {v}")
         elif v["errors"] or not all(v["tokens"]):
             bad.append(f"{k}: {v['errors']} errors, tokens {v['tokens']}")
-    for k in ("herd-x1.mem", "herd-x16.mem"):
+    mems = (["herd-x1.mem", "herd-x16.mem"] if "llama" in groups else []) + \
+        (["mlx-int4-x1.mem", "mlx-int4-x16.mem", "mlx-bf16-x1.mem", "mlx-bf16-x16.mem"] if "mlx" in groups else [])
+    for k in mems:
         if not (n.get(k) or {}).get("size"):
             bad.append(f"{k}: /api/ps gave no size: {n.get(k)}")
-    for k in ("ttft_minus_server_ms", "fmt_over_free_x1", "fmt_over_free_x16", "x1_over_server_x1"):
+    ratios = ["ttft_minus_server_ms", "fmt_over_free_x1", "fmt_over_free_x16", "x1_over_server_x1"] if "llama" in groups else []
+    if groups == ["llama", "mlx"]:
+        ratios += [f"mlx_{q}_{k}" for q in ("int4", "bf16") for k in ("over_q4km_x1", "over_q4km_x16", "ttft_over_q4km_x1")]
+    for k in ratios:
         if isinstance(s["ratios"][k], str):
             bad.append(f"ratio {k}: {s['ratios'][k]}")
     for b in bad:
         print("FAIL", b)
-    print("check:", "FAILED" if bad else f"ok ({len(REQUIRED)} phases, mem, ratios)")
+    print("check:", "FAILED" if bad else f"ok ({len(need)} phases, mem, ratios; {','.join(groups)})")
     return 1 if bad else 0
 
 
