@@ -128,7 +128,18 @@ pub fn file_tensors(c: &Cfg, dense: &mut Tensors) -> FileTensors {
     out
 }
 
-/// Deterministic uniform values in [-scale, scale] (an LCG: the test needs no RNG crate).
+/// `x` rounded to the nearest f16 value (|x| in f16's normal range, else 0), so that a GGUF
+/// conversion to F16 weights is lossless.
+fn f16_grid(x: f32) -> f32 {
+    if x.abs() < 6.2e-5 {
+        return 0.0;
+    }
+    let step = 2f32.powi(x.abs().log2().floor() as i32 - 10);
+    (x / step).round() * step
+}
+
+/// Deterministic uniform values in [-scale, scale] on the f16 grid (an LCG: the test needs no
+/// RNG crate).
 fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
     let mut s = seed
         .wrapping_mul(6364136223846793005)
@@ -138,7 +149,7 @@ fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
             s = s
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
+            f16_grid(((s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale)
         })
         .collect()
 }
@@ -149,32 +160,47 @@ pub fn weights(c: &Cfg) -> Tensors {
         let n = shape.iter().product();
         let v = values(n, t.len() as u64 + 7, scale)
             .into_iter()
-            .map(|x| x + offset)
+            .map(|x| f16_grid(x + offset))
             .collect();
         t.push((name, shape, v));
     };
     let (h, q, kvd) = (c.hidden, c.heads * c.head_dim, c.kv * c.head_dim);
     // gemma3 stores w of a (1 + w) norm scale: centre its norms on 0, the others on 1.
     let norm = if c.gemma.is_some() { 0.0 } else { 1.0 };
+    // gemma3 multiplies the embedding by sqrt(hidden): smaller rows keep the current token's
+    // own row from deciding every next token (tied head).
+    let emb = if c.gemma.is_some() { 0.25 } else { 1.0 };
     add(
         "model.embed_tokens.weight".into(),
         vec![c.vocab, h],
-        1.0,
+        emb,
         0.0,
     );
     for i in 0..c.layers {
         let p = format!("model.layers.{i}");
         add(format!("{p}.input_layernorm.weight"), vec![h], 0.2, norm);
+        // gemma3's post-attention norm scales the attention's output up to (1 + 2): the
+        // layers, not the scaled embedding, then decide the next token.
+        let post = if c.gemma.is_some() { 2.0 } else { norm };
         add(
             format!("{p}.post_attention_layernorm.weight"),
             vec![h],
             0.2,
-            norm,
+            post,
         );
         if c.gemma.is_some() {
-            for n in ["pre_feedforward_layernorm", "post_feedforward_layernorm"] {
-                add(format!("{p}.{n}.weight"), vec![h], 0.2, norm);
-            }
+            add(
+                format!("{p}.pre_feedforward_layernorm.weight"),
+                vec![h],
+                0.2,
+                norm,
+            );
+            add(
+                format!("{p}.post_feedforward_layernorm.weight"),
+                vec![h],
+                0.2,
+                2.0,
+            );
         }
         add(format!("{p}.self_attn.q_proj.weight"), vec![q, h], 0.3, 0.0);
         add(
@@ -214,12 +240,14 @@ pub fn weights(c: &Cfg) -> Tensors {
 /// The ids of [`ascii_tokenizer`]'s control tokens.
 pub const ASCII_BOS: usize = 96;
 pub const ASCII_EOS: usize = 97;
+/// Its one merged token, `~~`.
+pub const ASCII_TILDES: usize = 98;
 /// Its vocabulary size (the checkpoint's vocab_size must be at least this).
-pub const ASCII_VOCAB: usize = 98;
+pub const ASCII_VOCAB: usize = 99;
 
-/// A byte-level BPE tokenizer.json without merges over printable ASCII and newline: id i < 95
-/// is the byte 0x20 + i, 95 is `\n`, then `<bos>` and `<eos>` (control). Every text of those
-/// bytes tokenizes to one token per byte, and every non-control token decodes to one byte.
+/// A byte-level BPE tokenizer.json over printable ASCII and newline: id i < 95 is the byte
+/// 0x20 + i, 95 is `\n`, then `<bos>` and `<eos>` (control), and one merge, `~~` (llama.cpp
+/// needs merges). A text of those bytes without `~~` tokenizes to one token per byte.
 pub fn ascii_tokenizer() -> Value {
     let mut vocab = serde_json::Map::new();
     for i in 0..95u32 {
@@ -232,13 +260,14 @@ pub fn ascii_tokenizer() -> Value {
     };
     vocab.insert("<bos>".into(), json!(ASCII_BOS));
     vocab.insert("<eos>".into(), json!(ASCII_EOS));
+    vocab.insert("~~".into(), json!(ASCII_TILDES));
     let level = json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true});
     json!({"version": "1.0", "truncation": null, "padding": null,
         "added_tokens": [special(ASCII_BOS, "<bos>"), special(ASCII_EOS, "<eos>")],
         "normalizer": null, "pre_tokenizer": level, "post_processor": null, "decoder": level,
         "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
             "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
-            "ignore_merges": false, "vocab": vocab, "merges": []}})
+            "ignore_merges": false, "vocab": vocab, "merges": ["~ ~"]}})
 }
 
 /// GPT-2's byte-level character for a byte (printable ASCII but the space map to themselves).
@@ -251,11 +280,12 @@ fn byte_char(b: u8) -> char {
     char::from_u32(256 + n).unwrap()
 }
 
-/// The byte of an [`ascii_tokenizer`] token id (None for the control tokens).
-pub fn ascii_byte(id: usize) -> Option<u8> {
+/// The text of an [`ascii_tokenizer`] token id (None for the control tokens).
+pub fn ascii_piece(id: usize) -> Option<String> {
     match id {
-        0..=94 => Some(0x20 + id as u8),
-        95 => Some(b'\n'),
+        0..=94 => Some(char::from(0x20 + id as u8).to_string()),
+        95 => Some("\n".into()),
+        ASCII_TILDES => Some("~~".into()),
         _ => None,
     }
 }
