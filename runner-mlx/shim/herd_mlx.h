@@ -12,7 +12,8 @@ extern "C" {
 typedef struct HerdMlxModel HerdMlxModel;
 typedef struct HerdMlxCache HerdMlxCache;
 
-// The llama-family shape the loader checks the weights against (from config.json).
+// The llama-family shape (llama, qwen3, gemma3 text) the loader checks the weights against
+// (from config.json).
 typedef struct HerdMlxConfig {
   int32_t n_layer;
   int32_t n_embd;
@@ -27,6 +28,24 @@ typedef struct HerdMlxConfig {
   int32_t tied_embeddings;
   // qwen3: RMS-normalise each head of Q and K (self_attn.q_norm / k_norm, [head_dim]) before RoPE.
   int32_t qk_norm;
+  // gemma3: every RMSNorm scales by (1 + w); norms after attention and after the MLP as well as
+  // before them; GELU (tanh) gated MLP; the embedding times sqrt(n_embd) (rounded to the
+  // embedding's stored dtype when that is bf16/f16, as HF does); Q/K norms (with qk_norm).
+  int32_t gemma;
+  // Attention logit scale; 0 means 1/sqrt(head_dim).
+  float attn_scale;
+  // Sliding-window attention: a query at position p sees keys at p - sliding_window < j <= p
+  // (0: no window). With a window, layer i (0-based) is global when global_every > 0 and
+  // (i + 1) % global_every == 0, else it slides (global_every 0: every layer slides).
+  int32_t sliding_window;
+  int32_t global_every;
+  // RoPE base of sliding layers.
+  float rope_local_theta;
+  // RoPE position multiplier of global layers (1 / linear rope_scaling factor; 1: none).
+  float rope_scale;
+  // Soft-capping c·tanh(x/c) of attention logits and of the output logits (0: none).
+  float attn_softcap;
+  float final_softcap;
 } HerdMlxConfig;
 
 const char* herd_mlx_version(void);

@@ -1,9 +1,12 @@
-// The llama-family forward pass against mlx::core: weights (bf16/f16/f32 or MLX affine
-// quantized, any bits/group per tensor), per-sequence KV caches, one step over many sequences.
+// The llama-family forward pass against mlx::core (llama, qwen3, gemma3 text): weights
+// (bf16/f16/f32 or MLX affine quantized, any bits/group per tensor), per-sequence KV caches,
+// one step over many sequences.
 //
 // Invariants: activations are float32 (scales, biases and norms are cast at load), so CPU
 // results track llama.cpp's f32 path; a cache holds, per layer, K and V as [1, n_head_kv, len,
-// head_dim], already rotated; a failed step leaves every cache as it was.
+// head_dim], already rotated, for every position (sliding-window layers included: the window
+// is a mask, so truncating a cache for prefix reuse stays exact); a failed step leaves every
+// cache as it was.
 #include "herd_mlx.h"
 #include "util.h"
 
@@ -27,6 +30,8 @@ struct Linear {
   mx::array w = mx::array(0.0f);
   std::optional<mx::array> scales, biases;
   int bits = 0, group = 0;
+  // The dtype the checkpoint stores it in (the scales' for a quantized tensor).
+  mx::Dtype stored = mx::float32;
 
   mx::array apply(const mx::array& x) const {
     if (scales) return mx::quantized_matmul(x, w, *scales, biases, true, group, bits);
@@ -43,8 +48,12 @@ struct Linear {
 };
 
 struct Layer {
+  // ffn_norm: before the MLP (llama's post_attention_layernorm, gemma3's
+  // pre_feedforward_layernorm).
   mx::array attn_norm = mx::array(0.0f), ffn_norm = mx::array(0.0f);
-  std::optional<mx::array> q_norm, k_norm;  // qwen3
+  std::optional<mx::array> q_norm, k_norm;  // qwen3, gemma3
+  // gemma3: on the attention's and the MLP's outputs before the residual add.
+  std::optional<mx::array> post_attn_norm, post_ffn_norm;
   Linear q, k, v, o, gate, up, down;
 };
 
@@ -54,6 +63,7 @@ struct HerdMlxModel {
   HerdMlxConfig cfg;
   Linear embed, head;
   mx::array norm = mx::array(0.0f);
+  float embed_scale = 1.0f;
   std::vector<Layer> layers;
   uint64_t bytes = 0;
 };
@@ -76,6 +86,12 @@ mx::array take_dense(Weights& w, const std::string& name, const mx::Shape& shape
   return a;
 }
 
+// A norm's weight as the forward multiplies by it: gemma3 stores w for a scale of (1 + w).
+mx::array take_norm(Weights& w, const std::string& name, int dim, bool gemma) {
+  auto a = take_dense(w, name, {dim});
+  return gemma ? mx::add(a, mx::array(1.0f)) : a;
+}
+
 // `prefix`.weight [out, in] (dense) or packed uint32 [out, in*bits/32] with .scales/.biases.
 Linear take_linear(Weights& w, const std::string& prefix, int out, int in) {
   Linear l;
@@ -87,6 +103,7 @@ Linear take_linear(Weights& w, const std::string& prefix, int out, int in) {
   if (s == w.end()) {
     if (wt.shape() != mx::Shape{out, in})
       throw std::runtime_error("tensor " + prefix + ".weight has the wrong shape");
+    l.stored = wt.dtype();
     l.w = mx::astype(wt, mx::float32);
     return l;
   }
@@ -97,6 +114,7 @@ Linear take_linear(Weights& w, const std::string& prefix, int out, int in) {
   l.bits = wt.shape(1) * 32 / in;
   l.group = in / s->second.shape(1);
   l.w = wt;
+  l.stored = s->second.dtype();
   l.scales = mx::astype(s->second, mx::float32);
   w.erase(s);
   auto b = w.find(prefix + ".biases");
@@ -112,6 +130,46 @@ std::vector<mx::array> linear_arrays(const Linear& l) {
   if (l.scales) v.push_back(*l.scales);
   if (l.biases) v.push_back(*l.biases);
   return v;
+}
+
+// Which keys each query may see, [n, len]: query i is at position off + i and sees key j when
+// j <= off + i and, with a window, off + i - j < window.
+mx::array visible(int off, int n, int len, int window) {
+  auto qp = mx::reshape(mx::arange(off, off + n, mx::int32), {n, 1});
+  auto kp = mx::reshape(mx::arange(0, len, mx::int32), {1, len});
+  auto m = mx::less_equal(kp, qp);
+  if (window > 0) m = mx::logical_and(m, mx::greater(kp, mx::subtract(qp, mx::array(window))));
+  return m;
+}
+
+// Attention of q [1, n_head, n, d] (positions off..off+n-1) over k, v [1, n_head_kv, len, d]
+// (positions 0..len-1, len = off + n).
+mx::array attend(const mx::array& q, const mx::array& k, const mx::array& v, float scale, int off,
+                 int window, float softcap) {
+  int n = q.shape(2), len = k.shape(2);
+  if (softcap <= 0) {
+    // MLX's causal mode aligns the last query with the last key, as the cache needs.
+    if (window > 0 && len > window)
+      return mx::fast::scaled_dot_product_attention(q, k, v, scale, "array",
+                                                    visible(off, n, len, window));
+    return mx::fast::scaled_dot_product_attention(q, k, v, scale, n > 1 ? "causal" : "");
+  }
+  // Soft-capped logits have no fused kernel: scores, c·tanh(s/c), mask, softmax, values.
+  int rep = q.shape(1) / k.shape(1);
+  auto kr = rep > 1 ? mx::repeat(k, rep, 1) : k;
+  auto vr = rep > 1 ? mx::repeat(v, rep, 1) : v;
+  auto s = mx::multiply(mx::matmul(q, mx::swapaxes(kr, 2, 3)), mx::array(scale));
+  s = mx::multiply(mx::tanh(mx::divide(s, mx::array(softcap))), mx::array(softcap));
+  s = mx::where(visible(off, n, len, window), s, mx::array(-INFINITY));
+  return mx::matmul(mx::softmax(s, -1, true), vr);
+}
+
+// GELU, tanh approximation (HF gelu_pytorch_tanh).
+mx::array gelu_tanh(const mx::array& x) {
+  const float c = std::sqrt(2.0f / float(M_PI));
+  auto inner = mx::multiply(mx::array(c),
+                            mx::add(x, mx::multiply(mx::array(0.044715f), mx::power(x, mx::array(3.0f)))));
+  return mx::multiply(mx::multiply(mx::array(0.5f), x), mx::add(mx::array(1.0f), mx::tanh(inner)));
 }
 
 }  // namespace
@@ -152,11 +210,18 @@ HerdMlxModel* herd_mlx_load(const char* const* paths, int32_t n_paths, const Her
       for (int i = 0; i < c.n_layer; i++) {
         std::string p = "model.layers." + std::to_string(i);
         Layer l;
-        l.attn_norm = take_dense(weights, p + ".input_layernorm.weight", {c.n_embd});
-        l.ffn_norm = take_dense(weights, p + ".post_attention_layernorm.weight", {c.n_embd});
+        const bool g = c.gemma != 0;
+        l.attn_norm = take_norm(weights, p + ".input_layernorm.weight", c.n_embd, g);
+        if (g) {
+          l.post_attn_norm = take_norm(weights, p + ".post_attention_layernorm.weight", c.n_embd, g);
+          l.ffn_norm = take_norm(weights, p + ".pre_feedforward_layernorm.weight", c.n_embd, g);
+          l.post_ffn_norm = take_norm(weights, p + ".post_feedforward_layernorm.weight", c.n_embd, g);
+        } else {
+          l.ffn_norm = take_norm(weights, p + ".post_attention_layernorm.weight", c.n_embd, g);
+        }
         if (c.qk_norm) {
-          l.q_norm = take_dense(weights, p + ".self_attn.q_norm.weight", {c.head_dim});
-          l.k_norm = take_dense(weights, p + ".self_attn.k_norm.weight", {c.head_dim});
+          l.q_norm = take_norm(weights, p + ".self_attn.q_norm.weight", c.head_dim, g);
+          l.k_norm = take_norm(weights, p + ".self_attn.k_norm.weight", c.head_dim, g);
         }
         l.q = take_linear(weights, p + ".self_attn.q_proj", q_dim, c.n_embd);
         l.k = take_linear(weights, p + ".self_attn.k_proj", kv_dim, c.n_embd);
@@ -167,7 +232,14 @@ HerdMlxModel* herd_mlx_load(const char* const* paths, int32_t n_paths, const Her
         l.down = take_linear(weights, p + ".mlp.down_proj", c.n_embd, c.n_ff);
         m->layers.push_back(std::move(l));
       }
-      m->norm = take_dense(weights, "model.norm.weight", {c.n_embd});
+      m->norm = take_norm(weights, "model.norm.weight", c.n_embd, c.gemma != 0);
+      if (c.gemma) {
+        // HF multiplies by sqrt(hidden) cast to the embedding's dtype.
+        auto s = mx::array(std::sqrt(float(c.n_embd)));
+        if (m->embed.stored == mx::bfloat16 || m->embed.stored == mx::float16)
+          s = mx::astype(mx::astype(s, m->embed.stored), mx::float32);
+        m->embed_scale = s.item<float>();
+      }
       if (c.tied_embeddings) {
         m->head = m->embed;
       } else {
@@ -184,7 +256,7 @@ HerdMlxModel* herd_mlx_load(const char* const* paths, int32_t n_paths, const Her
       for (auto& l : m->layers) {
         all.push_back(l.attn_norm);
         all.push_back(l.ffn_norm);
-        for (auto* n : {&l.q_norm, &l.k_norm})
+        for (auto* n : {&l.q_norm, &l.k_norm, &l.post_attn_norm, &l.post_ffn_norm})
           if (*n) all.push_back(**n);
         for (auto* x : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) add(*x);
       }
@@ -244,11 +316,17 @@ int32_t herd_mlx_forward(HerdMlxModel* m, int32_t n_seg, HerdMlxCache* const* ca
       if (tokens[i] < 0 || tokens[i] >= c.n_vocab) throw std::runtime_error("token id out of range");
     auto ids = mx::array(tokens, {total}, mx::int32);
     auto x = mx::reshape(m->embed.rows(ids), {1, total, c.n_embd});
-    const float scale = 1.0f / std::sqrt(float(c.head_dim));
+    if (m->embed_scale != 1.0f) x = mx::multiply(x, mx::array(m->embed_scale));
+    const float scale = c.attn_scale > 0 ? c.attn_scale : 1.0f / std::sqrt(float(c.head_dim));
     // New cache arrays, committed only after the step evaluates.
     std::vector<std::vector<mx::array>> nk(n_seg), nv(n_seg);
     for (size_t li = 0; li < m->layers.size(); li++) {
       const auto& l = m->layers[li];
+      const bool sliding = c.sliding_window > 0 &&
+                           !(c.global_every > 0 && (int(li) + 1) % c.global_every == 0);
+      const int window = sliding ? c.sliding_window : 0;
+      const float base = sliding ? c.rope_local_theta : c.rope_theta;
+      const float pos_scale = sliding ? 1.0f : c.rope_scale;
       auto h = mx::fast::rms_norm(x, l.attn_norm, c.norm_eps);
       auto q = l.q.apply(h), k = l.k.apply(h), v = l.v.apply(h);
       std::vector<mx::array> outs;
@@ -264,8 +342,8 @@ int32_t herd_mlx_forward(HerdMlxModel* m, int32_t n_seg, HerdMlxCache* const* ca
           qh = mx::fast::rms_norm(qh, *l.q_norm, c.norm_eps);
           kh = mx::fast::rms_norm(kh, *l.k_norm, c.norm_eps);
         }
-        auto qs = mx::fast::rope(qh, c.head_dim, c.rope_traditional != 0, c.rope_theta, 1.0f, off);
-        auto ks = mx::fast::rope(kh, c.head_dim, c.rope_traditional != 0, c.rope_theta, 1.0f, off);
+        auto qs = mx::fast::rope(qh, c.head_dim, c.rope_traditional != 0, base, pos_scale, off);
+        auto ks = mx::fast::rope(kh, c.head_dim, c.rope_traditional != 0, base, pos_scale, off);
         auto vs = part(v, c.n_head_kv);
         if (off > 0) {
           ks = mx::concatenate({caches[s]->k[li], ks}, 2);
@@ -273,20 +351,28 @@ int32_t herd_mlx_forward(HerdMlxModel* m, int32_t n_seg, HerdMlxCache* const* ca
         }
         nk[s].push_back(ks);
         nv[s].push_back(vs);
-        auto o = mx::fast::scaled_dot_product_attention(qs, ks, vs, scale, n > 1 ? "causal" : "");
+        auto o = attend(qs, ks, vs, scale, off, window, c.attn_softcap);
         outs.push_back(mx::reshape(mx::transpose(o, {0, 2, 1, 3}), {1, n, c.n_head * c.head_dim}));
       }
       auto attn = outs.size() == 1 ? outs[0] : mx::concatenate(outs, 1);
-      x = mx::add(x, l.o.apply(attn));
+      auto a = l.o.apply(attn);
+      if (l.post_attn_norm) a = mx::fast::rms_norm(a, *l.post_attn_norm, c.norm_eps);
+      x = mx::add(x, a);
       h = mx::fast::rms_norm(x, l.ffn_norm, c.norm_eps);
       auto g = l.gate.apply(h);
-      auto act = mx::multiply(mx::multiply(g, mx::sigmoid(g)), l.up.apply(h));
-      x = mx::add(x, l.down.apply(act));
+      auto act = c.gemma ? gelu_tanh(g) : mx::multiply(g, mx::sigmoid(g));
+      auto f = l.down.apply(mx::multiply(act, l.up.apply(h)));
+      if (l.post_ffn_norm) f = mx::fast::rms_norm(f, *l.post_ffn_norm, c.norm_eps);
+      x = mx::add(x, f);
     }
     x = mx::fast::rms_norm(x, m->norm, c.norm_eps);
     auto last = mx::take(mx::reshape(x, {total, c.n_embd}),
                          mx::array(lasts.data(), {n_seg}, mx::int32), 0);
     auto out = mx::astype(m->head.apply(last), mx::float32);
+    if (c.final_softcap > 0) {
+      auto cap = mx::array(c.final_softcap);
+      out = mx::multiply(mx::tanh(mx::divide(out, cap)), cap);
+    }
     std::vector<mx::array> all{out};
     for (int s = 0; s < n_seg; s++) {
       all.insert(all.end(), nk[s].begin(), nk[s].end());

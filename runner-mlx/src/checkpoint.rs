@@ -5,6 +5,10 @@
 //! files merge by tensor name. Only what this slice can run is accepted; anything else (a
 //! header or offsets past the file's end, a tensor in two files, shapes that disagree with
 //! config.json, an unknown architecture, no tokenizer) is a load error naming the problem.
+//!
+//! Architectures: llama, qwen3 and gemma3 text (`gemma3_text`; HF's Gemma3TextConfig defaults
+//! for what its config.json leaves out). A `gemma3` (text + vision) config is refused: its
+//! weights live under a language-model prefix beside a vision tower this slice does not run.
 
 use crate::ffi::Shape;
 use serde_json::Value;
@@ -20,6 +24,19 @@ pub struct Checkpoint {
     pub n_ctx_train: u32,
     /// config.json's eos_token_id (one or a list).
     pub eos: Vec<i32>,
+}
+
+mod gemma;
+
+/// A positive number at `k`, `default` when absent or null.
+fn positive(c: &Value, k: &str, default: f64) -> Result<f64, String> {
+    match c.get(k) {
+        None | Some(Value::Null) => Ok(default),
+        Some(v) => v
+            .as_f64()
+            .filter(|&v| v > 0.0 && v.is_finite())
+            .ok_or_else(|| format!("config.json: `{k}` must be a positive number")),
+    }
 }
 
 fn int(c: &Value, k: &str) -> Result<i32, String> {
@@ -172,11 +189,25 @@ fn check_shapes(t: &HashMap<String, TensorInfo>, s: &Shape) -> Result<(), String
             dims.join(", ")
         ))
     };
-    let (v, e) = (Some(s.n_vocab as u64), Some(s.n_embd as u64));
+    let (v, e, d) = (
+        Some(s.n_vocab as u64),
+        Some(s.n_embd as u64),
+        Some(s.head_dim as u64),
+    );
     want("model.embed_tokens.weight", &[v, None])?;
     want("model.norm.weight", &[e])?;
     for i in 0..s.n_layer {
-        want(&format!("model.layers.{i}.input_layernorm.weight"), &[e])?;
+        let p = format!("model.layers.{i}");
+        want(&format!("{p}.input_layernorm.weight"), &[e])?;
+        want(&format!("{p}.post_attention_layernorm.weight"), &[e])?;
+        if s.gemma != 0 {
+            want(&format!("{p}.pre_feedforward_layernorm.weight"), &[e])?;
+            want(&format!("{p}.post_feedforward_layernorm.weight"), &[e])?;
+        }
+        if s.qk_norm != 0 {
+            want(&format!("{p}.self_attn.q_norm.weight"), &[d])?;
+            want(&format!("{p}.self_attn.k_norm.weight"), &[d])?;
+        }
     }
     Ok(())
 }
@@ -188,15 +219,19 @@ impl Checkpoint {
             .map_err(|e| format!("{}: {e}", cfg_path.display()))?;
         let c: Value = serde_json::from_str(&text).map_err(|e| format!("config.json: {e}"))?;
         let model_type = c.get("model_type").and_then(Value::as_str).unwrap_or("");
-        if !["llama", "qwen3"].contains(&model_type) {
+        if model_type == "gemma3" {
+            return Err("config.json: model_type \"gemma3\" (text and vision) is not supported by runner-mlx yet; a text-only gemma3_text checkpoint is".into());
+        }
+        if !["llama", "qwen3", "gemma3_text"].contains(&model_type) {
             return Err(format!(
-                "config.json: model_type {model_type:?} is not supported by runner-mlx yet (llama, qwen3)"
+                "config.json: model_type {model_type:?} is not supported by runner-mlx yet (llama, qwen3, gemma3_text)"
             ));
         }
+        let gemma = model_type == "gemma3_text";
         if c.get("attention_bias").and_then(Value::as_bool) == Some(true) {
             return Err("config.json: attention_bias is not supported by runner-mlx yet".into());
         }
-        if c.get("rope_scaling").is_some_and(|v| !v.is_null()) {
+        if !gemma && c.get("rope_scaling").is_some_and(|v| !v.is_null()) {
             return Err("config.json: rope_scaling is not supported by runner-mlx yet".into());
         }
         let n_embd = int(&c, "hidden_size")?;
@@ -226,8 +261,22 @@ impl Checkpoint {
                 if has_head { "have" } else { "lack" }
             ));
         }
+        let n_layer = int(&c, "num_hidden_layers")?;
+        let (
+            attn_scale,
+            sliding_window,
+            global_every,
+            rope_local_theta,
+            rope_scale,
+            attn_softcap,
+            final_softcap,
+        ) = if gemma {
+            gemma::fields(&c, n_layer)?
+        } else {
+            (0.0, 0, 0, 0.0, 1.0, 0.0, 0.0)
+        };
         let shape = Shape {
-            n_layer: int(&c, "num_hidden_layers")?,
+            n_layer,
             n_embd,
             n_ff: int(&c, "intermediate_size")?,
             n_head,
@@ -237,17 +286,22 @@ impl Checkpoint {
             },
             head_dim,
             n_vocab: int(&c, "vocab_size")?,
-            rope_theta: c
-                .get("rope_theta")
-                .and_then(Value::as_f64)
-                .unwrap_or(10000.0) as f32,
+            rope_theta: positive(&c, "rope_theta", if gemma { 1e6 } else { 10000.0 })? as f32,
             norm_eps: c
                 .get("rms_norm_eps")
                 .and_then(Value::as_f64)
                 .unwrap_or(1e-6) as f32,
             rope_traditional: 0,
             tied_embeddings: i32::from(!has_head),
-            qk_norm: i32::from(model_type == "qwen3"),
+            qk_norm: i32::from(model_type == "qwen3" || gemma),
+            gemma: i32::from(gemma),
+            attn_scale,
+            sliding_window,
+            global_every,
+            rope_local_theta,
+            rope_scale,
+            attn_softcap,
+            final_softcap,
         };
         check_shapes(&tensors, &shape)?;
         if shape.n_head % shape.n_head_kv != 0 {
@@ -316,6 +370,8 @@ mod tests {
             ("model.norm.weight", &[64]),
             ("model.layers.0.input_layernorm.weight", &[64]),
             ("model.layers.1.input_layernorm.weight", &[64]),
+            ("model.layers.0.post_attention_layernorm.weight", &[64]),
+            ("model.layers.1.post_attention_layernorm.weight", &[64]),
         ]
     }
 
@@ -337,7 +393,7 @@ mod tests {
             std::fs::write(p, safetensors(&[*t])).unwrap();
         }
         let c = Checkpoint::open(d.path()).unwrap();
-        assert_eq!(c.files.len(), 3);
+        assert_eq!(c.files.len(), 1 + all.len() - 2);
         assert_eq!(
             (
                 c.shape.n_embd,
@@ -388,8 +444,18 @@ mod tests {
         zero["hidden_size"] = json!(0);
         let mut vocab = llama();
         vocab["vocab_size"] = json!(99);
+        let mut gemma = llama();
+        gemma["model_type"] = json!("gemma3_text");
+        let mut multimodal = llama();
+        multimodal["model_type"] = json!("gemma3");
         let cases: Vec<(Value, Vec<u8>, &str)> = vec![
             (other, plain.clone(), "model_type \"mamba\""),
+            (multimodal, plain.clone(), "text and vision"),
+            (
+                gemma,
+                plain.clone(),
+                "lack tensor model.layers.0.pre_feedforward_layernorm",
+            ),
             (scaled, plain.clone(), "rope_scaling"),
             (heads, plain.clone(), "multiple"),
             (zero, plain.clone(), "hidden_size"),
@@ -400,7 +466,7 @@ mod tests {
             (
                 llama(),
                 lacking,
-                "lack tensor model.layers.1.input_layernorm",
+                "lack tensor model.layers.1.post_attention_layernorm",
             ),
             (
                 vocab,

@@ -19,7 +19,8 @@ struct RawCache {
     _p: [u8; 0],
 }
 
-/// The llama-family shape (shim's `HerdMlxConfig`; qwen3 is llama with `qk_norm`).
+/// The llama-family shape (shim's `HerdMlxConfig`, which documents each field; qwen3 is llama
+/// with `qk_norm`, gemma3 text is llama with `gemma`, `qk_norm` and the window fields).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Shape {
@@ -36,6 +37,20 @@ pub struct Shape {
     pub tied_embeddings: i32,
     /// qwen3's per-head Q/K RMS norms.
     pub qk_norm: i32,
+    /// gemma3's (1 + w) norms, post-attention/MLP norms, GELU-tanh MLP, scaled embedding.
+    pub gemma: i32,
+    /// 0: 1/sqrt(head_dim).
+    pub attn_scale: f32,
+    /// 0: no sliding window.
+    pub sliding_window: i32,
+    /// Layer i is global when (i + 1) % global_every == 0 (0: all layers slide).
+    pub global_every: i32,
+    pub rope_local_theta: f32,
+    /// Global layers' RoPE position multiplier (1 / linear factor).
+    pub rope_scale: f32,
+    /// 0: no soft-capping.
+    pub attn_softcap: f32,
+    pub final_softcap: f32,
 }
 
 extern "C" {

@@ -2,11 +2,17 @@
 //! `herd create smol-mlx --experimental` of scripts/make-mlx-test-model's SmolLM2 checkpoint,
 //! then `/api/chat`, `/v1/chat/completions` (stream and not), `format` with a JSON schema
 //! (valid 10/10), and kill -9 of runner-mlx mid-stream ending the stream with an error line,
-//! the next request reloading. Needs `cargo build -p server --bin herd -p runner-mlx --bin
+//! the next request reloading. Also a tiny random-weight gemma3 text checkpoint written here
+//! (runner-mlx's tests/support/tiny_model.rs), created the same way, whose greedy
+//! `/api/generate` text must be the f64 reference's greedy continuation (its prompt is longer
+//! than the sliding window), and the same checkpoint created without `--experimental`
+//! (converted to GGUF, served by runner-llamacpp) must answer the same. Needs `cargo build -p server --bin herd -p runner-mlx --bin
 //! runner-mlx` (or HERD_MLX_RUNNER naming a runner-mlx) and the checkpoint.
 
 mod herd_proc;
 mod mlx_support;
+#[path = "../../runner-mlx/tests/support/tiny_model.rs"]
+mod tiny_model;
 
 use std::path::PathBuf;
 
@@ -53,6 +59,24 @@ fn runners(herd: &HerdServe) -> Vec<u32> {
     out
 }
 
+/// `herd create NAME --experimental` of the checkpoint directory `dir`.
+fn create(herd: &HerdServe, name: &str, dir: &std::path::Path) {
+    let mf = dir.with_extension("Modelfile");
+    std::fs::write(&mf, format!("FROM {}\n", dir.display())).unwrap();
+    let out = std::process::Command::new(HERD)
+        .args(["create", name, "--experimental", "-f"])
+        .arg(&mf)
+        .env("OLLAMA_HOST", &herd.addr)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "herd create: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 async fn chat(http: &reqwest::Client, herd: &HerdServe, body: Value) -> Value {
     let r = http
         .post(herd.url("/api/chat"))
@@ -73,20 +97,7 @@ async fn smol_mlx_serves_chat_openai_schema_and_recovers_from_a_killed_runner() 
     let models = work.path().join("models");
     let runner = runner_mlx();
     let herd = HerdServe::start(&models, &[("HERD_MLX_RUNNER", runner.to_str().unwrap())]);
-    let mf = work.path().join("Modelfile");
-    std::fs::write(&mf, format!("FROM {}\n", ckpt.display())).unwrap();
-    let out = std::process::Command::new(HERD)
-        .args(["create", "smol-mlx", "--experimental", "-f"])
-        .arg(&mf)
-        .env("OLLAMA_HOST", &herd.addr)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "herd create: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    create(&herd, "smol-mlx", &ckpt);
     // `herd show` and `herd list` report the format's facts.
     let cli = |args: &[&str]| {
         let o = std::process::Command::new(HERD)
@@ -229,4 +240,102 @@ async fn smol_mlx_serves_chat_openai_schema_and_recovers_from_a_killed_runner() 
         v["message"]["content"], content,
         "the reloaded runner answers as before"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tiny_gemma3_text_checkpoint_generates_the_reference_greedy_text() {
+    use tiny_model::*;
+    let gemma = Gemma {
+        // llama.cpp's gemma3: every 6th layer global, local base 10000, scale 1/sqrt(head_dim).
+        window: 4,
+        global_every: 6,
+        local_theta: 10000.0,
+        rope_factor: 2.0,
+        query_pre_attn_scalar: 32.0,
+        attn_softcap: None,
+        final_softcap: None,
+    };
+    let c = Cfg {
+        qwen3: false,
+        gemma: Some(gemma),
+        hidden: 64,
+        heads: 4,
+        kv: 2,
+        head_dim: 32,
+        ff: 128,
+        layers: 6,
+        vocab: ASCII_VOCAB,
+        theta: 1_000_000.0,
+        eps: 1e-6,
+        quant: None,
+    };
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("tiny-gemma3");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut t = weights(&c);
+    let file = file_tensors(&c, &mut t);
+    write_checkpoint(&dir, &c, &file, &ascii_tokenizer());
+
+    let prompt = "The quick brown fox";
+    let ids = ascii_ids(prompt);
+    let stop = [ASCII_EOS as i32];
+    let greedy = |c: &Cfg| reference_greedy(c, &t, &ids, 12, &stop);
+    let want = greedy(&c);
+    let text: String = want
+        .iter()
+        .map(|&id| ascii_piece(id as usize).expect("the reference emits no <bos>"))
+        .collect();
+    assert!(!text.is_empty());
+    // The window decides the text: without it the greedy tokens differ.
+    let wide = Cfg {
+        gemma: Some(Gemma {
+            window: 64,
+            ..gemma
+        }),
+        ..c
+    };
+    assert_ne!(
+        greedy(&wide),
+        want,
+        "the sliding window changes the greedy text"
+    );
+
+    let herd = HerdServe::start(
+        &work.path().join("models"),
+        &[("HERD_MLX_RUNNER", runner_mlx().to_str().unwrap())],
+    );
+    create(&herd, "tiny-gemma3", &dir);
+    let generate = |model: &str| {
+        let body = json!({"model": model, "prompt": prompt, "raw": true, "stream": false,
+            "options": {"temperature": 0, "num_predict": 12}});
+        let (http, url) = (reqwest::Client::new(), herd.url("/api/generate"));
+        async move {
+            let r = http.post(url).json(&body).send().await.unwrap();
+            let status = r.status();
+            let v: Value = r.json().await.unwrap();
+            (status, v)
+        }
+    };
+    let (status, v) = generate("tiny-gemma3").await;
+    assert_eq!(status, 200, "{v}\n{}", herd.log_text());
+    assert_eq!(v["response"], text, "runner-mlx: {v}");
+    assert_eq!(v["prompt_eval_count"], ids.len(), "{v}");
+
+    // The same checkpoint converted to GGUF (F16 weights: the values are on the f16 grid) on
+    // llama.cpp's gemma3 graph.
+    let out = std::process::Command::new(HERD)
+        .args(["create", "tiny-gemma3-gguf", "-f"])
+        .arg(dir.with_extension("Modelfile"))
+        .env("OLLAMA_HOST", &herd.addr)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "herd create (GGUF): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (status, v) = generate("tiny-gemma3-gguf").await;
+    assert_eq!(status, 200, "{v}\n{}", herd.log_text());
+    assert_eq!(v["response"], text, "runner-llamacpp: {v}");
 }

@@ -316,6 +316,16 @@ async fn bad_checkpoints_are_refused_with_400_and_store_nothing() {
             "unsupported architecture \"gpt2\"",
         ),
         (
+            "gemma3's text + vision wrapper",
+            Box::new(|d| {
+                let mut c = tiny_config();
+                c["model_type"] = json!("gemma3");
+                c["architectures"] = json!(["Gemma3ForConditionalGeneration"]);
+                std::fs::write(d.join("config.json"), c.to_string()).unwrap();
+            }),
+            "unsupported architecture \"gemma3\"",
+        ),
+        (
             "no tokenizer",
             Box::new(|d| std::fs::remove_file(d.join("tokenizer.json")).unwrap()),
             "no tokenizer",

@@ -9,8 +9,9 @@ use serde_json::{Map, Value as Json};
 
 use super::header::{Entry, Header};
 
-/// The architectures this slice's runner serves (HF `model_type` values).
-pub const SUPPORTED: &[&str] = &["llama", "qwen3", "gemma3_text", "gemma3"];
+/// The architectures this slice's runner serves (HF `model_type` values). Not `gemma3`, the
+/// text + vision wrapper (its language model sits under a prefix beside a vision tower).
+pub const SUPPORTED: &[&str] = &["llama", "qwen3", "gemma3_text"];
 
 /// Ollama's architecture name: `model_type`, else `architectures[0]` lower-cased without
 /// `ForCausalLM` / `ForConditionalGeneration`.
