@@ -198,6 +198,24 @@ fn request_level_errors() {
             400,
             "only one adapter is currently supported".into(),
         ),
+        (
+            CreateRequest {
+                draft_quantize: "q8_0".into(),
+                ..req("m", "m.gguf", &d)
+            },
+            400,
+            "--draft-quantize requires a DRAFT model".into(),
+        ),
+        (
+            CreateRequest {
+                draft_files: files(&[("d.gguf", &d)]),
+                draft_quantize: "q3_k".into(),
+                ..req("m", "m.gguf", &d)
+            },
+            400,
+            "unsupported quantization type Q3_K - supported types are F32, F16, Q4_K_S, Q4_K_M, Q8_0"
+                .into(),
+        ),
     ];
     for (r, status, msg) in cases {
         let err = t.create(&r).unwrap_err();

@@ -324,3 +324,66 @@ fn recreating_removes_blobs_only_the_old_manifest_used() {
     t.create(&mk("a", "third")).unwrap();
     assert!(t.store.blobs().exists(&shared), "still used by b");
 }
+
+#[test]
+fn draft_files_become_the_draft_layer_and_config_draft() {
+    let t = store();
+    let model = t.upload(&tiny_gguf());
+    let draft_bytes = GgufBuilder::tiny_llama()
+        .kv("general.description", "the draft")
+        .build()
+        .unwrap();
+    let draft = t.upload(&draft_bytes);
+    let req = CreateRequest {
+        model: "spec".into(),
+        files: files(&[("model.gguf", &model)]),
+        draft_files: files(&[("draft.gguf", &draft)]),
+        ..CreateRequest::default()
+    };
+    let statuses = t.create(&req).unwrap();
+    // Both GGUFs are parsed; the draft is its uploaded blob, under Ollama's media type.
+    assert_eq!(statuses.iter().filter(|s| *s == "parsing GGUF").count(), 2);
+    let m = t.read("spec").unwrap().manifest;
+    let kinds: Vec<&str> = m.layers.iter().map(|l| l.media_type.as_str()).collect();
+    assert_eq!(kinds, [MEDIA_TYPE_MODEL, MEDIA_TYPE_DRAFT]);
+    assert_eq!(m.layers[1].digest, draft);
+    assert_eq!(m.layers[1].from.as_deref(), Some("draft.gguf"));
+    let config: serde_json::Value = serde_json::from_str(&t.blob_text(&m.config.digest)).unwrap();
+    assert_eq!(
+        config["draft"],
+        json!({"model_format": "gguf", "architecture": "llama"})
+    );
+    // FROM it inherits the draft; a new DRAFT replaces it rather than adding a second.
+    let derived = CreateRequest {
+        model: "derived".into(),
+        from: "spec".into(),
+        ..CreateRequest::default()
+    };
+    t.create(&derived).unwrap();
+    let d = t.read("derived").unwrap().manifest;
+    assert_eq!(d.layers[1].media_type, MEDIA_TYPE_DRAFT);
+    assert_eq!(d.layers[1].digest, draft);
+    let config: serde_json::Value = serde_json::from_str(&t.blob_text(&d.config.digest)).unwrap();
+    assert_eq!(config["draft"]["architecture"], "llama");
+    let other = t.upload(
+        &GgufBuilder::tiny_llama()
+            .kv("general.description", "another")
+            .build()
+            .unwrap(),
+    );
+    let replaced = CreateRequest {
+        model: "replaced".into(),
+        from: "spec".into(),
+        draft_files: files(&[("other.gguf", &other)]),
+        ..CreateRequest::default()
+    };
+    t.create(&replaced).unwrap();
+    let r = t.read("replaced").unwrap().manifest;
+    let drafts: Vec<_> = r
+        .layers
+        .iter()
+        .filter(|l| l.media_type == MEDIA_TYPE_DRAFT)
+        .collect();
+    assert_eq!(drafts.len(), 1);
+    assert_eq!(drafts[0].digest, other);
+}

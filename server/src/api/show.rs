@@ -39,6 +39,9 @@ pub struct ModelView {
     pub parent_model: String,
     pub projector_paths: Vec<PathBuf>,
     pub adapter_paths: Vec<PathBuf>,
+    /// The draft model (the last `draft` layer, as Ollama's `GetModel` takes it), loaded
+    /// beside the model for speculative decoding.
+    pub draft_path: Option<PathBuf>,
     /// The TEMPLATE (or legacy `prompt`) layer, if any.
     pub template: Option<String>,
     pub system: String,
@@ -92,6 +95,7 @@ impl ModelView {
                     }
                 }
                 "adapter" => view.adapter_paths.push(path),
+                "draft" => view.draft_path = Some(path),
                 "template" | "prompt" => view.template = Some(read_string(&path, layer.size)?),
                 "system" => view.system = read_string(&path, layer.size)?,
                 "license" => view.licenses.push(read_string(&path, layer.size)?),
@@ -184,6 +188,9 @@ impl ModelView {
         }
         for a in &self.adapter_paths {
             line(format!("ADAPTER {}", quote(&a.display().to_string())));
+        }
+        if let Some(d) = &self.draft_path {
+            line(format!("DRAFT {}", quote(&d.display().to_string())));
         }
         for p in &self.projector_paths {
             line(format!("FROM {}", p.display()));
@@ -385,6 +392,7 @@ mod tests {
     fn parameters_and_modelfile() {
         let mut v = ModelView {
             model_path: Some(PathBuf::from("/m/blobs/sha256-abc")),
+            draft_path: Some(PathBuf::from("/m/blobs/sha256-def")),
             template: Some("{{ .System }} {{ .Prompt }}".into()),
             system: "You are\nhelpful.".into(),
             licenses: vec!["MIT".into()],
@@ -415,6 +423,7 @@ mod tests {
              # To build a new Modelfile based on this, replace FROM with:\n\
              # FROM m:latest\n\n\
              FROM /m/blobs/sha256-abc\n\
+             DRAFT /m/blobs/sha256-def\n\
              TEMPLATE {{ .System }} {{ .Prompt }}\n\
              SYSTEM \"You are\nhelpful.\"\n\
              PARAMETER num_ctx 4096\n\

@@ -1,4 +1,4 @@
-//! `herd create NAME [-f Modelfile] [-q QUANT]`: parse the Modelfile, resolve its FROM / ADAPTER /
+//! `herd create NAME [-f Modelfile] [-q QUANT] [--draft-quantize QUANT]`: parse the Modelfile, resolve its FROM / ADAPTER /
 //! DRAFT paths relative to the Modelfile (`~` expanded), hash the files (streaming sha256), upload
 //! the ones the server lacks (`HEAD`, then `POST /api/blobs/:digest`), then call `/api/create`
 //! with the `files` map and print its progress (Ollama's `cmd.CreateHandler`).
@@ -251,8 +251,11 @@ pub fn prepare(mf: &Modelfile, modelfile_dir: &Path) -> anyhow::Result<Prepared>
             Command::Parameter { .. } => {}
         }
     }
-    if draft_paths.iter().any(|d| model_paths.contains(d)) {
-        bail!("DRAFT must not reference the same local path as FROM");
+    if let Some(d) = draft_paths.iter().find(|d| model_paths.contains(d)) {
+        bail!(
+            "DRAFT must not reference the same local path as FROM: {}",
+            d.display()
+        );
     }
     if !licenses.is_empty() {
         r.license = Some(serde_json::Value::Array(licenses));
@@ -396,6 +399,12 @@ pub async fn run(
     req.experimental = args.experimental;
     if let Some(q) = quantize.filter(|q| !q.is_empty()) {
         req.quantize = q.to_owned();
+    }
+    if let Some(q) = args.draft_quantize.as_deref().filter(|q| !q.is_empty()) {
+        if req.draft_files.is_none() {
+            bail!(crate::create::DRAFT_QUANTIZE_WITHOUT_DRAFT);
+        }
+        req.draft_quantize = q.to_owned();
     }
     let mut last = String::new();
     send_create(&http, base, &req, &mut |p| {

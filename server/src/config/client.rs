@@ -124,6 +124,9 @@ pub struct CreateArgs {
     /// Quantize model to this level (e.g. q4_K_M)
     #[arg(short = 'q', long)]
     pub quantize: Option<String>,
+    /// Quantize the DRAFT model to this level
+    #[arg(long)]
+    pub draft_quantize: Option<String>,
     /// Store a safetensors model for the MLX runner instead of converting it to GGUF
     #[arg(long)]
     pub experimental: bool,

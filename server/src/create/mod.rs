@@ -63,6 +63,10 @@ pub struct CreateRequest {
     pub adapters: Option<BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draft_files: Option<BTreeMap<String, String>>,
+    /// The type the `draft_files` model is quantized to (`herd create --draft-quantize`); its
+    /// source must be unquantized (F16/BF16/F32), as for `quantize`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub draft_quantize: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub template: String,
     /// A string or a list of strings.
@@ -110,6 +114,9 @@ pub fn parse_quantize(q: &str) -> Result<&'static str> {
 /// Ollama's refusal for a quantized source.
 pub const QUANTIZE_SOURCE_ERROR: &str =
     "quantization is only supported for F16, BF16 and F32 models";
+
+/// Ollama's refusal of `draft_quantize` without `draft_files`.
+pub const DRAFT_QUANTIZE_WITHOUT_DRAFT: &str = "--draft-quantize requires a DRAFT model";
 
 /// Checks what can be checked without touching blobs (Ollama does this before streaming):
 /// the name, file paths and digests. Returns the target name.
@@ -161,8 +168,21 @@ pub fn precheck(req: &CreateRequest) -> Result<ModelName> {
         if !q.is_empty() {
             experimental::parse_mlx_quantize(q)?;
         }
+        // runner-mlx has no draft model: one stored beside its checkpoint would be ignored.
+        if req.draft_files.is_some() {
+            return Err(Error::BadRequest(
+                "DRAFT is not supported with --experimental (a draft model needs a GGUF model)"
+                    .into(),
+            ));
+        }
     } else if !q.is_empty() {
         parse_quantize(q)?;
+    }
+    if !req.draft_quantize.is_empty() {
+        if req.draft_files.as_ref().is_none_or(BTreeMap::is_empty) {
+            return Err(Error::BadRequest(DRAFT_QUANTIZE_WITHOUT_DRAFT.into()));
+        }
+        parse_quantize(&req.draft_quantize)?;
     }
     Ok(name)
 }
@@ -274,6 +294,9 @@ fn plan(
         base.extend(imported(layers));
     }
     if let Some(drafts) = &req.draft_files {
+        // A model has one draft (the last draft layer is the one loaded, as in Ollama's
+        // `GetModel`): a new DRAFT replaces the one `from` had instead of riding along unused.
+        base.retain(|(b, _)| b.layer.media_type != MEDIA_TYPE_DRAFT);
         let layers = import::import_files(blobs, drafts, Some(MEDIA_TYPE_DRAFT))?;
         parsed += layers.len();
         base.extend(imported(layers));
@@ -394,6 +417,16 @@ fn apply_model_layers(
                     .push(arch);
             }
             MEDIA_TYPE_DRAFT => {
+                // Ollama refuses a quantized draft source with its own message, then any
+                // other type outside F16/BF16/F32.
+                let ftype = g.gguf.quantization_level();
+                if !req.draft_quantize.is_empty()
+                    && !matches!(ftype.as_str(), "F16" | "BF16" | "F32")
+                {
+                    return Err(Error::BadRequest(format!(
+                        "draft quantization requires an unquantized draft model, got {ftype}"
+                    )));
+                }
                 config.draft = Some(DraftConfig {
                     model_format: "gguf".into(),
                     architecture: arch,

@@ -28,7 +28,7 @@ use super::{parse_quantize, CreateRequest, Plan, Progress};
 use crate::error::{Error, Result};
 use crate::gguf::{self, ReadOptions};
 use crate::store::blobs::{sync_dir, TempGuard};
-use crate::store::manifest::MEDIA_TYPE_MODEL;
+use crate::store::manifest::{MEDIA_TYPE_DRAFT, MEDIA_TYPE_MODEL};
 use crate::store::{BlobStore, Digest, Layer};
 
 /// Ollama's placeholder digest on quantize progress lines (its CLI keys progress bars by digest).
@@ -70,7 +70,7 @@ pub(super) fn requested(req: &CreateRequest) -> &str {
 }
 
 /// Quantizes every model layer of `plan` whose type differs from the requested one, replacing
-/// the layer (and the config's `file_type`).
+/// the layer (and the config's `file_type`); the draft layer likewise to `draft_quantize`.
 pub(super) fn apply(
     blobs: &BlobStore,
     req: &CreateRequest,
@@ -78,16 +78,22 @@ pub(super) fn apply(
     opts: &QuantizeOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<()> {
-    let q = requested(req);
-    if q.is_empty() {
+    let model_q = requested(req);
+    if model_q.is_empty() && req.draft_quantize.is_empty() {
         return Ok(());
     }
-    let want = parse_quantize(q)?;
     for (built, g) in plan.base.iter_mut() {
         let Some(g) = g else { continue };
-        if built.layer.media_type != MEDIA_TYPE_MODEL {
+        let is_model = built.layer.media_type == MEDIA_TYPE_MODEL;
+        let q = match built.layer.media_type.as_str() {
+            MEDIA_TYPE_MODEL => model_q,
+            MEDIA_TYPE_DRAFT => req.draft_quantize.as_str(),
+            _ => continue,
+        };
+        if q.is_empty() {
             continue;
         }
+        let want = parse_quantize(q)?;
         let from = g.gguf.quantization_level();
         if from == want {
             continue;
@@ -103,7 +109,9 @@ pub(super) fn apply(
             layer: new.layer.clone(),
         };
         *g = new;
-        plan.config.file_type = want.to_owned();
+        if is_model {
+            plan.config.file_type = want.to_owned();
+        }
     }
     Ok(())
 }

@@ -60,6 +60,8 @@ pub fn steps(
             } => {
                 let metrics = metrics(&timings, load, started.elapsed());
                 meter.done(metrics.prompt_eval_count, metrics.eval_count);
+                meter.drafted(timings.drafted.into(), timings.accepted.into());
+                log_done(meter.model(), &timings, &metrics);
                 Ok(Step::Done {
                     reason: done_reason,
                     metrics,
@@ -75,6 +77,31 @@ pub fn steps(
             }),
         })
     })
+}
+
+/// The request log line of a finished completion: its counts, and what speculative decoding
+/// drafted and had accepted. Info when something was drafted (a draft model, the n-gram
+/// drafter or a grammar's forced text), so acceptance is visible without debug logging.
+fn log_done(model: &str, t: &runner_protocol::Timings, m: &Metrics) {
+    if t.drafted > 0 {
+        tracing::info!(
+            model,
+            prompt_eval_count = m.prompt_eval_count,
+            eval_count = m.eval_count,
+            eval_duration_ns = m.eval_duration,
+            drafted = t.drafted,
+            accepted = t.accepted,
+            "completion done"
+        );
+    } else {
+        tracing::debug!(
+            model,
+            prompt_eval_count = m.prompt_eval_count,
+            eval_count = m.eval_count,
+            eval_duration_ns = m.eval_duration,
+            "completion done"
+        );
+    }
 }
 
 /// A completion after the output parser: what the client sees, before the wire shape.

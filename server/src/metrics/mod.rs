@@ -56,6 +56,8 @@ struct Inner {
     token_latency: HistogramVec,
     prompt_tokens: IntCounterVec,
     output_tokens: IntCounterVec,
+    draft_tokens: IntCounterVec,
+    draft_accepted: IntCounterVec,
     load_seconds: HistogramVec,
     load_failures: IntCounterVec,
     runner_restarts: IntCounterVec,
@@ -161,6 +163,19 @@ impl Metrics {
                 &r,
                 "herd_output_tokens_total",
                 "Tokens generated (the responses' eval_count), by model.",
+                &["model"],
+            ),
+            draft_tokens: counter(
+                &r,
+                "herd_draft_tokens_total",
+                "Speculative decoding: draft tokens the model verified (draft model, n-gram \
+                 or grammar fast-forward), by model.",
+                &["model"],
+            ),
+            draft_accepted: counter(
+                &r,
+                "herd_draft_accepted_tokens_total",
+                "Speculative decoding: draft tokens the model's sampling confirmed, by model.",
                 &["model"],
             ),
             load_seconds: histogram(
@@ -278,6 +293,7 @@ impl Metrics {
     pub fn completion(&self, model: &str, started: std::time::Instant) -> CompletionMeter {
         let i = &self.inner;
         CompletionMeter {
+            model: model.to_owned(),
             started,
             last_token: None,
             ttft_pending: true,
@@ -285,6 +301,8 @@ impl Metrics {
             token_latency: i.token_latency.with_label_values(&[model]),
             prompt_tokens: i.prompt_tokens.with_label_values(&[model]),
             output_tokens: i.output_tokens.with_label_values(&[model]),
+            draft_tokens: i.draft_tokens.with_label_values(&[model]),
+            draft_accepted: i.draft_accepted.with_label_values(&[model]),
         }
     }
 }
@@ -292,6 +310,7 @@ impl Metrics {
 /// Records one completion's first-token time, token gaps and token counts. Owned by the
 /// completion stream that sees every runner chunk (`engine::steps`).
 pub struct CompletionMeter {
+    model: String,
     started: std::time::Instant,
     last_token: Option<std::time::Instant>,
     /// The request's first token is still to come (false for a second pass of one request).
@@ -300,9 +319,16 @@ pub struct CompletionMeter {
     token_latency: prometheus::Histogram,
     prompt_tokens: prometheus::IntCounter,
     output_tokens: prometheus::IntCounter,
+    draft_tokens: prometheus::IntCounter,
+    draft_accepted: prometheus::IntCounter,
 }
 
 impl CompletionMeter {
+    /// The model this completion's series are labelled with.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
     /// A generated token arrived now: the first sets time to first token, later ones the gap.
     pub fn token(&mut self) {
         let now = std::time::Instant::now();
@@ -331,6 +357,12 @@ impl CompletionMeter {
     pub fn done(&mut self, prompt_tokens: u64, output_tokens: u64) {
         self.prompt_tokens.inc_by(prompt_tokens);
         self.output_tokens.inc_by(output_tokens);
+    }
+
+    /// The completion's speculative decoding counts (the runner's `drafted`/`accepted`).
+    pub fn drafted(&mut self, drafted: u64, accepted: u64) {
+        self.draft_tokens.inc_by(drafted);
+        self.draft_accepted.inc_by(accepted);
     }
 }
 
@@ -401,7 +433,10 @@ mod tests {
         c.token();
         c.token();
         c.done(7, 3);
+        c.drafted(5, 4);
         let text = m.render();
+        assert!(text.contains(r#"herd_draft_tokens_total{model="a"} 5"#));
+        assert!(text.contains(r#"herd_draft_accepted_tokens_total{model="a"} 4"#));
         assert!(text.contains(r#"herd_time_to_first_token_seconds_count{model="a"} 1"#));
         assert!(text.contains(r#"herd_time_per_output_token_seconds_count{model="a"} 2"#));
         assert!(text.contains(r#"herd_prompt_tokens_total{model="a"} 7"#));
