@@ -190,6 +190,13 @@ hb_herd() {
     hb_stamp "herd x$HB_CONC num_batch 2048"
     hb_client "herd-x16-nb2048" "$HB_CONC" --num-ctx "$HB_CTX16" --num-batch 2048 gen:2 mem
   fi
+  # A/B of the GPU step policy: the same runner with first-token holding off (plan::mixed).
+  hb_stamp "herd x$HB_CONC without first-token hold"
+  if w=$(hb_wrapper nohold --no-first-token-hold) && hb_serve "$HB_CONC" "$HB_CTX16" "$w"; then
+    hb_client "herd-x16-nohold" "$HB_CONC" --num-ctx "$HB_CTX16" gen:2
+  else
+    hb_na herd-x16-nohold gen "runner has no --no-first-token-hold"
+  fi
   hb_stamp "self-draft (x$HB_CONC)"
   if [ "$HB_SD" = 1 ] && hb_serve "$HB_CONC" "$HB_CTX16" "$HB_RUNNER"; then
     hb_client herd-x16-sd "$HB_CONC" --model bench-sd --num-ctx "$HB_CTX16" gen:2

@@ -160,6 +160,8 @@ def main():
     rt = {
         "x16_over_bb16": ratio(agg(x16, "gen"), bbv(16)),
         "x16_nb2048_over_bb16": ratio(agg("herd-x16-nb2048", "gen"), bbv(16)),
+        "x16_nohold_over_bb16": ratio(agg("herd-x16-nohold", "gen"), bbv(16)),
+        "x16_hold_over_nohold": ratio(agg(x16, "gen"), agg("herd-x16-nohold", "gen")),
         "x1_over_bb1": ratio(agg(x1, "gen"), bbv(1)),
         "x16_over_server_x16": ratio(agg(x16, "gen"), agg("server-x16", "gen")),
         "x1_over_server_x1": ratio(agg(x1, "gen"), agg("server-x1", "gen")),
