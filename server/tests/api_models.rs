@@ -78,7 +78,10 @@ async fn tags_lists_newest_first_with_manifest_digest_and_total_size() {
         "family": "llama",
         "families": ["llama"],
         "parameter_size": "24",
-        "quantization_level": "F32"
+        "quantization_level": "F32",
+        // The list (only) adds the GGUF's training context and width (model_list_cache.go).
+        "context_length": 4096,
+        "embedding_length": 8
     });
     let stamp = |secs| {
         time::OffsetDateTime::from(ago(secs))
