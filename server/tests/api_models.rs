@@ -124,6 +124,34 @@ async fn tags_lists_newest_first_with_manifest_digest_and_total_size() {
             .abs()
             <= 1
     );
+
+    // A model created FROM another lists its parent (the model layer's `from`), as /api/show
+    // reports it (model_list_cache.go readModelListLayers).
+    let app = ts.app();
+    let r = post_json(
+        &app,
+        "/api/create",
+        json!({"model": "derived", "from": "alpha", "system": "hi", "stream": false}),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let shown = post_json(&app, "/api/show", json!({"model": "derived"}))
+        .await
+        .json();
+    let parent = shown["details"]["parent_model"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(parent.contains("alpha"), "{parent}");
+    let tags = get(&app, "/api/tags").await.json();
+    let derived = tags["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "derived:latest")
+        .unwrap()
+        .clone();
+    assert_eq!(derived["details"]["parent_model"], parent.as_str());
 }
 
 #[tokio::test]

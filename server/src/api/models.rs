@@ -149,8 +149,8 @@ fn list_details(store: &Store, entry: &ManifestEntry) -> (ListDetails, Vec<Strin
         details = view.details(gguf.as_ref());
     }
     let caps = view.capabilities(gguf.as_ref());
-    // Ollama lists without parent_model.
-    details.parent_model.clear();
+    // `parent_model` stays: Ollama's list reads it from the model layer's `from`
+    // (`server/model_list_cache.go` `readModelListLayers`); only `/api/ps` leaves it empty.
     let details = ListDetails {
         common: details,
         // `omitempty`: a zero is left out like a missing key.
