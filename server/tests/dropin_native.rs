@@ -5,7 +5,8 @@
 //!   Ollama's runners served both from one context (`server/routes.go` `EmbedHandler` schedules
 //!   with no extra capability and the same load options): generate, embed, generate is one load
 //!   in `/api/ps` and `/metrics`, one runner process throughout, and the vectors equal those of
-//!   a fresh embed-only load.
+//!   a fresh embed-only load. `/v1/embeddings` writes the very float32 numbers `/api/embed` does
+//!   (Ollama encodes both from `[]float32`).
 
 mod serve_support;
 
@@ -24,13 +25,19 @@ fn smol() -> Option<Harness> {
         |c| c.load_timeout = Some(Duration::from_secs(120)),
         Default::default(),
     );
-    register_file(&h.ts, "smol", &path, &[]);
+    // One inference thread from the model's params, so requests without options (the OpenAI
+    // layer's) load exactly as those with: any reload would come from the endpoint alone.
+    register_file(
+        &h.ts,
+        "smol",
+        &path,
+        &[(MT_PARAMS, br#"{"num_thread": 1}"#)],
+    );
     Some(h)
 }
 
-/// Every request uses the same options, so any reload would come from the endpoint alone.
 fn opts() -> Value {
-    json!({"temperature": 0, "seed": 7, "num_predict": 6, "num_thread": 1})
+    json!({"temperature": 0, "seed": 7, "num_predict": 6})
 }
 
 async fn ok(h: &Harness, uri: &str, body: Value) -> Value {
@@ -91,6 +98,23 @@ async fn embed_on_a_generation_model_reuses_its_runner() {
     )
     .await;
     assert_eq!(legacy["embedding"].as_array().unwrap().len(), 576);
+    // /v1/embeddings: the same runner and, float32 for float32, the same numbers as /api/embed.
+    let v1 = ok(
+        &h,
+        "/v1/embeddings",
+        json!({"model": "smol", "input": ["hello world", "a cat sat"]}),
+    )
+    .await;
+    for (i, w) in warm.iter().enumerate() {
+        let got: Vec<f64> = v1["data"][i]["embedding"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        assert_eq!(&got, w, "input {i}");
+    }
+    assert_eq!(h.runner_pid().await, pid);
 
     // Generation after the embeddings is unchanged (greedy, same slot state) and still one load.
     let again = ok(&h, "/api/generate", gen).await;
