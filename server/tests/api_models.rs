@@ -227,6 +227,29 @@ async fn show_reports_layers_gguf_metadata_and_modelfile() {
         r.json()["model_info"]["tokenizer.ggml.tokens"],
         json!(["a", "b"])
     );
+
+    // Copilot Chat's user agent gets the requested name as general.basename (routes.go
+    // ShowHandler, copilotChatUserAgentPrefix); other agents get the GGUF's own (none here).
+    let mut req = request(
+        Method::POST,
+        "/api/show",
+        json!({"model": "Tiny"}).to_string(),
+    );
+    req.headers_mut()
+        .insert("user-agent", "GitHubCopilotChat/0.30.1".parse().unwrap());
+    let info = send(&app, req).await.json()["model_info"].clone();
+    assert_eq!(info["general.basename"], "Tiny");
+    assert_eq!(info["general.architecture"], "llama");
+    let mut req = request(
+        Method::POST,
+        "/api/show",
+        json!({"model": "Tiny"}).to_string(),
+    );
+    req.headers_mut()
+        .insert("user-agent", "curl/8.5.0".parse().unwrap());
+    assert!(send(&app, req).await.json()["model_info"]
+        .get("general.basename")
+        .is_none());
 }
 
 #[tokio::test]

@@ -5,7 +5,7 @@
 use std::time::SystemTime;
 
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json_};
@@ -206,8 +206,13 @@ pub struct ShowResponse {
     pub requires: String,
 }
 
+/// User agents whose `/api/show` gets `general.basename` = the requested name
+/// (`server/routes.go` `copilotChatUserAgentPrefix`): Copilot Chat labels models by that key.
+const COPILOT_CHAT_AGENT: &str = "GitHubCopilotChat/";
+
 pub async fn show(
     State(state): State<AppState>,
+    headers: HeaderMap,
     OJson(req): OJson<ShowRequest>,
 ) -> Result<Json<ShowResponse>> {
     let raw = req
@@ -218,9 +223,16 @@ pub async fn show(
         .ok_or_else(|| Error::BadRequest("model is required".into()))?;
     let name = ModelName::parse(&raw).map_err(|_| Error::InvalidModelName)?;
     let store = state.store.clone();
-    blocking(move || show_model(&store, &name, &req))
-        .await
-        .map(Json)
+    let mut resp = blocking(move || show_model(&store, &name, &req)).await?;
+    let agent = headers
+        .get(axum::http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if agent.starts_with(COPILOT_CHAT_AGENT) {
+        resp.model_info
+            .insert("general.basename".into(), Json_::String(raw));
+    }
+    Ok(Json(resp))
 }
 
 fn show_model(store: &Store, name: &ModelName, req: &ShowRequest) -> Result<ShowResponse> {
