@@ -250,6 +250,9 @@ async fn show_reports_layers_gguf_metadata_and_modelfile() {
     assert!(send(&app, req).await.json()["model_info"]
         .get("general.basename")
         .is_none());
+    // Names are trimmed first (modelref.ParseRef).
+    let r = post_json(&app, "/api/show", json!({"model": " tiny "})).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
 }
 
 #[tokio::test]
@@ -268,6 +271,7 @@ async fn show_errors_use_ollamas_wording() {
             "model 'ns/missing:7b' not found",
         ),
         (json!({}), 400, "model is required"),
+        (json!({"model": "  "}), 400, "model is required"),
         (json!({"model": "bad name!"}), 400, "invalid model name"),
     ];
     for (req, status, msg) in cases {

@@ -220,8 +220,10 @@ pub async fn show(
         .clone()
         .filter(|m| !m.is_empty())
         .or_else(|| req.name.clone().filter(|n| !n.is_empty()))
+        // `modelref.ParseRef` trims: a blank name is no name.
+        .filter(|m| !m.trim().is_empty())
         .ok_or_else(|| Error::BadRequest("model is required".into()))?;
-    let name = ModelName::parse(&raw).map_err(|_| Error::InvalidModelName)?;
+    let name = ModelName::parse(raw.trim()).map_err(|_| Error::InvalidModelName)?;
     let store = state.store.clone();
     let mut resp = blocking(move || show_model(&store, &name, &req)).await?;
     let agent = headers
