@@ -84,6 +84,53 @@ async fn embed_normalizes_and_cuts_dimensions() {
     .await;
     assert_eq!(r.json(), json!({"embedding": []}));
 
+    // A blank name (Ollama trims it: modelref.ParseRef) is worded per handler: /api/embed falls
+    // back to 404 `model '…' not found`, /api/embeddings to 400 `model is required`
+    // (routes.go EmbedHandler / EmbeddingsHandler, writeModelRefParseError).
+    for (uri, body, status, msg) in [
+        (
+            "/api/embed",
+            json!({"model": "", "input": "a"}),
+            404,
+            "model '' not found",
+        ),
+        (
+            "/api/embed",
+            json!({"model": " ", "input": "a"}),
+            404,
+            "model ' ' not found",
+        ),
+        (
+            "/api/embeddings",
+            json!({"model": "", "prompt": "a"}),
+            400,
+            "model is required",
+        ),
+        (
+            "/api/embeddings",
+            json!({"model": " ", "prompt": "a"}),
+            400,
+            "model is required",
+        ),
+        (
+            "/api/embeddings",
+            json!({"prompt": "a"}),
+            400,
+            "model is required",
+        ),
+    ] {
+        let r = post_json(&app, uri, body).await;
+        assert_eq!(
+            (r.status.as_u16(), r.json()),
+            (status, json!({ "error": msg })),
+            "{uri}"
+        );
+    }
+
+    // ParseRef's trim also means a padded name finds the model.
+    let r = post_json(&app, "/api/embed", json!({"model": " tiny ", "input": "a"})).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+
     let calls = fake.calls.lock().unwrap();
     let embeds: Vec<String> = calls
         .iter()
@@ -94,7 +141,12 @@ async fn embed_normalizes_and_cuts_dimensions() {
         .collect();
     assert_eq!(
         embeds,
-        ["[\"a\", \"b\"] true", "[\"a\"] false", "[\"a\"] true"]
+        [
+            "[\"a\", \"b\"] true",
+            "[\"a\"] false",
+            "[\"a\"] true",
+            "[\"a\"] true"
+        ]
     );
 }
 

@@ -78,7 +78,10 @@ async fn tags_lists_newest_first_with_manifest_digest_and_total_size() {
         "family": "llama",
         "families": ["llama"],
         "parameter_size": "24",
-        "quantization_level": "F32"
+        "quantization_level": "F32",
+        // The list (only) adds the GGUF's training context and width (model_list_cache.go).
+        "context_length": 4096,
+        "embedding_length": 8
     });
     let stamp = |secs| {
         time::OffsetDateTime::from(ago(secs))
@@ -121,6 +124,34 @@ async fn tags_lists_newest_first_with_manifest_digest_and_total_size() {
             .abs()
             <= 1
     );
+
+    // A model created FROM another lists its parent (the model layer's `from`), as /api/show
+    // reports it (model_list_cache.go readModelListLayers).
+    let app = ts.app();
+    let r = post_json(
+        &app,
+        "/api/create",
+        json!({"model": "derived", "from": "alpha", "system": "hi", "stream": false}),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let shown = post_json(&app, "/api/show", json!({"model": "derived"}))
+        .await
+        .json();
+    let parent = shown["details"]["parent_model"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(parent.contains("alpha"), "{parent}");
+    let tags = get(&app, "/api/tags").await.json();
+    let derived = tags["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "derived:latest")
+        .unwrap()
+        .clone();
+    assert_eq!(derived["details"]["parent_model"], parent.as_str());
 }
 
 #[tokio::test]
@@ -196,6 +227,32 @@ async fn show_reports_layers_gguf_metadata_and_modelfile() {
         r.json()["model_info"]["tokenizer.ggml.tokens"],
         json!(["a", "b"])
     );
+
+    // Copilot Chat's user agent gets the requested name as general.basename (routes.go
+    // ShowHandler, copilotChatUserAgentPrefix); other agents get the GGUF's own (none here).
+    let mut req = request(
+        Method::POST,
+        "/api/show",
+        json!({"model": "Tiny"}).to_string(),
+    );
+    req.headers_mut()
+        .insert("user-agent", "GitHubCopilotChat/0.30.1".parse().unwrap());
+    let info = send(&app, req).await.json()["model_info"].clone();
+    assert_eq!(info["general.basename"], "Tiny");
+    assert_eq!(info["general.architecture"], "llama");
+    let mut req = request(
+        Method::POST,
+        "/api/show",
+        json!({"model": "Tiny"}).to_string(),
+    );
+    req.headers_mut()
+        .insert("user-agent", "curl/8.5.0".parse().unwrap());
+    assert!(send(&app, req).await.json()["model_info"]
+        .get("general.basename")
+        .is_none());
+    // Names are trimmed first (modelref.ParseRef).
+    let r = post_json(&app, "/api/show", json!({"model": " tiny "})).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
 }
 
 #[tokio::test]
@@ -214,6 +271,7 @@ async fn show_errors_use_ollamas_wording() {
             "model 'ns/missing:7b' not found",
         ),
         (json!({}), 400, "model is required"),
+        (json!({"model": "  "}), 400, "model is required"),
         (json!({"model": "bad name!"}), 400, "invalid model name"),
     ];
     for (req, status, msg) in cases {

@@ -31,6 +31,7 @@ pub async fn embed(
     } = prepare(
         &state,
         &req.model,
+        NameErrors::TryPulling,
         req.keep_alive.as_ref(),
         req.options.as_ref(),
     )
@@ -78,6 +79,7 @@ pub async fn embeddings(
     } = prepare(
         &state,
         &req.model,
+        NameErrors::TryPullingRequired,
         req.keep_alive.as_ref(),
         req.options.as_ref(),
     )
@@ -116,12 +118,13 @@ struct Prepared {
 async fn prepare(
     state: &AppState,
     name: &str,
+    names: NameErrors,
     keep_alive: Option<&Value>,
     options: Option<&serde_json::Map<String, Value>>,
 ) -> Result<Prepared> {
     // keep_alive is validated before the model is looked up, as Ollama orders its errors.
     let keep_alive = parse_keep_alive(keep_alive)?;
-    let model = resolve_model(state, name, NameErrors::TryPulling).await?;
+    let model = resolve_model(state, name, names).await?;
     super::inference::check_requires(&model)?;
     let options = Options::resolve(state.defaults.context_length, &model.view.options, options)?;
     Ok(Prepared {

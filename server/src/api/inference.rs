@@ -147,9 +147,12 @@ pub enum NameErrors {
     NotFound,
     /// chat: empty → 400 `model is required`.
     Required,
-    /// embed, embeddings: missing → 404 `model "RAW" not found, try pulling it first`
-    /// (Ollama's `handleScheduleError`); empty → 404 `model '' not found`.
+    /// embed: missing → 404 `model "RAW" not found, try pulling it first` (Ollama's
+    /// `handleScheduleError`); empty → 404 `model '' not found`.
     TryPulling,
+    /// embeddings (legacy): missing as embed; empty → 400 `model is required`
+    /// (`EmbeddingsHandler`'s fallback for `modelref.ErrModelRequired`).
+    TryPullingRequired,
 }
 
 /// Parses and finds `raw` in the store and reads it. Invalid names are 400 `invalid model
@@ -159,19 +162,23 @@ pub async fn resolve_model(
     raw: &str,
     errors: NameErrors,
 ) -> Result<Arc<ResolvedModel>> {
-    if raw.is_empty() {
+    // Ollama's `modelref.ParseRef` trims the name first: blank is "no model", worded per
+    // endpoint with the name as sent.
+    if raw.trim().is_empty() {
         return Err(match errors {
             NameErrors::NotFound | NameErrors::TryPulling => {
-                Error::NotFound("model '' not found".into())
+                Error::NotFound(format!("model '{raw}' not found"))
             }
-            NameErrors::Required => Error::BadRequest("model is required".into()),
+            NameErrors::Required | NameErrors::TryPullingRequired => {
+                Error::BadRequest("model is required".into())
+            }
         });
     }
-    let name = ModelName::parse(raw).map_err(|_| Error::InvalidModelName)?;
+    let name = ModelName::parse(raw.trim()).map_err(|_| Error::InvalidModelName)?;
     let store = state.store.clone();
     let cache = state.resolved.clone();
     let not_found = match errors {
-        NameErrors::TryPulling => {
+        NameErrors::TryPulling | NameErrors::TryPullingRequired => {
             format!("model {} not found, try pulling it first", go_quote(raw))
         }
         _ => format!("model '{raw}' not found"),

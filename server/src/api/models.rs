@@ -5,7 +5,7 @@
 use std::time::SystemTime;
 
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json_};
@@ -50,7 +50,31 @@ pub struct ListModel {
     /// model list cache); left out when unknown (a model whose layers cannot be read).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub capabilities: Vec<String>,
-    pub details: ModelDetails,
+    pub details: ListDetails,
+}
+
+/// The list's `details`: the common fields plus the GGUF's training context and embedding width
+/// (`api.ModelDetails` `context_length`/`embedding_length`, `omitempty`), which Ollama's model
+/// list fills from the GGUF header (`server/model_list_cache.go` `buildModelListSummary`) and
+/// `/api/show` and `/api/ps` leave out.
+#[derive(Debug, Default, Serialize)]
+pub struct ListDetails {
+    #[serde(flatten)]
+    pub common: ModelDetails,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_length: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embedding_length: Option<u64>,
+}
+
+impl From<ModelDetails> for ListDetails {
+    fn from(common: ModelDetails) -> ListDetails {
+        ListDetails {
+            common,
+            context_length: None,
+            embedding_length: None,
+        }
+    }
 }
 
 pub async fn tags(State(state): State<AppState>) -> Result<Json<ListResponse>> {
@@ -91,12 +115,12 @@ fn list_models(store: &Store) -> Result<Vec<ListModel>> {
 /// Details and capabilities for the list: the config blob, falling back to the GGUF header when
 /// the config lacks them (capabilities always read the header: pooling and vision live there).
 /// A broken model still lists (with whatever is known) rather than failing the whole list.
-fn list_details(store: &Store, entry: &ManifestEntry) -> (ModelDetails, Vec<String>) {
+fn list_details(store: &Store, entry: &ManifestEntry) -> (ListDetails, Vec<String>) {
     let view = match ModelView::load(store, entry) {
         Ok(v) => v,
         Err(e) => {
             tracing::warn!(model = %entry.name, error = %e, "cannot read model layers");
-            return (ModelDetails::default(), Vec::new());
+            return (ModelDetails::default().into(), Vec::new());
         }
     };
     if view.is_safetensors() {
@@ -111,7 +135,7 @@ fn list_details(store: &Store, entry: &ManifestEntry) -> (ModelDetails, Vec<Stri
                 view.details(None)
             }
         };
-        return (details, caps);
+        return (details.into(), caps);
     }
     let mut details = view.details(None);
     let gguf = match view.gguf(false) {
@@ -125,8 +149,14 @@ fn list_details(store: &Store, entry: &ManifestEntry) -> (ModelDetails, Vec<Stri
         details = view.details(gguf.as_ref());
     }
     let caps = view.capabilities(gguf.as_ref());
-    // Ollama lists without parent_model.
-    details.parent_model.clear();
+    // `parent_model` stays: Ollama's list reads it from the model layer's `from`
+    // (`server/model_list_cache.go` `readModelListLayers`); only `/api/ps` leaves it empty.
+    let details = ListDetails {
+        common: details,
+        // `omitempty`: a zero is left out like a missing key.
+        context_length: gguf.as_ref().and_then(|g| g.context_length()),
+        embedding_length: gguf.as_ref().and_then(|g| g.embedding_length()),
+    };
     (details, caps)
 }
 
@@ -176,8 +206,13 @@ pub struct ShowResponse {
     pub requires: String,
 }
 
+/// User agents whose `/api/show` gets `general.basename` = the requested name
+/// (`server/routes.go` `copilotChatUserAgentPrefix`): Copilot Chat labels models by that key.
+const COPILOT_CHAT_AGENT: &str = "GitHubCopilotChat/";
+
 pub async fn show(
     State(state): State<AppState>,
+    headers: HeaderMap,
     OJson(req): OJson<ShowRequest>,
 ) -> Result<Json<ShowResponse>> {
     let raw = req
@@ -185,12 +220,21 @@ pub async fn show(
         .clone()
         .filter(|m| !m.is_empty())
         .or_else(|| req.name.clone().filter(|n| !n.is_empty()))
+        // `modelref.ParseRef` trims: a blank name is no name.
+        .filter(|m| !m.trim().is_empty())
         .ok_or_else(|| Error::BadRequest("model is required".into()))?;
-    let name = ModelName::parse(&raw).map_err(|_| Error::InvalidModelName)?;
+    let name = ModelName::parse(raw.trim()).map_err(|_| Error::InvalidModelName)?;
     let store = state.store.clone();
-    blocking(move || show_model(&store, &name, &req))
-        .await
-        .map(Json)
+    let mut resp = blocking(move || show_model(&store, &name, &req)).await?;
+    let agent = headers
+        .get(axum::http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if agent.starts_with(COPILOT_CHAT_AGENT) {
+        resp.model_info
+            .insert("general.basename".into(), Json_::String(raw));
+    }
+    Ok(Json(resp))
 }
 
 fn show_model(store: &Store, name: &ModelName, req: &ShowRequest) -> Result<ShowResponse> {

@@ -9,7 +9,7 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use base64::Engine as _;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::common;
@@ -82,25 +82,60 @@ pub fn base64_f32(v: &[f32]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-pub fn response(r: &EmbedResponse, encoding: Encoding) -> Value {
-    let data: Vec<Value> = r
+/// `/v1/embeddings`' body. Typed rather than a `serde_json::Value`, so each component is
+/// written as the float32 it is (Go's shortest float32 form, as Ollama's `ToEmbeddingList`
+/// encodes `[]float32`), not widened to float64 digits that parse to a different number.
+#[derive(Debug, Serialize)]
+pub struct EmbeddingList<'a> {
+    object: &'static str,
+    data: Vec<EmbeddingItem<'a>>,
+    model: &'a str,
+    usage: Usage,
+}
+
+#[derive(Debug, Serialize)]
+struct EmbeddingItem<'a> {
+    object: &'static str,
+    embedding: Vector<'a>,
+    index: usize,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum Vector<'a> {
+    Float(&'a [f32]),
+    Base64(String),
+}
+
+#[derive(Debug, Serialize)]
+struct Usage {
+    prompt_tokens: u64,
+    total_tokens: u64,
+}
+
+pub fn response(r: &EmbedResponse, encoding: Encoding) -> EmbeddingList<'_> {
+    let data = r
         .embeddings
         .iter()
         .enumerate()
-        .map(|(i, v)| {
-            let embedding = match encoding {
-                Encoding::Float => json!(v),
-                Encoding::Base64 => json!(base64_f32(v)),
-            };
-            json!({"object": "embedding", "embedding": embedding, "index": i})
+        .map(|(index, v)| EmbeddingItem {
+            object: "embedding",
+            embedding: match encoding {
+                Encoding::Float => Vector::Float(v),
+                Encoding::Base64 => Vector::Base64(base64_f32(v)),
+            },
+            index,
         })
         .collect();
-    json!({
-        "object": "list",
-        "data": data,
-        "model": r.model,
-        "usage": {"prompt_tokens": r.prompt_eval_count, "total_tokens": r.prompt_eval_count},
-    })
+    EmbeddingList {
+        object: "list",
+        data,
+        model: &r.model,
+        usage: Usage {
+            prompt_tokens: r.prompt_eval_count,
+            total_tokens: r.prompt_eval_count,
+        },
+    }
 }
 
 #[cfg(test)]
@@ -156,7 +191,14 @@ mod tests {
             serde_json::to_string(&response(&r, Encoding::Float)).unwrap(),
             r#"{"object":"list","data":[{"object":"embedding","embedding":[1.0,-0.5],"index":0},{"object":"embedding","embedding":[0.0,0.25],"index":1}],"model":"gemma3","usage":{"prompt_tokens":6,"total_tokens":6}}"#
         );
-        let b = response(&r, Encoding::Base64);
+        // float32 components keep their own shortest form (0.1f32 is not 0.10000000149011612).
+        let tenth = EmbedResponse {
+            embeddings: vec![vec![0.1, -3.4e-8]],
+            ..Default::default()
+        };
+        let text = serde_json::to_string(&response(&tenth, Encoding::Float)).unwrap();
+        assert!(text.contains(r#""embedding":[0.1,-3.4e-8]"#), "{text}");
+        let b = serde_json::to_value(response(&r, Encoding::Base64)).unwrap();
         // 1.0f32 = 00 00 80 3f, -0.5f32 = 00 00 00 bf (little-endian).
         assert_eq!(b["data"][0]["embedding"], json!("AACAPwAAAL8="));
         let decoded = base64::engine::general_purpose::STANDARD

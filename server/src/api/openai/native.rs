@@ -100,7 +100,13 @@ pub async fn show(state: &AppState, model: &str) -> Result<ShowResponse, ApiErro
         model: Some(model.to_owned()),
         ..ShowRequest::default()
     };
-    let axum::Json(r) = crate::api::models::show(State(state.clone()), OJson(req)).await?;
+    // `/v1/models/{model}` reads only the dates and name, never model_info: no user agent.
+    let axum::Json(r) = crate::api::models::show(
+        State(state.clone()),
+        axum::http::HeaderMap::new(),
+        OJson(req),
+    )
+    .await?;
     Ok(r)
 }
 
