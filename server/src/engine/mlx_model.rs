@@ -52,7 +52,11 @@ pub fn prepare_dir(view: &ModelView, root: &Path, digest: &str) -> Result<PathBu
         return Ok(dir);
     }
     std::fs::create_dir_all(root)?;
-    let tmp = root.join(format!(".mlx-{digest}.{}.tmp", std::process::id()));
+    // One temp name per call, not per process: concurrent first requests for one model each
+    // build their own and the first rename wins (a shared name let them delete each other's).
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = root.join(format!(".mlx-{digest}.{}.{seq}.tmp", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     let build = || -> Result<()> {
         std::fs::create_dir(&tmp)?;
@@ -181,5 +185,26 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("mlx-abc")]);
+
+        // Concurrent first builds of one model all get the same complete directory.
+        let root = tempfile::tempdir().unwrap();
+        let dirs: Vec<PathBuf> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..8)
+                .map(|_| s.spawn(|| prepare_dir(&view, root.path(), "race").unwrap()))
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for d in &dirs {
+            assert_eq!(d, &dirs[0]);
+        }
+        assert_eq!(
+            std::fs::read_to_string(dirs[0].join("tokenizer.json")).unwrap(),
+            "tokenizer.json"
+        );
+        let names: Vec<_> = std::fs::read_dir(root.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("mlx-race")]);
     }
 }
