@@ -168,18 +168,17 @@ pub fn mixed(slots: &[Work], capacity: usize, held_steps: usize) -> Step {
         }
     }
     let mut left = 0;
+    // Decoders and released ready slots already have their part.
     for (o, s) in takes.iter_mut().zip(slots) {
         if *o != Take::Nothing {
             continue;
         }
         let n = s.body().min(room);
-        if s.decode == 0 && n > 0 {
+        if n > 0 {
             room -= n;
             *o = Take::Prompt(n);
         }
-        if s.decode == 0 {
-            left += s.body() - n;
-        }
+        left += s.body() - n;
     }
     // Last tokens go when no body is left after this step, or when held long enough.
     let release = left == 0 || overdue;

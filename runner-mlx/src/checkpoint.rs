@@ -262,18 +262,10 @@ impl Checkpoint {
             ));
         }
         let n_layer = int(&c, "num_hidden_layers")?;
-        let (
-            attn_scale,
-            sliding_window,
-            global_every,
-            rope_local_theta,
-            rope_scale,
-            attn_softcap,
-            final_softcap,
-        ) = if gemma {
+        let g = if gemma {
             gemma::fields(&c, n_layer)?
         } else {
-            (0.0, 0, 0, 0.0, 1.0, 0.0, 0.0)
+            gemma::Fields::default()
         };
         let shape = Shape {
             n_layer,
@@ -295,13 +287,13 @@ impl Checkpoint {
             tied_embeddings: i32::from(!has_head),
             qk_norm: i32::from(model_type == "qwen3" || gemma),
             gemma: i32::from(gemma),
-            attn_scale,
-            sliding_window,
-            global_every,
-            rope_local_theta,
-            rope_scale,
-            attn_softcap,
-            final_softcap,
+            attn_scale: g.attn_scale,
+            sliding_window: g.sliding_window,
+            global_every: g.global_every,
+            rope_local_theta: g.rope_local_theta,
+            rope_scale: g.rope_scale,
+            attn_softcap: g.attn_softcap,
+            final_softcap: g.final_softcap,
         };
         check_shapes(&tensors, &shape)?;
         if shape.n_head % shape.n_head_kv != 0 {

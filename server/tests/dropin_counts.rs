@@ -7,23 +7,12 @@
 
 mod serve_support;
 
-use std::time::Duration;
-
 use axum::http::StatusCode;
 use serde_json::{json, Value};
 use serve_support::*;
 
-const SMOL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
-
 fn smol() -> Option<Harness> {
-    let (runner, path) = (native_runner()?, test_model(SMOL)?);
-    let h = Harness::with_runner(
-        runner,
-        |c| c.load_timeout = Some(Duration::from_secs(120)),
-        Default::default(),
-    );
-    register_file(&h.ts, "smol", &path, &[]);
-    Some(h)
+    smol_harness(&[])
 }
 
 fn opts() -> Value {

@@ -16,24 +16,10 @@ use axum::http::StatusCode;
 use serde_json::{json, Value};
 use serve_support::*;
 
-const SMOL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
-
 fn smol() -> Option<Harness> {
-    let (runner, path) = (native_runner()?, test_model(SMOL)?);
-    let h = Harness::with_runner(
-        runner,
-        |c| c.load_timeout = Some(Duration::from_secs(120)),
-        Default::default(),
-    );
     // One inference thread from the model's params, so requests without options (the OpenAI
     // layer's) load exactly as those with: any reload would come from the endpoint alone.
-    register_file(
-        &h.ts,
-        "smol",
-        &path,
-        &[(MT_PARAMS, br#"{"num_thread": 1}"#)],
-    );
-    Some(h)
+    smol_harness(&[(MT_PARAMS, br#"{"num_thread": 1}"#)])
 }
 
 fn opts() -> Value {

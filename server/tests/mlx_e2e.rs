@@ -61,10 +61,20 @@ fn runners(herd: &HerdServe) -> Vec<u32> {
 
 /// `herd create NAME --experimental` of the checkpoint directory `dir`.
 fn create(herd: &HerdServe, name: &str, dir: &std::path::Path) {
+    create_as(herd, name, dir, true)
+}
+
+/// `herd create NAME` of `dir` (its Modelfile beside it), `--experimental` (MLX) or not (GGUF).
+fn create_as(herd: &HerdServe, name: &str, dir: &std::path::Path, experimental: bool) {
     let mf = dir.with_extension("Modelfile");
     std::fs::write(&mf, format!("FROM {}\n", dir.display())).unwrap();
+    let mut args = vec!["create", name];
+    if experimental {
+        args.push("--experimental");
+    }
     let out = std::process::Command::new(HERD)
-        .args(["create", name, "--experimental", "-f"])
+        .args(args)
+        .arg("-f")
         .arg(&mf)
         .env("OLLAMA_HOST", &herd.addr)
         .stdin(std::process::Stdio::null())
@@ -323,18 +333,7 @@ async fn a_tiny_gemma3_text_checkpoint_generates_the_reference_greedy_text() {
 
     // The same checkpoint converted to GGUF (F16 weights: the values are on the f16 grid) on
     // llama.cpp's gemma3 graph.
-    let out = std::process::Command::new(HERD)
-        .args(["create", "tiny-gemma3-gguf", "-f"])
-        .arg(dir.with_extension("Modelfile"))
-        .env("OLLAMA_HOST", &herd.addr)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "herd create (GGUF): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    create_as(&herd, "tiny-gemma3-gguf", &dir, false);
     let (status, v) = generate("tiny-gemma3-gguf").await;
     assert_eq!(status, 200, "{v}\n{}", herd.log_text());
     assert_eq!(v["response"], text, "runner-llamacpp: {v}");

@@ -7,10 +7,32 @@
 use super::{int, positive};
 use serde_json::Value;
 
-/// gemma3 text's fields of the shape (HF Gemma3TextConfig's defaults for absent keys):
-/// (attn_scale, sliding_window, global_every, rope_local_theta, rope_scale, attn_softcap,
-/// final_softcap).
-pub type Fields = (f32, i32, i32, f32, f32, f32, f32);
+/// gemma3 text's fields of the shape (HF Gemma3TextConfig's defaults for absent keys); the
+/// `Default` is what every other architecture passes (no window, no scaling, no capping).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fields {
+    pub attn_scale: f32,
+    pub sliding_window: i32,
+    pub global_every: i32,
+    pub rope_local_theta: f32,
+    pub rope_scale: f32,
+    pub attn_softcap: f32,
+    pub final_softcap: f32,
+}
+
+impl Default for Fields {
+    fn default() -> Self {
+        Fields {
+            attn_scale: 0.0,
+            sliding_window: 0,
+            global_every: 0,
+            rope_local_theta: 0.0,
+            rope_scale: 1.0,
+            attn_softcap: 0.0,
+            final_softcap: 0.0,
+        }
+    }
+}
 
 pub fn fields(c: &Value, n_layer: i32) -> Result<Fields, String> {
     let act = c
@@ -65,15 +87,15 @@ pub fn fields(c: &Value, n_layer: i32) -> Result<Fields, String> {
             }
         }
     };
-    Ok((
-        positive(c, "query_pre_attn_scalar", 256.0)?.powf(-0.5) as f32,
-        window,
+    Ok(Fields {
+        attn_scale: positive(c, "query_pre_attn_scalar", 256.0)?.powf(-0.5) as f32,
+        sliding_window: window,
         global_every,
-        positive(c, "rope_local_base_freq", 10000.0)? as f32,
-        rope_scale as f32,
-        positive(c, "attn_logit_softcapping", 0.0)? as f32,
-        positive(c, "final_logit_softcapping", 0.0)? as f32,
-    ))
+        rope_local_theta: positive(c, "rope_local_base_freq", 10000.0)? as f32,
+        rope_scale: rope_scale as f32,
+        attn_softcap: positive(c, "attn_logit_softcapping", 0.0)? as f32,
+        final_softcap: positive(c, "final_logit_softcapping", 0.0)? as f32,
+    })
 }
 
 /// `layer_types` as the shim's period: layer i is `full_attention` exactly when
@@ -138,7 +160,18 @@ mod tests {
 
     #[test]
     fn gemma3_fields_take_hf_defaults_and_refuse_what_cannot_run() {
-        let (scale, window, every, local, rope, cap, fcap) = fields(&json!({}), 6).unwrap();
+        let tuple = |f: Fields| {
+            (
+                f.attn_scale,
+                f.sliding_window,
+                f.global_every,
+                f.rope_local_theta,
+                f.rope_scale,
+                f.attn_softcap,
+                f.final_softcap,
+            )
+        };
+        let (scale, window, every, local, rope, cap, fcap) = tuple(fields(&json!({}), 6).unwrap());
         assert_eq!(
             (scale, window, every, local),
             (1.0 / 16.0, 4096, 6, 10000.0)
@@ -149,11 +182,11 @@ mod tests {
             "rope_scaling": {"rope_type": "linear", "factor": 8.0},
             "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0});
         assert_eq!(
-            fields(&c, 4).unwrap(),
+            tuple(fields(&c, 4).unwrap()),
             (0.125, 512, 2, 1000.0, 0.125, 50.0, 30.0)
         );
         let no_window = fields(&json!({"sliding_window": null}), 2).unwrap();
-        assert_eq!(no_window.1, 0);
+        assert_eq!(no_window.sliding_window, 0);
         let bad: Vec<(Value, &str)> = vec![
             (json!({"hidden_activation": "relu"}), "hidden_activation"),
             (

@@ -167,6 +167,22 @@ pub fn test_model(file: &str) -> Option<std::path::PathBuf> {
 
 /// Registers `name:latest` with `gguf` as its model layer the way Ollama lays it out: the blob
 /// (hard-linked, else copied) under its sha256, a config blob, extra layers, the manifest.
+/// A harness on the real runner with SmolLM2 registered as `smol` (plus `extra` layers), or
+/// None when a prerequisite is missing (`prereq::missing` reports it).
+pub fn smol_harness(extra: &[(&str, &[u8])]) -> Option<Harness> {
+    let (runner, path) = (
+        native_runner()?,
+        test_model("SmolLM2-135M-Instruct.Q4_1.gguf")?,
+    );
+    let h = Harness::with_runner(
+        runner,
+        |c| c.load_timeout = Some(std::time::Duration::from_secs(120)),
+        Default::default(),
+    );
+    register_file(&h.ts, "smol", &path, extra);
+    Some(h)
+}
+
 pub fn register_file(ts: &TestStore, name: &str, gguf: &std::path::Path, extra: &[(&str, &[u8])]) {
     let out = std::process::Command::new("sha256sum")
         .arg(gguf)
