@@ -106,10 +106,17 @@ fn run_pulls_a_missing_model_then_answers() {
     assert!(out.contains("PARAMETER num_predict 8"), "{out}");
 
     // `herd run saved` opens with the saved conversation on screen, as `ollama run` does.
-    let reply = answer
+    // The answer's first line of text: the screen as read (control sequences dropped), after the
+    // echoed "hi". (Picking "a line without 'hi'" once chose a bare redraw sequence that the
+    // second screen only prints after its prompt, when the model's answer itself began "hi.")
+    let shown = terminal_support::plain(&answer);
+    let reply = shown
         .lines()
         .map(str::trim)
-        .find(|l| !l.is_empty() && !l.contains("hi"))
+        .skip_while(|l| !l.ends_with("hi"))
+        .skip(1)
+        .take_while(|l| !l.starts_with(">>>"))
+        .find(|l| !l.is_empty())
         .unwrap_or_default()
         .to_owned();
     let mut t = Terminal::start(&serve_b.addr, b.path(), "saved");

@@ -124,6 +124,38 @@ impl Terminal {
     }
 }
 
+/// `s` without terminal control sequences (CSI `ESC [ ... final`, OSC `ESC ] ... BEL`, and
+/// two-byte `ESC x`): the text a person reads off the screen.
+pub fn plain(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\x1b' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('[') => {
+                // Parameters and intermediates, then one final byte in '@'..='~'.
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            }
+            Some(']') => {
+                for c in chars.by_ref() {
+                    if c == '\x07' {
+                        break;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 impl Drop for Terminal {
     fn drop(&mut self) {
         let _ = self.child.kill();
