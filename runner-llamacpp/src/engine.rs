@@ -45,6 +45,7 @@ use std::time::Instant;
 
 mod cancel;
 mod draft;
+pub mod draft_model;
 mod embedding;
 mod sample;
 mod speculative;
@@ -103,6 +104,8 @@ pub struct Engine {
     stats: StepStats,
     projector: Option<Arc<crate::ffi::Projector>>,
     drafting: Drafting,
+    /// The draft model (`--draft-model`), when the model has one.
+    drafter: Option<draft_model::DraftModel>,
 }
 
 /// How slots draft (engine/draft.rs): the runner's `--draft-*` flags.
@@ -154,12 +157,20 @@ impl Engine {
             stats: StepStats::new(0),
             projector: None,
             drafting: Drafting::default(),
+            drafter: None,
         }
     }
 
     /// How slots draft tokens for speculative decoding.
     pub fn with_drafting(mut self, d: Drafting) -> Engine {
         self.drafting = d;
+        self
+    }
+
+    /// The draft model that drafts for slots the grammar and the n-gram drafter leave without
+    /// a draft.
+    pub fn with_draft_model(mut self, d: Option<draft_model::DraftModel>) -> Engine {
+        self.drafter = d;
         self
     }
 
@@ -357,25 +368,16 @@ impl Engine {
         }
     }
 
-    /// Fill each decoding slot's draft, sharing the batch room left after every slot's sampled
-    /// token equally among the decoding slots.
+    /// Fill each decoding slot's draft (engine/speculative.rs).
     fn propose(&mut self) {
-        let decoders = self
-            .slots
-            .iter()
-            .filter(|s| s.active.as_ref().is_some_and(|a| a.next.is_some()))
-            .count();
-        if decoders == 0 {
-            return;
-        }
-        let share = self.batch.capacity().saturating_sub(decoders) / decoders;
-        let d = self.drafting;
-        for slot in &mut self.slots {
-            let draft = speculative::propose(&self.model, slot, &d, self.n_ctx_seq, share);
-            if let Some(a) = slot.active.as_mut() {
-                a.draft = draft;
-            }
-        }
+        speculative::propose_all(
+            &self.model,
+            &mut self.slots,
+            self.drafter.as_mut(),
+            &self.drafting,
+            self.n_ctx_seq,
+            self.batch.capacity(),
+        );
     }
 
     /// One batched decode. Returns false when the engine must stop (shutdown aborted it).

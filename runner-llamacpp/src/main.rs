@@ -6,6 +6,7 @@
 //! `runner-llamacpp quantize …` instead runs the one-shot quantizer (quantize.rs), and
 //! `runner-llamacpp rpc-server …` serves this host's devices to `herd worker` (rpc_server.rs).
 
+mod args;
 mod embed;
 mod engine;
 mod ffi;
@@ -19,6 +20,7 @@ mod rpc_server;
 mod sampling;
 mod vocab;
 
+use args::{device_sampling_on, Args, DeviceSampling};
 use clap::Parser;
 use runner_core::http::{Loaded, State};
 use runner_protocol::{ErrorKind, FlashAttention, Info, KvCacheType, RunnerError};
@@ -28,127 +30,6 @@ use std::time::Duration;
 
 /// Engine name and pin reported in `/info`.
 const ENGINE: &str = concat!("llama.cpp ", env!("HERD_LLAMA_BUILD"));
-
-#[derive(Parser, Debug, Clone)]
-#[command(
-    version,
-    about = "herd's llama.cpp runner (speaks the runner protocol on a Unix socket)"
-)]
-struct Args {
-    #[arg(long)]
-    model: PathBuf,
-    /// Context length per slot.
-    #[arg(long, default_value_t = 4096)]
-    ctx_size: u32,
-    #[arg(long, default_value_t = 1)]
-    parallel: u32,
-    #[arg(long, default_value_t = 512)]
-    batch: u32,
-    #[arg(long, default_value_t = 512)]
-    ubatch: u32,
-    /// Layers to offload; negative = all.
-    #[arg(long, default_value_t = -1, allow_hyphen_values = true)]
-    gpu_layers: i32,
-    #[arg(long)]
-    main_gpu: Option<u32>,
-    #[arg(long, default_value = "auto", value_parser = parse_fa)]
-    flash_attn: FlashAttention,
-    #[arg(long, default_value = "f16", value_parser = parse_kv)]
-    cache_type: KvCacheType,
-    /// 0 = one per available CPU.
-    #[arg(long, default_value_t = 0)]
-    threads: u32,
-    #[arg(long)]
-    no_mmap: bool,
-    /// Keep weights in their file layout (llama-server's --no-repack): slower on CPU. Output is
-    /// batch-invariant either way (patches/llama.cpp); this only changes the kernels.
-    #[arg(long)]
-    no_repack: bool,
-    #[arg(long)]
-    embedding: bool,
-    /// A LoRA adapter GGUF to apply (repeatable; the model's ADAPTER layers).
-    #[arg(long)]
-    lora: Vec<PathBuf>,
-    /// A vision projector (mmproj GGUF, the model's projector layer) loaded through libmtmd.
-    #[arg(long)]
-    mmproj: Option<PathBuf>,
-    /// ggml RPC servers (`host:port`, comma-separated) whose devices join this host's; layers
-    /// are placed across them as llama.cpp places them across GPUs (RPC devices first).
-    #[arg(long, value_delimiter = ',')]
-    rpc: Vec<String>,
-    /// Share of the offloaded layers per offload device (llama.cpp's --tensor-split, e.g.
-    /// `3,1`), in llama.cpp's device order: RPC devices first, then local GPUs.
-    #[arg(long, value_delimiter = ',')]
-    tensor_split: Vec<f32>,
-    /// The projector's smallest image in tokens (mtmd's own minimum otherwise); the server
-    /// sets 1 for projectors whose images it resizes to their budget's grid itself.
-    #[arg(long)]
-    image_min_tokens: Option<u32>,
-    /// The projector's largest image in tokens (mtmd's own ceiling otherwise); the context's
-    /// micro-batch holds at least this many.
-    #[arg(long)]
-    image_max_tokens: Option<u32>,
-    /// Choose each row's top candidates on the device that computes the logits and copy only
-    /// those to the host (requests that need whole rows still get them). auto = when the output
-    /// layer is on a GPU. Off by default: even with patch 0004's radix top-k it measured level
-    /// with host sampling on an H200 (+1.5 % at 1 stream, -1 % at 16; native/gpu-results.md,
-    /// run G).
-    #[arg(long, value_enum, default_value_t = DeviceSampling::Off)]
-    device_sampling: DeviceSampling,
-    /// Candidates per row with device sampling.
-    #[arg(long, hide = true, default_value_t = 256)]
-    device_top_k: u32,
-    /// Speculative decoding with the n-gram (prompt lookup) drafter: up to N draft tokens per
-    /// step, continuing the latest earlier occurrence of the newest tokens; 0 = off.
-    #[arg(long, default_value_t = 0)]
-    draft_ngram: u32,
-    /// Constrained requests draft too (the grammar's forced tokens are drafted regardless).
-    #[arg(long)]
-    draft_under_grammar: bool,
-    /// Test and bench hook: do not draft the tokens a grammar forces (grammar fast-forward).
-    #[arg(long, hide = true)]
-    no_grammar_ff: bool,
-    /// Bench hook (GPU): do not hold a request's first token while the prompts that arrived
-    /// with it are still pending (`plan::mixed`).
-    #[arg(long, hide = true)]
-    no_first_token_hold: bool,
-    /// Unix socket to serve on (created 0600; a stale file is replaced).
-    #[arg(long)]
-    socket: PathBuf,
-    /// Print where decode steps spend their time (per-phase means) to stderr every N decode
-    /// steps; 0 = off.
-    #[arg(long, hide = true, default_value_t = 0)]
-    step_stats: u32,
-    /// Test hook: slow the load down by this many ms, so the loading state is observable.
-    #[arg(long, hide = true, default_value_t = 0)]
-    load_delay_ms: u64,
-}
-
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-enum DeviceSampling {
-    Auto,
-    On,
-    Off,
-}
-
-/// Whether to sample on the device. `auto`: when the logits are computed on a GPU, i.e. a GPU
-/// backend is loaded and the output layer is offloaded (llama.cpp offloads the last
-/// `gpu_layers` of `n_layer` + 1 layers, the output layer last; negative = all).
-fn device_sampling_on(mode: DeviceSampling, gpu: bool, gpu_layers: i32, n_layer: i32) -> bool {
-    match mode {
-        DeviceSampling::On => true,
-        DeviceSampling::Off => false,
-        DeviceSampling::Auto => gpu && (gpu_layers < 0 || gpu_layers > n_layer),
-    }
-}
-
-fn parse_fa(s: &str) -> Result<FlashAttention, String> {
-    FlashAttention::parse(s).ok_or_else(|| format!("expected on, off or auto, got {s:?}"))
-}
-
-fn parse_kv(s: &str) -> Result<KvCacheType, String> {
-    KvCacheType::parse(s).ok_or_else(|| format!("expected f16, q8_0 or q4_0, got {s:?}"))
-}
 
 fn main() {
     // `runner-llamacpp quantize …` is a separate one-shot tool (quantize.rs).
@@ -215,7 +96,7 @@ fn load_and_run(
             // CPU batch invariance needs isolated prompt steps; the patches behind it are
             // CPU-only, and on a GPU mixed steps start many streams sooner.
             let isolate = !(ffi::supports_gpu_offload() && args.gpu_layers != 0);
-            let projector = loaded.2;
+            let (projector, drafter) = (loaded.2, loaded.3);
             engine::Engine::new(
                 loaded.1,
                 args.parallel as usize,
@@ -223,6 +104,7 @@ fn load_and_run(
                 isolate,
             )
             .with_projector(projector)
+            .with_draft_model(drafter)
             .with_step_stats(args.step_stats)
             .with_first_token_hold(!args.no_first_token_hold)
             .with_drafting(engine::Drafting {
@@ -236,8 +118,14 @@ fn load_and_run(
     }
 }
 
-/// A loaded model: what the protocol layer knows, the engine's context, and the projector.
-type LoadedParts = (Loaded, ffi::Context, Option<Arc<ffi::Projector>>);
+/// A loaded model: what the protocol layer knows, the engine's context, the projector and the
+/// draft model.
+type LoadedParts = (
+    Loaded,
+    ffi::Context,
+    Option<Arc<ffi::Projector>>,
+    Option<engine::draft_model::DraftModel>,
+);
 
 fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
     let load_err = |m: String| RunnerError::new(ErrorKind::ModelLoad, m);
@@ -347,6 +235,39 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
     } else {
         eprintln!("runner-llamacpp: device sampling off ({why})");
     }
+    let drafter = match &args.draft_model {
+        None => None,
+        Some(p) => {
+            // On the target's devices: all layers offloaded unless the target stays on the CPU.
+            let params = ffi::ModelParams {
+                gpu_layers: if args.gpu_layers == 0 { 0 } else { -1 },
+                ..params.clone()
+            };
+            let cp = ffi::ContextParams {
+                n_batch: args.batch,
+                n_ubatch: args.ubatch.min(args.batch),
+                ..cp.clone()
+            };
+            let d = engine::draft_model::DraftModel::load(
+                p,
+                &model,
+                &params,
+                &cp,
+                args.draft_max as usize,
+            )
+            .map_err(|m| load_err(format!("draft model: {m}")))?;
+            eprintln!(
+                "runner-llamacpp: draft model {} drafts up to {} tokens per step",
+                p.display(),
+                args.draft_max
+            );
+            Some(d)
+        }
+    };
+    let mut buffers = ctx.memory_breakdown();
+    if let Some(d) = &drafter {
+        buffers.extend(d.memory());
+    }
     let n_ctx_seq = ctx.n_ctx_seq() as usize;
     let info = Info {
         engine: ENGINE.to_string(),
@@ -361,7 +282,7 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
         memory_device_bytes: 0,
         eog_tokens: model.eog_tokens(),
         placement: placement(&model, args),
-        devices: memory::report(&ffi::devices(), &ctx.memory_breakdown()),
+        devices: memory::report(&ffi::devices(), &buffers),
     };
     let mut info = info;
     let all_layers = args.gpu_layers < 0 || args.gpu_layers > model.n_layer();
@@ -391,6 +312,7 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
         },
         ctx,
         projector,
+        drafter,
     ))
 }
 
@@ -496,9 +418,13 @@ mod tests {
             image_max_tokens: Some(1120),
             draft_ngram: 6,
             draft_under_grammar: true,
+            draft_model: Some("/m/d.gguf".into()),
+            draft_max: 8,
         };
         let a = parse(&o);
         assert_eq!((a.draft_ngram, a.draft_under_grammar), (6, true));
+        assert_eq!((a.draft_model, a.draft_max), (o.draft_model.clone(), 8));
+        assert_eq!((d.draft_model, d.draft_max), (None, 4));
         assert!(!a.no_grammar_ff);
         assert_eq!((d.draft_ngram, d.draft_under_grammar), (0, false));
         assert_eq!(a.lora, o.lora, "every adapter reaches the runner, in order");

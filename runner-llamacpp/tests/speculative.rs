@@ -1,12 +1,12 @@
-//! Speculative decoding through the real runner on SmolLM2 (one thread): the n-gram drafter and
-//! grammar fast-forward draft tokens that one batched step verifies, and the output is the same
-//! bytes as without drafting — greedy, seeded sampling, logprobs, stop strings, num_predict and
+//! Speculative decoding through the real runner on SmolLM2 (one thread): the n-gram drafter, a
+//! draft model (SmolLM2 drafting for itself) and grammar fast-forward draft tokens that one
+//! batched step verifies, and the output is the same bytes as without drafting — greedy, seeded sampling, logprobs, stop strings, num_predict and
 //! concurrent streams alike — while the final chunk counts drafted and accepted tokens.
 
 mod common;
 
 use common::*;
-use runner_protocol::{CompletionChunk, DoneReason};
+use runner_protocol::{CompletionChunk, DoneReason, ErrorKind, Health};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
@@ -98,6 +98,121 @@ async fn ngram_drafting_leaves_every_output_byte_identical_and_accepts_drafts() 
         "{}",
         base[0].text
     );
+}
+
+#[tokio::test]
+async fn draft_model_drafting_leaves_every_output_byte_identical() {
+    let _g = serial().await;
+    let mut base = Vec::new();
+    {
+        let r = Runner::spawn(&smollm(), &["--ctx-size", "1024"]);
+        r.wait_ready().await;
+        for (_, req) in requests() {
+            base.push(complete(&r.socket, req).await);
+        }
+    }
+    let me = smollm();
+    let me = me.to_str().unwrap();
+    let r = Runner::spawn(
+        &smollm(),
+        &[
+            "--ctx-size",
+            "1024",
+            "--draft-model",
+            me,
+            "--draft-max",
+            "4",
+        ],
+    );
+    r.wait_ready().await;
+    for ((name, req), want) in requests().into_iter().zip(&base) {
+        let got = complete(&r.socket, req).await;
+        assert_eq!(
+            got.text, want.text,
+            "{name}: text differs with a draft model"
+        );
+        assert_eq!(shape(&got), shape(want), "{name}: chunks differ");
+        assert_eq!(got.reason, want.reason, "{name}");
+        assert_eq!(got.timings.eval_count, want.timings.eval_count, "{name}");
+        assert!(got.timings.accepted <= got.timings.drafted, "{name}");
+        eprintln!(
+            "{name}: {} tokens, drafted {} accepted {}",
+            got.timings.eval_count, got.timings.drafted, got.timings.accepted
+        );
+        // The model drafting for itself greedily guesses its own greedy choices.
+        if name.ends_with("greedy") {
+            assert!(
+                got.timings.accepted * 2 > got.timings.eval_count,
+                "{name}: a self-draft is mostly accepted: {:?}",
+                got.timings
+            );
+        }
+    }
+    // Concurrent streams with a draft model each equal their solo run.
+    drop(r);
+    let r = Runner::spawn(
+        &smollm(),
+        &[
+            "--ctx-size",
+            "1024",
+            "--parallel",
+            "3",
+            "--draft-model",
+            me,
+            "--draft-max",
+            "3",
+        ],
+    );
+    r.wait_ready().await;
+    // (Solo on this runner: its KV's size, unlike the batch beside a request, may move
+    // rounding.)
+    let reqs: Vec<Value> = requests()
+        .into_iter()
+        .take(3)
+        .map(|(_, mut r)| {
+            r["cache_prompt"] = json!(false);
+            r
+        })
+        .collect();
+    let mut solo = Vec::new();
+    for req in &reqs {
+        solo.push(complete(&r.socket, req.clone()).await.text);
+    }
+    let handles: Vec<_> = reqs
+        .iter()
+        .map(|req| {
+            let (socket, req) = (r.socket.clone(), req.clone());
+            tokio::spawn(async move { complete(&socket, req).await })
+        })
+        .collect();
+    for (i, h) in handles.into_iter().enumerate() {
+        let c = h.await.unwrap();
+        assert_eq!(c.text, solo[i], "request {i} beside two others");
+        assert!(c.timings.drafted > 0, "request {i} drafted");
+    }
+}
+
+#[tokio::test]
+async fn a_draft_model_with_another_tokenizer_fails_the_load() {
+    let g = gemma();
+    let r = Runner::spawn(
+        &smollm(),
+        &["--ctx-size", "256", "--draft-model", g.to_str().unwrap()],
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        match r.health().await {
+            Health::Failed { kind, message } => {
+                assert_eq!(kind, ErrorKind::ModelLoad);
+                assert!(message.contains("draft model"), "{message}");
+                assert!(message.contains("tokenizer"), "{message}");
+                break;
+            }
+            Health::Ready => panic!("a gemma3 draft for SmolLM2 loaded"),
+            h => assert!(std::time::Instant::now() < deadline, "still {h:?}"),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test]

@@ -1,7 +1,8 @@
-//! Speculative decoding's engine side (policy in engine/draft.rs): what a decoding slot drafts
-//! (`propose`), how a forced grammar text is kept in the model's own tokenization (`restrict`),
+//! Speculative decoding's engine side (policy in engine/draft.rs): what the decoding slots draft
+//! (`propose_all`: the grammar's forced text, else the n-gram drafter, else the draft model), how a forced grammar text is kept in the model's own tokenization (`restrict`),
 //! and how a step's rows are verified (`verify`).
 
+use super::draft_model::{DraftModel, Want};
 use super::{draft, fail, on_token, sample, Active, Drafting, Slot};
 use crate::ffi::{Model, Row, Token};
 use crate::sampling::Choice;
@@ -55,10 +56,75 @@ pub(super) fn verify(
     })
 }
 
+/// Fill each decoding slot's draft, sharing the batch room (`capacity`) left after every slot's
+/// sampled token equally among the decoding slots. Slots without a grammar or n-gram draft ask
+/// the draft model, all in one batched draft run (constrained ones only when drafting under
+/// grammar is on, as for the n-gram drafter).
+pub(super) fn propose_all(
+    model: &Model,
+    slots: &mut [Slot],
+    drafter: Option<&mut DraftModel>,
+    d: &Drafting,
+    n_ctx_seq: usize,
+    capacity: usize,
+) {
+    let decoders = slots
+        .iter()
+        .filter(|s| s.active.as_ref().is_some_and(|a| a.next.is_some()))
+        .count();
+    if decoders == 0 {
+        return;
+    }
+    let share = capacity.saturating_sub(decoders) / decoders;
+    for slot in slots.iter_mut() {
+        let draft = propose(model, slot, d, n_ctx_seq, share);
+        if let Some(a) = slot.active.as_mut() {
+            a.draft = draft;
+        }
+    }
+    let Some(dm) = drafter else { return };
+    // Each asking slot's history gets its sampled token for the draft run, and loses it after.
+    let mut asking: Vec<(usize, usize)> = Vec::new();
+    for (i, slot) in slots.iter_mut().enumerate() {
+        let Some(a) = slot.active.as_ref() else {
+            continue;
+        };
+        let Some(t) = a.next else { continue };
+        if !a.draft.is_empty() || (a.req.constraint.is_some() && !d.under_grammar) {
+            continue;
+        }
+        let room = n_ctx_seq.saturating_sub(slot.cache.len() + 1);
+        let n = draft::budget(dm.max(), a.reply.left(), room, share);
+        if n > 0 {
+            slot.cache.push(t);
+            asking.push((i, n));
+        }
+    }
+    if asking.is_empty() {
+        return;
+    }
+    let wants: Vec<Want> = asking
+        .iter()
+        .map(|&(i, n)| Want {
+            seq: slots[i].seq,
+            history: &slots[i].cache,
+            n,
+        })
+        .collect();
+    let mut drafts = dm.draft(&wants).into_iter();
+    for (i, _) in asking {
+        let slot = &mut slots[i];
+        slot.cache.pop();
+        if let Some(a) = slot.active.as_mut() {
+            a.draft = drafts.next().unwrap_or_default();
+        }
+    }
+}
+
 /// Draft tokens for one decoding slot (engine/draft.rs): what its grammar forces, else its
 /// n-gram continuation, at most `share`. Also restricts the slot's next sample to the forced
 /// text's first token (`restrict`).
-pub(super) fn propose(
+fn propose(
     model: &Model,
     slot: &mut Slot,
     d: &Drafting,

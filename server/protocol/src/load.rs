@@ -121,6 +121,13 @@ pub struct LoadOptions {
     /// drafted either way.
     #[serde(default)]
     pub draft_under_grammar: bool,
+    /// Speculative decoding with a draft model (the model's `DRAFT` layer, a GGUF sharing its
+    /// tokenizer) loaded beside it.
+    #[serde(default)]
+    pub draft_model: Option<PathBuf>,
+    /// Most draft-model tokens per step (`draft_num_predict`); 0 = the runner's default.
+    #[serde(default)]
+    pub draft_max: u32,
 }
 
 impl Default for LoadOptions {
@@ -146,6 +153,8 @@ impl Default for LoadOptions {
             image_max_tokens: None,
             draft_ngram: 0,
             draft_under_grammar: false,
+            draft_model: None,
+            draft_max: 0,
         }
     }
 }
@@ -213,6 +222,14 @@ impl LoadOptions {
         }
         if self.draft_under_grammar {
             a.push("--draft-under-grammar".into());
+        }
+        if let Some(d) = &self.draft_model {
+            a.push("--draft-model".into());
+            a.push(d.to_string_lossy().into_owned());
+            if self.draft_max > 0 {
+                a.push("--draft-max".into());
+                a.push(self.draft_max.to_string());
+            }
         }
         a
     }

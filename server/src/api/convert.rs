@@ -51,6 +51,14 @@ impl Options {
         load.main_gpu = r.main_gpu.and_then(|g| u32::try_from(g).ok());
         load.threads = u32::try_from(r.num_thread).unwrap_or(0);
         load.mmap = r.use_mmap.unwrap_or(true);
+        // `draft_num_predict` ≤ 0 turns the draft model off; the runner takes at most 64.
+        if r.draft_num_predict <= 0 {
+            load.draft_model = None;
+        }
+        load.draft_max = match load.draft_model {
+            Some(_) => u32::try_from(r.draft_num_predict.clamp(1, 64)).unwrap_or(1),
+            None => 0,
+        };
     }
 
     /// Bounds what one request may make a runner allocate or spawn (issue 22 item 6), applied
@@ -172,6 +180,36 @@ mod tests {
         let mut load = LoadOptions::default();
         Options::defaults(0).apply_to_load(&mut load);
         assert_eq!(load, LoadOptions::default());
+    }
+
+    #[test]
+    fn draft_num_predict_to_load_table() {
+        // (model has a DRAFT layer, draft_num_predict) → (draft model kept, draft_max)
+        let cases = [
+            (true, None, true, 4),
+            (true, Some(8), true, 8),
+            (true, Some(1000), true, 64),
+            (true, Some(0), false, 0),
+            (true, Some(-3), false, 0),
+            (false, Some(8), false, 0),
+        ];
+        for (has, n, kept, max) in cases {
+            let mut o = Options::defaults(0);
+            if let Some(n) = n {
+                o.apply(&serde_json::from_value(json!({ "draft_num_predict": n })).unwrap())
+                    .unwrap();
+            }
+            let mut load = LoadOptions {
+                draft_model: has.then(|| "/m/blobs/sha256-d".into()),
+                ..LoadOptions::default()
+            };
+            o.apply_to_load(&mut load);
+            assert_eq!(
+                (load.draft_model.is_some(), load.draft_max),
+                (kept, max),
+                "{has} {n:?}"
+            );
+        }
     }
 
     #[test]

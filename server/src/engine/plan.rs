@@ -88,6 +88,8 @@ pub fn load_options(opts: &Options, model: &Model, settings: &Settings) -> LoadO
         lora: model.view.adapter_paths.clone(),
         // Ollama's runner loads the first projector layer.
         projector: model.view.projector_paths.first().cloned(),
+        // The DRAFT layer drafts for the model (speculative decoding in the runner).
+        draft_model: model.view.draft_path.clone(),
         draft_ngram: settings.draft_ngram,
         draft_under_grammar: settings.draft_under_grammar,
         ..LoadOptions::default()
@@ -132,7 +134,14 @@ pub fn model_request(
     ModelRequest {
         name: model.display_name.clone(),
         digest: model.digest.clone(),
-        memory: memory::estimate(&model.memory, &for_estimate),
+        // The draft model's weights load beside the model's (its KV shows in the runner's
+        // report, which later loads of these options plan with).
+        memory: memory::estimate(&model.memory, &for_estimate)
+            + load
+                .draft_model
+                .as_ref()
+                .and_then(|d| std::fs::metadata(d).ok())
+                .map_or(0, |m| m.len()),
         kv_per_slot: memory::kv_cache_bytes(
             &model.memory,
             for_estimate.ctx_size,

@@ -27,6 +27,7 @@ pub use api_support::{
 };
 
 pub const MT_MESSAGES: &str = "application/vnd.ollama.image.messages";
+pub const MT_DRAFT: &str = "application/vnd.ollama.image.draft";
 
 pub struct Harness {
     pub ts: TestStore,
