@@ -193,7 +193,7 @@ hb_herd() {
   # A/B of the GPU step policy: the same runner with first-token holding off (plan::mixed).
   hb_stamp "herd x$HB_CONC without first-token hold"
   if w=$(hb_wrapper nohold --no-first-token-hold) && hb_serve "$HB_CONC" "$HB_CTX16" "$w"; then
-    hb_client "herd-x16-nohold" "$HB_CONC" --num-ctx "$HB_CTX16" gen:2
+    hb_client "herd-x16-nohold" "$HB_CONC" --num-ctx "$HB_CTX16" gen:2 fmt:2
   else
     hb_na herd-x16-nohold gen "runner has no --no-first-token-hold"
   fi

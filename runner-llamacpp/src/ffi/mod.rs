@@ -23,6 +23,7 @@ mod sys {
 }
 
 mod backend_sampling;
+mod batch;
 mod chain;
 mod devices;
 mod lora;
@@ -32,6 +33,7 @@ mod rows;
 pub mod rpc;
 pub use devices::{devices, BufferMemory, Device};
 
+pub use batch::Batch;
 pub use chain::SamplerChain;
 pub use mtmd::{ImageChunk, Part, Piece, Projector};
 pub use rows::Row;
@@ -595,57 +597,5 @@ impl Context {
 impl Drop for Context {
     fn drop(&mut self) {
         unsafe { sys::llama_free(self.ptr.as_ptr()) }
-    }
-}
-
-/// A token batch with room for `capacity` entries, one sequence id each.
-pub struct Batch {
-    raw: sys::llama_batch,
-    capacity: usize,
-}
-
-// SAFETY: the batch's buffers are plain memory owned by this value.
-unsafe impl Send for Batch {}
-
-impl Batch {
-    pub fn new(capacity: usize) -> Batch {
-        let capacity = capacity.max(1);
-        let mut raw = unsafe { sys::llama_batch_init(capacity as i32, 0, 1) };
-        raw.n_tokens = 0;
-        Batch { raw, capacity }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.raw.n_tokens == 0
-    }
-    pub fn capacity(&self) -> usize {
-        self.capacity
-    }
-    pub fn clear(&mut self) {
-        self.raw.n_tokens = 0;
-    }
-
-    /// Append a token; returns its index in the batch (the index to read its logits with), or
-    /// None when the batch is full.
-    pub fn push(&mut self, token: Token, pos: i32, seq: i32, logits: bool) -> Option<i32> {
-        let i = self.raw.n_tokens as usize;
-        if i >= self.capacity {
-            return None;
-        }
-        unsafe {
-            *self.raw.token.add(i) = token;
-            *self.raw.pos.add(i) = pos;
-            *self.raw.n_seq_id.add(i) = 1;
-            *(*self.raw.seq_id.add(i)).add(0) = seq;
-            *self.raw.logits.add(i) = logits as i8;
-        }
-        self.raw.n_tokens += 1;
-        Some(i as i32)
-    }
-}
-
-impl Drop for Batch {
-    fn drop(&mut self) {
-        unsafe { sys::llama_batch_free(self.raw) }
     }
 }
