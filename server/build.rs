@@ -1,6 +1,7 @@
 //! Captures build provenance for `server::provenance`: the git commit this binary was built from
 //! (`HERD_GIT_COMMIT`, "unknown" outside a git checkout, e.g. a source tarball) and the llama.cpp
-//! pin from `native/llama.cpp.lock` (`HERD_LLAMACPP_BUILD`, `HERD_LLAMACPP_COMMIT`). Nothing here
+//! pin from `native/llama.cpp.lock` (`HERD_LLAMACPP_BUILD`, `HERD_LLAMACPP_COMMIT`) and the MLX
+//! version from `native/mlx.lock` (`HERD_MLX_VERSION`). Nothing here
 //! fails the build: a missing tool or file yields "unknown".
 
 use std::path::{Path, PathBuf};
@@ -41,6 +42,12 @@ fn main() {
         let value = lock_value(&text, key).unwrap_or_else(|| "unknown".into());
         println!("cargo:rustc-env={env}={value}");
     }
+    // runner-mlx's pin: the libmlx wheels' version (the wheels carry no commit).
+    let lock = root.join("native/mlx.lock");
+    println!("cargo:rerun-if-changed={}", lock.display());
+    let text = std::fs::read_to_string(&lock).unwrap_or_default();
+    let value = lock_value(&text, "version").unwrap_or_else(|| "unknown".into());
+    println!("cargo:rustc-env=HERD_MLX_VERSION={value}");
 }
 
 /// `git -C root ARGS` stdout, trimmed; None when git is absent or fails (not a checkout).

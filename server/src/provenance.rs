@@ -17,6 +17,8 @@ pub const GIT_COMMIT: &str = env!("HERD_GIT_COMMIT");
 pub const LLAMACPP_BUILD: &str = env!("HERD_LLAMACPP_BUILD");
 /// The llama.cpp commit of that pin ("unknown" when the source archive carries none).
 pub const LLAMACPP_COMMIT: &str = env!("HERD_LLAMACPP_COMMIT");
+/// The MLX version runner-mlx links (`native/mlx.lock`; the PyPI wheels carry no commit).
+pub const MLX_VERSION: &str = env!("HERD_MLX_VERSION");
 
 static CONFIG_DIGEST: OnceLock<String> = OnceLock::new();
 
@@ -27,7 +29,7 @@ pub struct EnginePin {
     pub commit: String,
 }
 
-/// The engines this build can run, by name. MLX is absent until runner-mlx is built.
+/// The engines this build can run, by name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Engines {
     #[serde(rename = "llama.cpp")]
@@ -57,7 +59,10 @@ pub fn current() -> Provenance {
                 build: LLAMACPP_BUILD.into(),
                 commit: LLAMACPP_COMMIT.into(),
             },
-            mlx: None,
+            mlx: Some(EnginePin {
+                build: MLX_VERSION.into(),
+                commit: "unknown".into(),
+            }),
         },
         config_digest: CONFIG_DIGEST.get().cloned(),
     }
@@ -114,10 +119,18 @@ mod tests {
         assert_eq!(
             line,
             format!(
-                "herd {} (git {GIT_COMMIT}) llama.cpp {LLAMACPP_BUILD} (commit {LLAMACPP_COMMIT})",
+                "herd {} (git {GIT_COMMIT}) llama.cpp {LLAMACPP_BUILD} (commit {LLAMACPP_COMMIT}) \
+                 mlx {MLX_VERSION} (commit unknown)",
                 crate::VERSION
             )
         );
+        let mlx_lock = include_str!("../../native/mlx.lock");
+        assert!(
+            mlx_lock.contains(&format!("version = \"{MLX_VERSION}\"")),
+            "the MLX pin is the lock's"
+        );
+        p.engines.mlx = None;
+        assert!(!p.pins_line().contains("mlx"));
         p.engines.mlx = Some(EnginePin {
             build: "0.32.4".into(),
             commit: "abc".into(),

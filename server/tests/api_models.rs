@@ -34,6 +34,14 @@ async fn root_and_version_answer_get_and_head() {
         .as_str()
         .is_some_and(|b| b.starts_with('b')));
     assert_eq!(v["git_commit"], json!(server::provenance::GIT_COMMIT));
+    // runner-mlx's pin beside llama.cpp's (issue 18): the wheels' version from native/mlx.lock.
+    assert_eq!(
+        v["engines"]["mlx"]["build"],
+        json!(server::provenance::MLX_VERSION)
+    );
+    assert!(v["engines"]["mlx"]["build"]
+        .as_str()
+        .is_some_and(|b| b.split('.').count() == 3));
     for path in ["/api/version", "/api/tags"] {
         let r = send(&app, request(Method::HEAD, path, Body::empty())).await;
         assert_eq!(r.status, StatusCode::OK, "HEAD {path}");

@@ -6,6 +6,7 @@ use runner_protocol::{FlashAttention, KvCacheType, LoadOptions};
 
 use super::model::Model;
 use crate::api::options::Options;
+use crate::scheduler::runner_choice::RunnerKind;
 use crate::scheduler::{memory, KeepAlive, ModelRequest};
 
 /// Server-wide inputs to option resolution, from `Config`.
@@ -90,8 +91,6 @@ pub fn load_options(opts: &Options, model: &Model, settings: &Settings) -> LoadO
         projector: model.view.projector_paths.first().cloned(),
         // The DRAFT layer drafts for the model (speculative decoding in the runner).
         draft_model: model.view.draft_path.clone(),
-        draft_ngram: settings.draft_ngram,
-        draft_under_grammar: settings.draft_under_grammar,
         ..LoadOptions::default()
     };
     // A dynamic-resolution projector gets images already resized to their budget's grid
@@ -99,11 +98,7 @@ pub fn load_options(opts: &Options, model: &Model, settings: &Settings) -> LoadO
     load.image_min_tokens = model.image_geometry.map(|_| 1);
     load.image_max_tokens = model.image_geometry.map(|g| g.max_tokens);
     opts.apply_to_load(&mut load);
-    load.rpc = settings
-        .rpc
-        .as_ref()
-        .map_or_else(Vec::new, |w| w.endpoints());
-    load.tensor_split = settings.tensor_split.clone();
+    engine_wide(&mut load, settings, model.runner);
     load.ctx_size = effective_num_ctx(opts.runner.num_ctx, settings, model.ctx_train);
     let tier_default = opts.runner.num_ctx <= 0 && settings.context_length == 0;
     if let Some(budget) = settings.fit_budget.filter(|_| tier_default) {
@@ -121,6 +116,22 @@ pub fn load_options(opts: &Options, model: &Model, settings: &Settings) -> LoadO
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     Options::clamp_load(&mut load, u32::try_from(cpus).unwrap_or(u32::MAX));
     load
+}
+
+/// The server-wide llama.cpp settings (RPC workers, tensor split, n-gram drafting) for a model
+/// served by `runner`: runner-llamacpp's only, so an MLX model loads without them rather than
+/// failing on flags its engine does not have.
+fn engine_wide(load: &mut LoadOptions, settings: &Settings, runner: RunnerKind) {
+    if runner != RunnerKind::Llamacpp {
+        return;
+    }
+    load.rpc = settings
+        .rpc
+        .as_ref()
+        .map_or_else(Vec::new, |w| w.endpoints());
+    load.tensor_split = settings.tensor_split.clone();
+    load.draft_ngram = settings.draft_ngram;
+    load.draft_under_grammar = settings.draft_under_grammar;
 }
 
 /// What the handler asks the scheduler for.
@@ -157,6 +168,35 @@ pub fn model_request(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn engine_wide_settings_reach_llamacpp_only() {
+        let s = Settings {
+            tensor_split: "3,1".into(),
+            draft_ngram: 6,
+            draft_under_grammar: true,
+            ..Settings::default()
+        };
+        // runner → (tensor_split, draft_ngram, draft_under_grammar)
+        let cases = [
+            (RunnerKind::Llamacpp, ("3,1", 6, true)),
+            (RunnerKind::Mlx, ("", 0, false)),
+        ];
+        for (runner, (split, ngram, under)) in cases {
+            let mut load = LoadOptions::default();
+            engine_wide(&mut load, &s, runner);
+            assert_eq!(
+                (
+                    load.tensor_split.as_str(),
+                    load.draft_ngram,
+                    load.draft_under_grammar
+                ),
+                (split, ngram, under),
+                "{runner:?}"
+            );
+            assert!(load.rpc.is_empty());
+        }
+    }
 
     #[test]
     fn num_ctx_precedence_and_caps() {
