@@ -266,10 +266,10 @@ mod tests {
         assert_eq!(s.ctx_size, 128);
         assert_eq!(s.parallel, 2);
         assert_eq!(s.crash_after, Some(3));
+        assert_eq!(s.fail_load, Some(ErrorKind::OutOfMemory));
         assert_eq!(s.main_gpu, None);
         let s = Script::parse(args(&["--socket", "s", "--main-gpu", "1"])).unwrap();
         assert_eq!(s.main_gpu, Some(1));
-        assert_eq!(s.fail_load, Some(ErrorKind::OutOfMemory));
         assert!(Script::parse(args(&["--model", "m"])).is_err());
         assert!(Script::parse(args(&["--socket", "s", "--fail-load", "Nope"])).is_err());
     }
