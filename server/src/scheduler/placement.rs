@@ -59,6 +59,9 @@ pub struct OutOfRange {
 pub fn main_gpu(gpus: Option<&[Gpu]>, ask: &Ask) -> Result<Option<u32>, OutOfRange> {
     if let Some(g) = ask.main_gpu {
         return match gpus {
+            // No GPU at all: nothing to choose, the model runs on the CPU (Ollama's llama-server
+            // takes `-mg` on a CPU-only host too; clients send `main_gpu: 0` by habit).
+            Some([]) => Ok(None),
             Some(list) if g as usize >= list.len() => Err(OutOfRange {
                 requested: g,
                 gpus: list.len(),
@@ -179,7 +182,8 @@ mod tests {
             // ... unless it names a GPU that is not there.
             (Some(&two), ask(Some(2), GIB, false), out(2, 2)),
             (Some(&two), ask(Some(7), GIB, true), out(7, 2)),
-            (Some(&[]), ask(Some(0), GIB, false), out(0, 0)),
+            (Some(&[]), ask(Some(0), GIB, false), Ok(None)),
+            (Some(&[]), ask(Some(3), GIB, false), Ok(None)),
             // Unknown GPUs: passed through for the engine to judge.
             (None, ask(Some(3), GIB, false), Ok(Some(3))),
         ];
