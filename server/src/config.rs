@@ -7,11 +7,12 @@
 mod admin;
 mod client;
 mod host;
+mod log;
 mod ops;
 mod parse;
 mod rpc;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 use runner_protocol::{FlashAttention, KvCacheType};
 use std::path::PathBuf;
 
@@ -21,6 +22,7 @@ pub use client::{
     StopArgs, TransferArgs,
 };
 pub use host::{join_host_port, split_host_port, OllamaHost, DEFAULT_PORT};
+pub use log::{parse_log_level, LogArgs, LogFormat, LogLevel};
 pub use ops::{keys_from_file_text, MaxKeepAlive, Pins, PullHosts, Secrets};
 pub use parse::{
     clean, env_duration_nanos, go_parse_bool, go_parse_duration, keep_alive_display,
@@ -91,67 +93,6 @@ pub enum Command {
     Worker(Box<WorkerArgs>),
 }
 
-/// Logging, shared by every subcommand.
-#[derive(Debug, Clone, Args)]
-pub struct LogArgs {
-    /// Log verbosity: 0/false = INFO, 1/true = DEBUG, 2 = TRACE.
-    #[arg(
-        long = "debug",
-        env = "OLLAMA_DEBUG",
-        global = true,
-        value_parser = parse_log_level,
-        num_args = 0..=1, require_equals = true,
-        default_missing_value = "1",
-        default_value = "0"
-    )]
-    pub level: LogLevel,
-    /// Log line format.
-    #[arg(long, env = "HERD_LOG_FORMAT", global = true, value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum LogLevel {
-    Error,
-    Warn,
-    Info,
-    Debug,
-    Trace,
-}
-
-impl LogLevel {
-    /// `OLLAMA_DEBUG` as runners read it: 0, 1 (debug) or 2 (trace).
-    pub fn ollama_debug(self) -> &'static str {
-        match self {
-            LogLevel::Error | LogLevel::Warn | LogLevel::Info => "0",
-            LogLevel::Debug => "1",
-            LogLevel::Trace => "2",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
-}
-
-/// Ollama's `LogLevel()`: a true Go bool is DEBUG; otherwise an integer n maps to slog level
-/// -4n (2 = TRACE, -1 = WARN, -2 = ERROR); anything else is INFO.
-pub fn parse_log_level(raw: &str) -> Result<LogLevel, String> {
-    let s = clean(raw);
-    if go_parse_bool(s) == Some(true) {
-        return Ok(LogLevel::Debug);
-    }
-    Ok(match s.parse::<i64>().unwrap_or(0) {
-        0 => LogLevel::Info,
-        1 => LogLevel::Debug,
-        n if n >= 2 => LogLevel::Trace,
-        -1 => LogLevel::Warn,
-        _ => LogLevel::Error,
-    })
-}
-
 /// Everything `herd serve` needs, from flags or Ollama's environment variables.
 #[derive(Debug, Clone, Args)]
 pub struct Config {
@@ -181,6 +122,11 @@ pub struct Config {
     /// Maximum queued requests before answering 503.
     #[arg(long, env = "OLLAMA_MAX_QUEUE", value_parser = parse::clap_uint::<512>, default_value = "512")]
     pub max_queue: u32,
+    /// Spread every model over all GPUs; unset, a model that fits on one GPU loads on the one
+    /// with the most free memory (Ollama's `OLLAMA_SCHED_SPREAD`).
+    #[arg(long, env = "OLLAMA_SCHED_SPREAD", value_parser = parse::clap_bool, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false")]
+    pub sched_spread: bool,
     /// Bytes of each GPU's memory the scheduler leaves unused.
     #[arg(long, env = "OLLAMA_GPU_OVERHEAD", value_parser = parse::clap_byte_size, default_value = "0")]
     pub gpu_overhead: u64,
@@ -336,6 +282,7 @@ impl Config {
             ("OLLAMA_MAX_QUEUE", self.max_queue.to_string()),
             ("OLLAMA_CONTEXT_LENGTH", self.context_length.to_string()),
             ("OLLAMA_GPU_OVERHEAD", self.gpu_overhead.to_string()),
+            ("OLLAMA_SCHED_SPREAD", self.sched_spread.to_string()),
             (
                 "HERD_MEMORY_BUDGET",
                 self.memory_budget
@@ -490,26 +437,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn log_levels() {
-        let cases = [
-            ("", LogLevel::Info),
-            ("0", LogLevel::Info),
-            ("false", LogLevel::Info),
-            ("1", LogLevel::Debug),
-            ("true", LogLevel::Debug),
-            ("2", LogLevel::Trace),
-            ("3", LogLevel::Trace),
-            ("-1", LogLevel::Warn),
-            ("-2", LogLevel::Error),
-            ("verbose", LogLevel::Info),
-            (" '2' ", LogLevel::Trace),
-        ];
-        for (raw, want) in cases {
-            assert_eq!(parse_log_level(raw), Ok(want), "{raw:?}");
-        }
-    }
-
-    #[test]
     fn flash_attention_and_kv() {
         assert_eq!(parse_flash_attention(""), Ok(FlashAttention::Auto));
         assert_eq!(parse_flash_attention("1"), Ok(FlashAttention::On));
@@ -574,6 +501,7 @@ mod tests {
         assert_eq!(cfg.keep_alive, KeepAlive::Forever);
         assert_eq!(cfg.num_parallel, 4);
         assert_eq!(cfg.load_timeout, LoadTimeout(None));
+        assert!(!cfg.sched_spread, "OLLAMA_SCHED_SPREAD defaults to off");
         assert_eq!(
             cfg.runner_path(),
             PathBuf::from("/opt/herd/runner-llamacpp")
@@ -629,6 +557,23 @@ mod tests {
             panic!("expected serve")
         };
         assert!(cfg.noprune);
+        // Ollama's bool grammar: a non-empty value that is not a Go bool is true.
+        for (flag, want) in [
+            ("--sched-spread", true),
+            ("--sched-spread=yes", true),
+            ("--sched-spread=1", true),
+            ("--sched-spread=false", false),
+            ("--sched-spread=0", false),
+        ] {
+            let cli = Cli::try_parse_from(["herd", "serve", flag]).unwrap();
+            let Command::Serve(cfg) = cli.command.unwrap() else {
+                panic!("expected serve")
+            };
+            assert_eq!(cfg.sched_spread, want, "{flag}");
+            assert!(cfg
+                .effective()
+                .contains(&("OLLAMA_SCHED_SPREAD", want.to_string())));
+        }
         let cli = Cli::try_parse_from(["herd", "--debug=2", "serve", "--noprune=false"]).unwrap();
         assert_eq!(cli.log.level, LogLevel::Trace);
         let Command::Serve(cfg) = cli.command.unwrap() else {

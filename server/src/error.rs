@@ -53,6 +53,9 @@ pub enum Error {
     /// The model alone needs more memory than the budget allows (Ollama's wording and 500).
     #[error("model requires more system memory ({required}) than is available ({available})")]
     InsufficientMemory { required: String, available: String },
+    /// A request's `main_gpu` names a GPU this server does not have (`gpus` = how many it has).
+    #[error("main_gpu {requested} is out of range: {}", gpu_range(*gpus))]
+    MainGpuOutOfRange { requested: u32, gpus: usize },
     /// Admission queue full (note Ollama's two spaces).
     #[error("server busy, please try again.  maximum pending requests exceeded")]
     QueueFull,
@@ -87,6 +90,7 @@ impl Error {
             | Error::DigestMismatch { .. }
             | Error::InvalidGguf(_)
             | Error::TemplateLimit(_)
+            | Error::MainGpuOutOfRange { .. }
             | Error::BadRequest(_) => StatusCode::BAD_REQUEST,
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::Forbidden(_) => StatusCode::FORBIDDEN,
@@ -129,6 +133,15 @@ impl Error {
             | Error::InvalidManifest(_) => scrub_paths(&self.to_string()),
             _ => self.to_string(),
         }
+    }
+}
+
+/// The valid `main_gpu` values, for [`Error::MainGpuOutOfRange`].
+fn gpu_range(gpus: usize) -> String {
+    match gpus {
+        0 => "this server has no GPU".to_string(),
+        1 => "this server has 1 GPU (main_gpu 0)".to_string(),
+        n => format!("this server has {n} GPUs (main_gpu 0 to {})", n - 1),
     }
 }
 
@@ -246,6 +259,23 @@ mod tests {
         assert_eq!(Error::QueueFull.status(), 503);
         assert_eq!(Error::TemplateLimit("template: x".into()).status(), 400);
         assert_eq!(Error::Cancelled.status(), 499);
+        for (gpus, text) in [
+            (0, "main_gpu 5 is out of range: this server has no GPU"),
+            (
+                1,
+                "main_gpu 5 is out of range: this server has 1 GPU (main_gpu 0)",
+            ),
+            (
+                2,
+                "main_gpu 5 is out of range: this server has 2 GPUs (main_gpu 0 to 1)",
+            ),
+        ] {
+            let e = Error::MainGpuOutOfRange { requested: 5, gpus };
+            assert_eq!(
+                (e.status(), e.to_string().as_str()),
+                (StatusCode::BAD_REQUEST, text)
+            );
+        }
         assert_eq!(
             Error::QueueFull.to_string(),
             "server busy, please try again.  maximum pending requests exceeded"

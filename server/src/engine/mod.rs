@@ -141,6 +141,8 @@ pub fn start(config: &crate::config::Config) -> std::io::Result<(Engine, tempfil
     for d in &devices {
         tracing::info!(device = %d.name, description = %d.description, kind = ?d.kind, total = d.total, free = d.free, "device");
     }
+    sc.devices = devices;
+    sc.sched_spread = config.sched_spread;
     let default_num_ctx =
         crate::scheduler::memory::default_num_ctx(&sc.gpu_totals, config.gpu_overhead);
     let fit_budget = (!sc.gpu_totals.is_empty()).then(|| {

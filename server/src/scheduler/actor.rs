@@ -27,6 +27,8 @@ use tokio::time::{sleep_until, Instant};
 use tokio_util::sync::CancellationToken;
 
 mod budget;
+mod idle;
+mod place;
 mod ps;
 
 pub(super) enum Cmd {
@@ -60,7 +62,12 @@ pub(super) enum Cmd {
 struct Entry {
     name: String,
     digest: String,
+    /// The request's own load options: what later requests are matched against
+    /// (`policy::needs_reload`), so the placement's `main_gpu` never causes a reload.
     options: LoadOptions,
+    /// The `main_gpu` the runner was spawned with (the request's, or the placement's choice).
+    main_gpu: Option<u32>,
+    kind: super::RunnerKind,
     /// The request's estimate; replaced by the runner's report for accounting once ready.
     memory: u64,
     /// `None` while loading.
@@ -114,6 +121,10 @@ struct Actor {
     system_available: Option<u64>,
     /// Total memory of each GPU, from the latest runner that reported devices (none until then).
     gpu_totals: Vec<u64>,
+    /// `OLLAMA_SCHED_SPREAD`.
+    sched_spread: bool,
+    /// The local GPUs' memory free of herd (`placement::baseline`); `None` = not known yet.
+    gpus: Option<Vec<super::placement::GpuBase>>,
     /// What runners reported holding once ready, by load options (latest [`LEARNED_MAX`]):
     /// a later load with the same options is planned with this instead of the GGUF estimate.
     learned: VecDeque<(LoadOptions, u64)>,
@@ -141,6 +152,8 @@ pub(super) fn start(cfg: SchedulerConfig) -> mpsc::UnboundedSender<Cmd> {
         gpu_overhead: cfg.gpu_overhead,
         system_available: super::memory::system_available(),
         gpu_totals: cfg.gpu_totals.clone(),
+        sched_spread: cfg.sched_spread,
+        gpus: place::initial_gpus(&cfg.devices),
         learned: VecDeque::new(),
         spawn: cfg.spawn_config(),
         mlx_binary: cfg.mlx_runner_binary.clone(),
@@ -204,6 +217,10 @@ impl Actor {
                     req.options.parallel = self.num_parallel;
                     // The estimate counted one slot's KV cache.
                     req.memory += req.kv_per_slot * u64::from(self.num_parallel - 1);
+                }
+                if let Err(e) = self.check_main_gpu(&req) {
+                    let _ = reply.send(Err(e));
+                    return;
                 }
                 self.queue.push_back(Pending {
                     req: *req,
@@ -351,27 +368,6 @@ impl Actor {
 
     /// Starts the runner for `queue[i]`, after stopping `evict` (so their memory is free first).
     fn start_load(&mut self, i: usize, evict: Vec<RunnerId>) {
-        let req = &self.queue[i].req;
-        let id = self.next_id;
-        self.next_id += 1;
-        let name = req.name.clone();
-        let options = req.options.clone();
-        let pinned = self.pins.contains(&req.name);
-        let keep_alive = self.keep_alive_for(req, pinned);
-        self.entries.insert(
-            id,
-            Entry {
-                name: req.name.clone(),
-                digest: req.digest.clone(),
-                options: req.options.clone(),
-                memory: req.memory,
-                runner: None,
-                refcount: 0,
-                keep_alive,
-                idle_deadline: None,
-                pinned,
-            },
-        );
         let evicted: Vec<Runner> = evict
             .iter()
             .filter_map(|e| self.entries.remove(e))
@@ -380,7 +376,35 @@ impl Actor {
                 e.runner
             })
             .collect();
-        tracing::info!(model = %name, "loading model");
+        let req = &self.queue[i].req;
+        let id = self.next_id;
+        self.next_id += 1;
+        let name = req.name.clone();
+        // Placed once the evicted runners no longer count as holding GPU memory.
+        let main_gpu = self.place(req, self.predicted(req));
+        let options = LoadOptions {
+            main_gpu,
+            ..req.options.clone()
+        };
+        let pinned = self.pins.contains(&req.name);
+        let keep_alive = self.keep_alive_for(req, pinned);
+        self.entries.insert(
+            id,
+            Entry {
+                name: req.name.clone(),
+                digest: req.digest.clone(),
+                options: req.options.clone(),
+                main_gpu,
+                kind: req.runner,
+                memory: req.memory,
+                runner: None,
+                refcount: 0,
+                keep_alive,
+                idle_deadline: None,
+                pinned,
+            },
+        );
+        tracing::info!(model = %name, main_gpu = ?main_gpu, "loading model");
         let mut spawn = self.spawn.clone();
         spawn.binary = super::runner_choice::binary(req.runner, &spawn.binary, &self.mlx_binary);
         let cancel = self.cancel.clone();
@@ -432,6 +456,7 @@ impl Actor {
                     let options = e.options.clone();
                     e.runner = Some(runner.clone());
                     self.learn(options, &runner);
+                    self.learn_gpus(id);
                     let tx = self.tx.clone();
                     self.tasks.spawn(async move {
                         runner.exited().await;
@@ -489,82 +514,6 @@ impl Actor {
                 }
             }
         }
-    }
-
-    /// Starts keep-alive timers of runners that just became idle; keep-alive 0 unloads now.
-    fn settle_idle(&mut self) {
-        let now = Instant::now();
-        let mut unload = Vec::new();
-        for (&id, e) in self.entries.iter_mut() {
-            if e.runner.is_none() || e.refcount > 0 || e.idle_deadline.is_some() {
-                continue;
-            }
-            match e.keep_alive.duration() {
-                None => {}
-                Some(d) if d.is_zero() => unload.push(id),
-                Some(d) => e.idle_deadline = Some(now + d),
-            }
-        }
-        for id in unload {
-            self.remove_and_stop(id);
-        }
-    }
-
-    fn expire(&mut self, now: Instant) {
-        let due: Vec<RunnerId> = self
-            .entries
-            .iter()
-            .filter(|(_, e)| e.refcount == 0 && e.idle_deadline.is_some_and(|d| d <= now))
-            .map(|(id, _)| *id)
-            .collect();
-        for id in due {
-            self.remove_and_stop(id);
-        }
-    }
-
-    fn remove_and_stop(&mut self, id: RunnerId) {
-        if let Some(e) = self.entries.remove(&id) {
-            tracing::info!(model = %e.name, "unloading model");
-            if let Some(r) = e.runner {
-                self.stop_in_background(r);
-            }
-        }
-    }
-
-    fn stop_in_background(&mut self, runner: Runner) {
-        self.tasks.spawn(async move {
-            runner.stop().await;
-        });
-    }
-
-    fn unload(&mut self, model: PathBuf, reply: oneshot::Sender<bool>) {
-        let ids: Vec<RunnerId> = self
-            .entries
-            .iter()
-            .filter(|(_, e)| e.options.model == model)
-            .map(|(id, _)| *id)
-            .collect();
-        let found = !ids.is_empty();
-        // A pinned model stays loaded whoever asks (HERD_PIN is the operator's decision).
-        let (pinned, ids): (Vec<RunnerId>, Vec<RunnerId>) =
-            ids.into_iter().partition(|id| self.entries[id].pinned);
-        if !pinned.is_empty() {
-            tracing::info!(model = %model.display(), "not unloading a pinned model (HERD_PIN)");
-        }
-        let mut stopping = Vec::new();
-        for id in ids {
-            let e = self.entries.get_mut(&id).expect("listed above");
-            e.keep_alive = KeepAlive::For(Duration::ZERO);
-            if e.runner.is_some() && e.refcount == 0 {
-                if let Some(r) = self.entries.remove(&id).and_then(|e| e.runner) {
-                    stopping.push(r);
-                }
-            }
-        }
-        self.tasks.spawn(async move {
-            futures_util::future::join_all(stopping.iter().map(Runner::stop)).await;
-            let _ = reply.send(found);
-        });
     }
 
     /// Shutdown: cancel loads, fail waiters, stop every runner, and wait until all are reaped.

@@ -2,8 +2,8 @@
 //!
 //! One actor task (`actor.rs`) owns the loaded runners, the pending queue and the keep-alive
 //! timers; HTTP handlers talk to it through the cloneable [`Scheduler`] handle. Decisions are the
-//! pure functions in `policy.rs`; memory predictions are `memory.rs`; `keep_alive.rs` parses
-//! Ollama's keep-alive values.
+//! pure functions in `policy.rs`; memory predictions are `memory.rs`; which GPU a new runner is
+//! pinned to is `placement.rs`; `keep_alive.rs` parses Ollama's keep-alive values.
 //!
 //! Contract for callers:
 //! - Every request passes bounded admission: at most `max_queue` requests pending or holding a
@@ -19,6 +19,7 @@ mod actor;
 pub mod devices;
 pub mod keep_alive;
 pub mod memory;
+pub mod placement;
 pub mod policy;
 pub mod runner_choice;
 
@@ -58,6 +59,11 @@ pub struct SchedulerConfig {
     /// Total memory of each GPU found at startup (`devices::discover`); runners' `/info`
     /// replaces it once one has loaded.
     pub gpu_totals: Vec<u64>,
+    /// The devices found at startup (`devices::discover`; empty = unknown): where the first
+    /// runner is placed. Runners' `/info` refresh them.
+    pub devices: Vec<runner_protocol::DeviceMemory>,
+    /// `OLLAMA_SCHED_SPREAD`: every model over all GPUs, never pinned to the one it fits on.
+    pub sched_spread: bool,
     /// Runner executable (runner-llamacpp, or the fake runner in tests).
     pub runner_binary: PathBuf,
     /// The runner for safetensors models (`HERD_MLX_RUNNER`; runner-mlx).
@@ -97,6 +103,8 @@ impl SchedulerConfig {
             memory_budget: None,
             gpu_overhead: 0,
             gpu_totals: Vec::new(),
+            devices: Vec::new(),
+            sched_spread: false,
             runner_binary,
             runner_dir: runner_dir.into(),
             runner_env: Vec::new(),

@@ -9,12 +9,15 @@
 //! - `/tokenize` is one token per byte (id = byte + 3; BOS = 1, EOS = 2), `/detokenize` inverts it;
 //! - `/embed` returns deterministic vectors derived from each input's bytes;
 //! - EOF on a piped stdin means the server died: exit (the supervisor holds the pipe open).
+//! - `fake-runner devices` prints the GPUs scripted by `HERD_RUNNER_FAKE_GPUS` (`gpus.rs`), as
+//!   `runner-llamacpp devices` does for the server's startup; without it, it fails.
 //!
 //! With `--request-log PATH`, every `/completion` appends two JSON lines to PATH:
 //! `{"seq": N, "event": "request", "request": <the CompletionRequest as received>}` when it
 //! arrives, then `{"seq": N, "event": "done"|"cancelled", "tokens": K}` when it ends (`cancelled`
 //! = the client went away after K tokens). `seq` counts requests from 0.
 
+mod gpus;
 mod script;
 
 use bytes::Bytes;
@@ -22,9 +25,9 @@ use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming};
 use runner_protocol::{
-    CompletionChunk, CompletionRequest, DetokenizeRequest, DetokenizeResponse, DeviceKind,
-    DeviceMemory, DoneReason, EmbedRequest, EmbedResponse, ErrorBody, ErrorKind, Health, Info,
-    Prompt, RunnerError, Timings, TokenLogprob, TokenizeRequest, TokenizeResponse, TopLogprob,
+    CompletionChunk, CompletionRequest, DetokenizeRequest, DetokenizeResponse, DoneReason,
+    EmbedRequest, EmbedResponse, ErrorBody, ErrorKind, Health, Info, Prompt, RunnerError, Timings,
+    TokenLogprob, TokenizeRequest, TokenizeResponse, TopLogprob,
 };
 use script::Script;
 use std::convert::Infallible;
@@ -58,8 +61,22 @@ struct State {
 type BoxBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
 fn main() -> std::process::ExitCode {
+    let gpus = match gpus::from_env() {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("fake-runner: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    // `devices` (the server's startup discovery) answers only when GPUs are scripted; otherwise
+    // it fails as a runner without the subcommand does, and the server knows no devices.
+    if let (Some(free), Some("devices")) = (&gpus, std::env::args().nth(1).as_deref()) {
+        let list = gpus::report(Some(free), 0, 0, None);
+        println!("{}", serde_json::to_string(&list).expect("serializable"));
+        return std::process::ExitCode::SUCCESS;
+    }
     let script = match Script::parse(std::env::args().skip(1)) {
-        Ok(s) => s,
+        Ok(s) => Script { gpus, ..s },
         Err(e) => {
             eprintln!("fake-runner: {e}");
             return std::process::ExitCode::from(2);
@@ -226,26 +243,7 @@ fn info(state: &State) -> Info {
     let s = &state.script;
     let memory = s.memory.unwrap_or(state.model_size + 1024 * 1024);
     let vram = s.vram.min(memory);
-    let gib = 1 << 30;
-    let mut devices = vec![DeviceMemory {
-        name: "CPU".into(),
-        kind: DeviceKind::Cpu,
-        free: 8 * gib,
-        total: 16 * gib,
-        weights: memory - vram,
-        ..DeviceMemory::default()
-    }];
-    if vram > 0 {
-        devices.push(DeviceMemory {
-            name: "FAKE0".into(),
-            description: "fake GPU".into(),
-            kind: DeviceKind::Gpu,
-            free: 8 * gib - vram,
-            total: 8 * gib,
-            weights: vram,
-            ..DeviceMemory::default()
-        });
-    }
+    let devices = gpus::report(s.gpus.as_deref(), memory, vram, s.main_gpu);
     Info {
         engine: "fake-runner 0".into(),
         model_path: s.model.to_string_lossy().into_owned(),

@@ -1,6 +1,6 @@
 //! The fake runner's command line: the real runner's flags (accepted; `--socket`, `--model`,
-//! `--ctx-size`, `--parallel` and `--embedding` are used, the rest ignored) plus scripted
-//! behaviour flags.
+//! `--ctx-size`, `--parallel`, `--embedding` and `--main-gpu` are used, the rest ignored) plus
+//! scripted behaviour flags. GPUs beyond `--vram`'s one come from the environment (`gpus.rs`).
 //!
 //! Behaviour flags (all optional):
 //!
@@ -22,7 +22,7 @@
 //! | `--ignore-sigterm`   | keep running on SIGTERM (default: remove the socket and exit 0)         |
 //! | `--n-embd N`         | embedding width (default 16)                                            |
 //! | `--memory BYTES`     | `/info` memory_bytes (default: the model file's size + 1 MiB)           |
-//! | `--vram BYTES`       | of that, on a fake GPU `FAKE0` (`/info` devices and memory_device_bytes; default 0) |
+//! | `--vram BYTES`       | of that, on a fake GPU `FAKE0` (`/info` devices and memory_device_bytes; default 0); with `HERD_RUNNER_FAKE_GPUS`, on `--main-gpu` or split over those (`gpus.rs`) |
 //!
 //! The same flags may also come from the model file: if the file named by `--model` starts with
 //! the line `#fake-runner`, every following non-empty line is one more argument (so a value may
@@ -57,6 +57,10 @@ pub struct Script {
     pub n_embd: u32,
     pub memory: Option<u64>,
     pub vram: u64,
+    /// The real runner's `--main-gpu`: where `--vram` goes among scripted GPUs.
+    pub main_gpu: Option<u32>,
+    /// Free bytes of each scripted GPU (`HERD_RUNNER_FAKE_GPUS`, set by `main`).
+    pub gpus: Option<Vec<u64>>,
     pub rules: Vec<Rule>,
     pub request_log: Option<PathBuf>,
 }
@@ -100,6 +104,8 @@ impl Default for Script {
             n_embd: 16,
             memory: None,
             vram: 0,
+            main_gpu: None,
+            gpus: None,
             rules: Vec::new(),
             request_log: None,
         }
@@ -139,6 +145,7 @@ impl Script {
                 "--ctx-size" => self.ctx_size = num(&flag, &value(&flag)?)?,
                 "--parallel" => self.parallel = num::<u32>(&flag, &value(&flag)?)?.max(1),
                 "--embedding" => self.embedding = true,
+                "--main-gpu" => self.main_gpu = Some(num(&flag, &value(&flag)?)?),
                 "--tokens" => self.tokens = split_tokens(&value(&flag)?),
                 "--echo" => self.echo = true,
                 "--token-delay-ms" => {
@@ -260,6 +267,9 @@ mod tests {
         assert_eq!(s.parallel, 2);
         assert_eq!(s.crash_after, Some(3));
         assert_eq!(s.fail_load, Some(ErrorKind::OutOfMemory));
+        assert_eq!(s.main_gpu, None);
+        let s = Script::parse(args(&["--socket", "s", "--main-gpu", "1"])).unwrap();
+        assert_eq!(s.main_gpu, Some(1));
         assert!(Script::parse(args(&["--model", "m"])).is_err());
         assert!(Script::parse(args(&["--socket", "s", "--fail-load", "Nope"])).is_err());
     }

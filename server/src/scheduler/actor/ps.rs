@@ -28,7 +28,11 @@ impl Actor {
                         expires_at: left.map(|d| wall + d),
                         pid: r.pid(),
                         active: e.refcount,
-                        options: e.options.clone(),
+                        // As spawned: with the placement's `main_gpu`.
+                        options: runner_protocol::LoadOptions {
+                            main_gpu: e.main_gpu,
+                            ..e.options.clone()
+                        },
                         placement: info.placement.clone(),
                     },
                 ))
