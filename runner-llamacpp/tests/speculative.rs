@@ -139,12 +139,13 @@ async fn draft_model_drafting_leaves_every_output_byte_identical() {
             "{name}: {} tokens, drafted {} accepted {}",
             got.timings.eval_count, got.timings.drafted, got.timings.accepted
         );
-        // The model drafting for itself greedily guesses its own greedy choices.
+        // The model drafting for itself greedily guesses its own greedy choices (where it is
+        // sure enough to draft at all).
         if name.ends_with("greedy") {
+            let t = &got.timings;
             assert!(
-                got.timings.accepted * 2 > got.timings.eval_count,
-                "{name}: a self-draft is mostly accepted: {:?}",
-                got.timings
+                t.drafted > 0 && t.accepted * 10 >= t.drafted * 9,
+                "{name}: a self-draft is accepted: {t:?}"
             );
         }
     }
