@@ -47,11 +47,11 @@ fn main() {
         std::process::exit(memory::devices_main());
     }
     let args = Args::parse();
-    if args.parallel == 0 || args.ctx_size == 0 || args.batch == 0 {
+    if args.load.parallel == 0 || args.load.ctx_size == 0 || args.load.batch == 0 {
         eprintln!("runner-llamacpp: --parallel, --ctx-size and --batch must be positive");
         std::process::exit(2);
     }
-    let socket = args.socket.clone();
+    let socket = args.load.socket.clone();
     let code = runner_core::serve::run(&socket, move |state, jobs| {
         std::thread::Builder::new()
             .name("engine".into())
@@ -95,12 +95,12 @@ fn load_and_run(
             state.ready(loaded.0);
             // CPU batch invariance needs isolated prompt steps; the patches behind it are
             // CPU-only, and on a GPU mixed steps start many streams sooner.
-            let isolate = !(ffi::supports_gpu_offload() && args.gpu_layers != 0);
+            let isolate = !(ffi::supports_gpu_offload() && args.load.gpu_layers != 0);
             let (projector, drafter) = (loaded.2, loaded.3);
             engine::Engine::new(
                 loaded.1,
-                args.parallel as usize,
-                args.batch as usize,
+                args.load.parallel as usize,
+                args.load.batch as usize,
                 isolate,
             )
             .with_projector(projector)
@@ -108,8 +108,8 @@ fn load_and_run(
             .with_step_stats(args.step_stats)
             .with_first_token_hold(!args.no_first_token_hold)
             .with_drafting(engine::Drafting {
-                ngram: args.draft_ngram as usize,
-                under_grammar: args.draft_under_grammar,
+                ngram: args.load.draft_ngram as usize,
+                under_grammar: args.load.draft_under_grammar,
                 grammar_ff: !args.no_grammar_ff,
             })
             .run(jobs);
@@ -129,30 +129,31 @@ type LoadedParts = (
 
 fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
     let load_err = |m: String| RunnerError::new(ErrorKind::ModelLoad, m);
-    if !args.model.is_file() {
+    if !args.load.model.is_file() {
         return Err(load_err(format!(
             "model file {} does not exist",
-            args.model.display()
+            args.load.model.display()
         )));
     }
     // Remote devices join before the load, so llama.cpp's default device list includes them.
-    let remote = ffi::rpc::add_servers(&args.rpc).map_err(|m| load_err(format!("RPC: {m}")))?;
+    let remote =
+        ffi::rpc::add_servers(&args.load.rpc).map_err(|m| load_err(format!("RPC: {m}")))?;
     if remote > 0 {
         eprintln!(
             "runner-llamacpp: {remote} RPC device(s) from {}",
-            args.rpc.join(",")
+            args.load.rpc.join(",")
         );
     }
     let params = ffi::ModelParams {
-        gpu_layers: args.gpu_layers,
-        main_gpu: args.main_gpu,
-        mmap: !args.no_mmap,
+        gpu_layers: args.load.gpu_layers,
+        main_gpu: args.load.main_gpu,
+        mmap: !args.load.no_mmap,
         repack: !args.no_repack,
-        tensor_split: args.tensor_split.clone(),
+        tensor_split: args.load.tensor_split.clone(),
     };
     let delay = Duration::from_millis(args.load_delay_ms);
     let mut delayed = false;
-    let model = ffi::Model::load(&args.model, &params, |p| {
+    let model = ffi::Model::load(&args.load.model, &params, |p| {
         if !delayed && !delay.is_zero() {
             delayed = true;
             std::thread::sleep(delay);
@@ -161,21 +162,21 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
     })
     .map_err(load_err)?;
     let model = Arc::new(model);
-    let threads = match args.threads {
+    let threads = match args.load.threads {
         0 => std::thread::available_parallelism()
             .map(|n| n.get() as i32)
             .unwrap_or(4),
         n => n as i32,
     };
-    let projector = match &args.mmproj {
+    let projector = match &args.load.mmproj {
         None => None,
         Some(p) => Some(Arc::new(
             ffi::Projector::load(
                 p,
                 model.clone(),
                 threads,
-                args.gpu_layers != 0,
-                (args.image_min_tokens, args.image_max_tokens),
+                args.load.gpu_layers != 0,
+                (args.load.image_min_tokens, args.load.image_max_tokens),
             )
             .map_err(|m| load_err(format!("projector: {m}")))?,
         )),
@@ -185,22 +186,22 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
     let image_tokens = match &projector {
         Some(p) => engine::vision::max_image_tokens(p)
             .map_err(|m| load_err(format!("projector: {m}")))?
-            .max(args.image_max_tokens.unwrap_or(0)),
+            .max(args.load.image_max_tokens.unwrap_or(0)),
         None => 0,
     };
-    let n_batch = args.batch.max(image_tokens);
+    let n_batch = args.load.batch.max(image_tokens);
     let cp = ffi::ContextParams {
-        n_ctx: args.ctx_size.saturating_mul(args.parallel),
-        n_seq_max: args.parallel,
+        n_ctx: args.load.ctx_size.saturating_mul(args.load.parallel),
+        n_seq_max: args.load.parallel,
         n_batch,
-        n_ubatch: args.ubatch.min(args.batch).max(image_tokens),
+        n_ubatch: args.load.ubatch.min(args.load.batch).max(image_tokens),
         threads,
-        flash_attn: match args.flash_attn {
+        flash_attn: match args.load.flash_attn {
             FlashAttention::On => Some(true),
             FlashAttention::Off => Some(false),
             FlashAttention::Auto => None,
         },
-        kv_type: match args.cache_type {
+        kv_type: match args.load.cache_type {
             KvCacheType::F16 => ffi::KvType::F16,
             KvCacheType::Q8_0 => ffi::KvType::Q8_0,
             KvCacheType::Q4_0 => ffi::KvType::Q4_0,
@@ -209,13 +210,13 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
     let device = device_sampling_on(
         args.device_sampling,
         ffi::supports_gpu_offload(),
-        args.gpu_layers,
+        args.load.gpu_layers,
         model.n_layer(),
     );
     let mut ctx =
         ffi::Context::with_device_top_k(model.clone(), &cp, device.then_some(args.device_top_k))
             .map_err(|m| RunnerError::new(ErrorKind::OutOfMemory, m))?;
-    ctx.apply_lora(&args.lora)
+    ctx.apply_lora(&args.load.lora)
         .map_err(|m| RunnerError::new(ErrorKind::ModelLoad, m))?;
     let why = match args.device_sampling {
         DeviceSampling::Auto if device => "auto: the output layer is on a GPU",
@@ -235,17 +236,17 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
     } else {
         eprintln!("runner-llamacpp: device sampling off ({why})");
     }
-    let drafter = match &args.draft_model {
+    let drafter = match &args.load.draft_model {
         None => None,
         Some(p) => {
             // On the target's devices: all layers offloaded unless the target stays on the CPU.
             let params = ffi::ModelParams {
-                gpu_layers: if args.gpu_layers == 0 { 0 } else { -1 },
+                gpu_layers: if args.load.gpu_layers == 0 { 0 } else { -1 },
                 ..params.clone()
             };
             let cp = ffi::ContextParams {
-                n_batch: args.batch,
-                n_ubatch: args.ubatch.min(args.batch),
+                n_batch: args.load.batch,
+                n_ubatch: args.load.ubatch.min(args.load.batch),
                 ..cp.clone()
             };
             let d = engine::draft_model::DraftModel::load(
@@ -253,13 +254,13 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
                 &model,
                 &params,
                 &cp,
-                args.draft_max as usize,
+                args.load.draft_max as usize,
             )
             .map_err(|m| load_err(format!("draft model: {m}")))?;
             eprintln!(
                 "runner-llamacpp: draft model {} drafts up to {} tokens per step",
                 p.display(),
-                args.draft_max
+                args.load.draft_max
             );
             Some(d)
         }
@@ -271,13 +272,13 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
     let n_ctx_seq = ctx.n_ctx_seq() as usize;
     let info = Info {
         engine: ENGINE.to_string(),
-        model_path: args.model.to_string_lossy().into_owned(),
+        model_path: args.load.model.to_string_lossy().into_owned(),
         n_ctx: n_ctx_seq as u32,
-        n_parallel: args.parallel,
+        n_parallel: args.load.parallel,
         n_vocab: model.n_vocab() as u32,
         n_embd: model.n_embd() as u32,
         n_ctx_train: model.n_ctx_train().max(0) as u32,
-        embedding: args.embedding || pooled,
+        embedding: args.load.embedding || pooled,
         memory_bytes: 0,
         memory_device_bytes: 0,
         eog_tokens: model.eog_tokens(),
@@ -285,7 +286,7 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
         devices: memory::report(&ffi::devices(), &buffers),
     };
     let mut info = info;
-    let all_layers = args.gpu_layers < 0 || args.gpu_layers > model.n_layer();
+    let all_layers = args.load.gpu_layers < 0 || args.load.gpu_layers > model.n_layer();
     (info.memory_bytes, info.memory_device_bytes) =
         memory::totals(&info.devices, ffi::supports_gpu_offload() && all_layers);
     if info.memory_bytes == 0 {
@@ -322,12 +323,12 @@ fn placement(model: &ffi::Model, args: &Args) -> Vec<runner_protocol::LayerPlace
     let all = ffi::rpc::devices();
     let mut offload: Vec<&ffi::rpc::Device> = all.iter().filter(|d| d.rpc && !d.cpu).collect();
     offload.extend(all.iter().filter(|d| !d.rpc && !d.cpu));
-    if let Some(g) = args.main_gpu {
+    if let Some(g) = args.load.main_gpu {
         offload = offload.into_iter().skip(g as usize).take(1).collect();
     }
     let host_free = all.iter().find(|d| d.cpu).map_or(0, |d| d.free);
-    let weights: Vec<f32> = if args.tensor_split.iter().any(|w| *w != 0.0) {
-        let mut w = args.tensor_split.clone();
+    let weights: Vec<f32> = if args.load.tensor_split.iter().any(|w| *w != 0.0) {
+        let mut w = args.load.tensor_split.clone();
         w.resize(offload.len(), 0.0);
         w
     } else {
@@ -342,7 +343,8 @@ fn placement(model: &ffi::Model, args: &Args) -> Vec<runner_protocol::LayerPlace
             })
             .collect()
     };
-    let counts = placement::layers_per_device(model.n_layer() as u32, args.gpu_layers, &weights);
+    let counts =
+        placement::layers_per_device(model.n_layer() as u32, args.load.gpu_layers, &weights);
     let cpu = all.iter().find(|d| d.cpu);
     offload
         .iter()
@@ -382,20 +384,23 @@ mod tests {
             model: "/m/a.gguf".into(),
             ..LoadOptions::default()
         });
-        assert_eq!(d.model, PathBuf::from("/m/a.gguf"));
+        assert_eq!(d.load.model, PathBuf::from("/m/a.gguf"));
         assert_eq!(
             (
-                d.ctx_size,
-                d.parallel,
-                d.batch,
-                d.ubatch,
-                d.gpu_layers,
-                d.threads
+                d.load.ctx_size,
+                d.load.parallel,
+                d.load.batch,
+                d.load.ubatch,
+                d.load.gpu_layers,
+                d.load.threads
             ),
             (4096, 1, 512, 512, -1, 0)
         );
-        assert_eq!((d.main_gpu, d.no_mmap, d.embedding), (None, false, false));
-        assert_eq!(d.flash_attn, FlashAttention::Auto);
+        assert_eq!(
+            (d.load.main_gpu, d.load.no_mmap, d.load.embedding),
+            (None, false, false)
+        );
+        assert_eq!(d.load.flash_attn, FlashAttention::Auto);
 
         let o = LoadOptions {
             model: "/m/b.gguf".into(),
@@ -422,40 +427,52 @@ mod tests {
             draft_max: 8,
         };
         let a = parse(&o);
-        assert_eq!((a.draft_ngram, a.draft_under_grammar), (6, true));
-        assert_eq!((a.draft_model, a.draft_max), (o.draft_model.clone(), 8));
-        assert_eq!((d.draft_model, d.draft_max), (None, 4));
-        assert!(!a.no_grammar_ff);
-        assert_eq!((d.draft_ngram, d.draft_under_grammar), (0, false));
-        assert_eq!(a.lora, o.lora, "every adapter reaches the runner, in order");
-        assert_eq!(a.mmproj, o.projector, "the projector reaches the runner");
+        assert_eq!((a.load.draft_ngram, a.load.draft_under_grammar), (6, true));
         assert_eq!(
-            a.rpc, o.rpc,
+            (a.load.draft_model, a.load.draft_max),
+            (o.draft_model.clone(), 8)
+        );
+        assert_eq!((d.load.draft_model, d.load.draft_max), (None, 4));
+        assert!(!a.no_grammar_ff);
+        assert_eq!((d.load.draft_ngram, d.load.draft_under_grammar), (0, false));
+        assert_eq!(
+            a.load.lora, o.lora,
+            "every adapter reaches the runner, in order"
+        );
+        assert_eq!(
+            a.load.mmproj, o.projector,
+            "the projector reaches the runner"
+        );
+        assert_eq!(
+            a.load.rpc, o.rpc,
             "every RPC endpoint reaches the runner, in order"
         );
-        assert_eq!(a.tensor_split, vec![3.0, 1.0]);
+        assert_eq!(a.load.tensor_split, vec![3.0, 1.0]);
         assert_eq!(
-            (a.image_min_tokens, a.image_max_tokens),
+            (a.load.image_min_tokens, a.load.image_max_tokens),
             (Some(1), Some(1120)),
             "so do its image limits"
         );
         assert_eq!(
             (
-                a.ctx_size,
-                a.parallel,
-                a.batch,
-                a.ubatch,
-                a.gpu_layers,
-                a.threads
+                a.load.ctx_size,
+                a.load.parallel,
+                a.load.batch,
+                a.load.ubatch,
+                a.load.gpu_layers,
+                a.load.threads
             ),
             (8192, 4, 256, 128, 12, 3)
         );
-        assert_eq!((a.main_gpu, a.no_mmap, a.embedding), (Some(1), true, true));
         assert_eq!(
-            (a.flash_attn, a.cache_type),
+            (a.load.main_gpu, a.load.no_mmap, a.load.embedding),
+            (Some(1), true, true)
+        );
+        assert_eq!(
+            (a.load.flash_attn, a.load.cache_type),
             (FlashAttention::On, KvCacheType::Q8_0)
         );
-        assert_eq!(a.socket, PathBuf::from("/tmp/s.sock"));
+        assert_eq!(a.load.socket, PathBuf::from("/tmp/s.sock"));
     }
 
     #[test]

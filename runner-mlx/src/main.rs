@@ -1,7 +1,8 @@
 //! The runner-mlx binary. Without a subcommand it serves one MLX checkpoint directory over the
 //! runner protocol on a Unix socket: flags are exactly `LoadOptions::to_args()` plus
-//! `--socket`, as for runner-llamacpp. What MLX cannot do (LoRA adapters, vision projectors, a
-//! quantized KV cache) is a typed load error, never silently ignored. The socket, protocol,
+//! `--socket` (runner-protocol's `LoadArgs`, the struct runner-llamacpp parses too). What MLX
+//! cannot do (LoRA adapters, vision projectors, a quantized KV cache, RPC workers, a tensor
+//! split, drafting) is a typed load error, never silently ignored. The socket, protocol,
 //! start-up order and SIGTERM/stdin-EOF shutdown are runner-core's (`serve`); this binary loads
 //! the checkpoint on the engine thread and runs the engine (engine.rs).
 //!
@@ -9,7 +10,7 @@
 
 use clap::{CommandFactory, Parser, Subcommand};
 use runner_core::http::{Loaded, State};
-use runner_protocol::{ErrorKind, FlashAttention, Info, KvCacheType, RunnerError};
+use runner_protocol::{ErrorKind, Info, KvCacheType, LoadArgs, RunnerError};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -45,53 +46,13 @@ enum Cmd {
     about = "herd's MLX runner (speaks the runner protocol on a Unix socket)"
 )]
 struct Args {
-    /// The checkpoint directory (config.json, tokenizer.json, *.safetensors).
-    #[arg(long)]
-    model: PathBuf,
-    /// Context length per slot.
-    #[arg(long, default_value_t = 4096)]
-    ctx_size: u32,
-    #[arg(long, default_value_t = 1)]
-    parallel: u32,
-    /// Most prompt tokens one slot evaluates per step.
-    #[arg(long, default_value_t = 512)]
-    batch: u32,
-    /// Accepted for the protocol; MLX evaluates a step as one graph.
-    #[arg(long, default_value_t = 512)]
-    ubatch: u32,
-    /// Accepted for the protocol; the libmlx build decides the device.
-    #[arg(long, default_value_t = -1, allow_hyphen_values = true)]
-    gpu_layers: i32,
-    #[arg(long)]
-    main_gpu: Option<u32>,
-    /// Accepted: MLX's attention is always its fused kernel.
-    #[arg(long, default_value = "auto", value_parser = parse_fa)]
-    flash_attn: FlashAttention,
-    /// Only f16 (the default); MLX keeps the KV cache in the activations' type.
-    #[arg(long, default_value = "f16", value_parser = parse_kv)]
-    cache_type: KvCacheType,
-    /// Accepted for the protocol; libmlx's CPU backend sizes its own pool.
-    #[arg(long, default_value_t = 0)]
-    threads: u32,
-    #[arg(long)]
-    no_mmap: bool,
-    #[arg(long)]
-    embedding: bool,
-    #[arg(long)]
-    lora: Vec<PathBuf>,
-    #[arg(long)]
-    mmproj: Option<PathBuf>,
-    /// Unix socket to serve on (created 0600; a stale file is replaced).
-    #[arg(long)]
-    socket: PathBuf,
-}
-
-fn parse_fa(s: &str) -> Result<FlashAttention, String> {
-    FlashAttention::parse(s).ok_or_else(|| format!("expected on, off or auto, got {s:?}"))
-}
-
-fn parse_kv(s: &str) -> Result<KvCacheType, String> {
-    KvCacheType::parse(s).ok_or_else(|| format!("expected f16, q8_0 or q4_0, got {s:?}"))
+    /// What every runner takes (runner-protocol), flattened. `--model` is the checkpoint
+    /// directory (config.json, tokenizer.json, *.safetensors); `--ubatch`, `--gpu-layers`,
+    /// `--main-gpu`, `--flash-attn`, `--threads` and `--no-mmap` are accepted and left to libmlx
+    /// (one graph per step, its own device, fused attention, its own pool); what MLX cannot do
+    /// is refused at load (`unsupported`).
+    #[command(flatten)]
+    load: LoadArgs,
 }
 
 fn main() {
@@ -103,11 +64,11 @@ fn main() {
         return tool(Tools::parse().cmd);
     }
     let args = Args::parse();
-    if args.parallel == 0 || args.ctx_size == 0 || args.batch == 0 {
+    if args.load.parallel == 0 || args.load.ctx_size == 0 || args.load.batch == 0 {
         eprintln!("runner-mlx: --parallel, --ctx-size and --batch must be positive");
         std::process::exit(2);
     }
-    let socket = args.socket.clone();
+    let socket = args.load.socket.clone();
     let code = runner_core::serve::run(&socket, move |state, jobs| {
         std::thread::Builder::new()
             .name("engine".into())
@@ -151,19 +112,26 @@ fn tool(cmd: Cmd) {
 
 /// What the flags ask for that runner-mlx cannot do; None when it can serve them.
 fn unsupported(args: &Args) -> Option<String> {
-    if !args.lora.is_empty() {
-        return Some("runner-mlx does not support LoRA adapters".into());
-    }
-    if args.mmproj.is_some() {
-        return Some("runner-mlx does not support vision projectors (image input)".into());
-    }
-    if args.cache_type != KvCacheType::F16 {
-        return Some(format!(
-            "runner-mlx does not support the KV cache type {} (only f16)",
-            args.cache_type.as_str()
-        ));
-    }
-    None
+    let a = &args.load;
+    let refused = [
+        (!a.lora.is_empty(), "LoRA adapters".to_string()),
+        (a.mmproj.is_some(), "vision projectors (image input)".into()),
+        (
+            a.cache_type != KvCacheType::F16,
+            format!("the KV cache type {} (only f16)", a.cache_type.as_str()),
+        ),
+        (!a.rpc.is_empty(), "ggml RPC workers".into()),
+        (!a.tensor_split.is_empty(), "a tensor split".into()),
+        (
+            a.draft_ngram > 0 || a.draft_under_grammar,
+            "the n-gram drafter".into(),
+        ),
+        (a.draft_model.is_some(), "draft models".into()),
+    ];
+    refused
+        .into_iter()
+        .find(|(asked, _)| *asked)
+        .map(|(_, what)| format!("runner-mlx does not support {what}"))
 }
 
 fn load(args: &Args, state: &State) -> Result<(Loaded, runner_mlx::engine::Engine), RunnerError> {
@@ -171,17 +139,17 @@ fn load(args: &Args, state: &State) -> Result<(Loaded, runner_mlx::engine::Engin
     if let Some(m) = unsupported(args) {
         return Err(load_err(m));
     }
-    if !args.model.is_dir() {
+    if !args.load.model.is_dir() {
         return Err(load_err(format!(
             "model directory {} does not exist",
-            args.model.display()
+            args.load.model.display()
         )));
     }
     state.progress(0.05);
-    let m = runner_mlx::load(&args.model).map_err(load_err)?;
+    let m = runner_mlx::load(&args.load.model).map_err(load_err)?;
     state.progress(1.0);
     let shape = m.checkpoint.shape;
-    let n_ctx = args.ctx_size as usize;
+    let n_ctx = args.load.ctx_size as usize;
     // The cache: K and V, float32, per layer and position, for every slot.
     let kv = 2 * 4 * (shape.n_layer * shape.n_head_kv * shape.head_dim) as u64;
     let vocab: Arc<dyn runner_core::Vocabulary> = Arc::new(m.vocab);
@@ -191,14 +159,14 @@ fn load(args: &Args, state: &State) -> Result<(Loaded, runner_mlx::engine::Engin
             runner_mlx::PIN,
             runner_mlx::ffi::version()
         ),
-        model_path: args.model.to_string_lossy().into_owned(),
-        n_ctx: args.ctx_size,
-        n_parallel: args.parallel,
+        model_path: args.load.model.to_string_lossy().into_owned(),
+        n_ctx: args.load.ctx_size,
+        n_parallel: args.load.parallel,
         n_vocab: shape.n_vocab as u32,
         n_embd: shape.n_embd as u32,
         n_ctx_train: m.checkpoint.n_ctx_train,
         embedding: false,
-        memory_bytes: m.model.size_bytes() + kv * n_ctx as u64 * args.parallel as u64,
+        memory_bytes: m.model.size_bytes() + kv * n_ctx as u64 * args.load.parallel as u64,
         memory_device_bytes: 0,
         eog_tokens: vocab.eog_tokens(),
         // All layers on the host's one MLX device; no RPC or device split in this engine.
@@ -208,9 +176,9 @@ fn load(args: &Args, state: &State) -> Result<(Loaded, runner_mlx::engine::Engin
     let engine = runner_mlx::engine::Engine::new(
         m.model,
         vocab.clone(),
-        args.parallel as usize,
+        args.load.parallel as usize,
         n_ctx,
-        args.batch as usize,
+        args.load.batch as usize,
         abort.clone(),
     );
     let loaded = Loaded {
@@ -251,7 +219,7 @@ mod tests {
             ..LoadOptions::default()
         });
         assert_eq!(
-            (plain.ctx_size, plain.parallel, plain.batch),
+            (plain.load.ctx_size, plain.load.parallel, plain.load.batch),
             (2048, 4, 256)
         );
         assert_eq!(unsupported(&plain), None);
@@ -276,6 +244,35 @@ mod tests {
                     ..LoadOptions::default()
                 },
                 "q8_0",
+            ),
+            (
+                LoadOptions {
+                    rpc: vec!["127.0.0.1:5001".into()],
+                    ..LoadOptions::default()
+                },
+                "RPC",
+            ),
+            (
+                LoadOptions {
+                    tensor_split: "3,1".into(),
+                    ..LoadOptions::default()
+                },
+                "tensor split",
+            ),
+            (
+                LoadOptions {
+                    draft_ngram: 4,
+                    ..LoadOptions::default()
+                },
+                "n-gram",
+            ),
+            (
+                LoadOptions {
+                    draft_model: Some("/m/d.gguf".into()),
+                    draft_max: 4,
+                    ..LoadOptions::default()
+                },
+                "draft model",
             ),
         ];
         for (o, want) in cases {

@@ -19,8 +19,10 @@
 //!
 //! This crate holds no HTTP framework: both sides bring their own.
 
+mod args;
 mod load;
 
+pub use args::LoadArgs;
 pub use load::{FlashAttention, KvCacheType, LoadOptions};
 
 use serde::{Deserialize, Serialize};
