@@ -307,7 +307,8 @@ mod tests {
     #[test]
     fn best_is_the_first_largest_with_its_probability() {
         let ln3 = 3f32.ln();
-        let cases: &[(&[f32], Option<(i32, f32)>)] = &[
+        type Case<'a> = (&'a [f32], Option<(i32, f32)>);
+        let cases: &[Case] = &[
             (&[], None),
             (&[0.5], Some((0, 1.0))),
             // exp(ln 3) : 1 : 0 -> 3/4.
