@@ -5,13 +5,15 @@
 # phases, so summarize.py can set them beside runner-llamacpp's Q4_K_M of the same weights.
 #
 # Dev box (`prepare`): mlx_pack fills .gpu-mlx/part1 and part2 (each one device call's carry):
-#   the wheel's libmlx.so (stripped; .nv_fatbin kept), include/cccl (NVRTC's headers, found at
-#   <libdir>/../include/cccl) and its bundled BLAS/LAPACK dir as one tar.xz split in two, plus the
+#   the wheel's libmlx.so (stripped; .nv_fatbin kept), include/{cccl,cute,cutlass} (NVRTC's
+#   headers for the JIT kernels, found at <libdir>/../include/…) and its bundled BLAS/LAPACK
+#   dir as one tar.xz split in two, plus the
 #   release runner-mlx (the same binary runs on either libmlx: the wheels' headers are identical;
 #   mlx_pack checks that the CUDA libmlx defines every MLX symbol the binary needs).
 # Device: mlx_stage N copies part N into $W/mlx-in (any time, before or after the pipeline
 #   started); the phase waits for both parts, verifies SHA256SUMS and unpacks into $W/mlxrun in
-#   the wheel's layout (runner-mlx, mlx/lib/libmlx.so, mlx/include/cccl, mlx_cuda_13.libs).
+#   the wheel's layout (runner-mlx, mlx/lib/libmlx.so, mlx/include/{cccl,cute,cutlass},
+#   mlx_cuda_13.libs).
 #   LD_LIBRARY_PATH puts that libmlx first (runner-mlx's RUNPATH is $ORIGIN/mlx/lib anyway) and
 #   adds the CUDA libraries' folders when ldd misses one; CUDA_HOME (NVRTC's CUDA headers) and
 #   LD_LIBRARY_PATH reach the runner through herd's environment allow-list.
@@ -36,7 +38,8 @@ mlx_pack_lib() {
   fi
   echo "$sha  $whl" | sha256sum -c --quiet || { echo "mlx_pack: $whl does not match native/mlx.lock" >&2; return 1; }
   # The packed library tree depends on the wheel alone: made once (xz -9 of ~150 MB takes minutes).
-  local packed=$cache/gpu-mlx/${arc%.whl}.tar.xz
+  # .v2: the include set grew (cute, cutlass); an older pack must not be reused.
+  local packed=$cache/gpu-mlx/${arc%.whl}.v2.tar.xz
   if [ ! -s "$packed" ] || [ ! -s "$packed.syms" ]; then
     local tmp; tmp=$(mktemp -d)
     mkdir -p "$(dirname "$packed")"
@@ -44,7 +47,9 @@ mlx_pack_lib() {
     mkdir -p "$tmp/p/mlx/lib" "$tmp/p/mlx/include"
     cp "$tmp/w/mlx/lib/libmlx.so" "$tmp/p/mlx/lib/" && strip --strip-unneeded "$tmp/p/mlx/lib/libmlx.so"
     readelf -S -W "$tmp/p/mlx/lib/libmlx.so" | grep -q '\.nv_fatbin' || { echo "mlx_pack: strip lost .nv_fatbin" >&2; return 1; }
-    cp -r "$tmp/w/mlx/include/cccl" "$tmp/p/mlx/include/"
+    # NVRTC's include path for MLX's JIT kernels: CCCL, and CUTLASS/cute for the quantized
+    # (int4/int8) kernels (run J: without them every int4 step failed to compile).
+    local inc; for inc in cccl cute cutlass; do cp -r "$tmp/w/mlx/include/$inc" "$tmp/p/mlx/include/"; done
     local d; for d in "$tmp"/w/*.libs; do [ -d "$d" ] && cp -r "$d" "$tmp/p/"; done
     nm -D --defined-only "$tmp/p/mlx/lib/libmlx.so" | awk '{print $3}' | LC_ALL=C sort -u > "$packed.syms.tmp"
     tar cf - -C "$tmp/p" . | xz -T0 -9 > "$packed.tmp"
