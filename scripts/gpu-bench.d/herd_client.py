@@ -82,6 +82,25 @@ class Client:
         r = c.getresponse()
         return r.status, json.loads(r.read() or b"null")
 
+    def draft_counts(s):
+        """herd's /metrics draft counters for this model (drafted, accepted): Ollama's final chunk
+        carries none, so a round's counts are the counters' growth over it."""
+        if s.a.kind == "server":
+            return (0, 0)
+        try:
+            c = s.conn()
+            c.request("GET", "/metrics")
+            text = c.getresponse().read().decode()
+        except OSError:
+            return (0, 0)
+        name = s.a.model if ":" in s.a.model else s.a.model + ":latest"
+        got = {}
+        for line in text.splitlines():
+            for key in ("herd_draft_tokens_total", "herd_draft_accepted_tokens_total"):
+                if line.startswith(f'{key}{{model="{name}"}} '):
+                    got[key] = int(float(line.split()[-1]))
+        return (got.get("herd_draft_tokens_total", 0), got.get("herd_draft_accepted_tokens_total", 0))
+
     # -- one request ---------------------------------------------------------------------------
     def body(s, phase, seed, n):
         a = s.a
@@ -213,7 +232,9 @@ class Client:
         for rnd in range(1, rounds + 1):
             # Probes: one stream per round, its own seed; others: the round's seeds pair across labels.
             seed0 = base + (rnd if name == "probe" else 100 * rnd)
+            d0 = s.draft_counts()
             res, wall = s.round(name, rnd, n, k, seed0)
+            d1 = s.draft_counts()
             ok = [x for x in res if "error" not in x]
             for i, x in enumerate(res):
                 s.emit(dict(phase=name, round=rnd, stream=i, seed=seed0 + i, **x))
@@ -228,8 +249,8 @@ class Client:
                        wall_s=wall, tok_per_wall=tok / wall, sum_crate=sum(cr),
                        sum_erate=sum(x["erate"] or 0 for x in ok), median_crate=cr[len(cr) // 2],
                        ttft_median_ms=tt[len(tt) // 2], ttft_max_ms=tt[-1],
-                       drafted=sum(x.get("drafted", 0) for x in ok),
-                       accepted=sum(x.get("accepted", 0) for x in ok))
+                       drafted=sum(x.get("drafted", 0) for x in ok) or d1[0] - d0[0],
+                       accepted=sum(x.get("accepted", 0) for x in ok) or d1[1] - d0[1])
             s.emit(rec)
             stamp(f"  round {rnd}: tokens {tok} wall {wall:.2f}s sum-client {rec['sum_crate']:.1f} t/s"
                   f" median {rec['median_crate']:.1f} TTFT median {rec['ttft_median_ms']:.1f} ms"

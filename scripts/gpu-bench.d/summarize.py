@@ -147,7 +147,7 @@ def main():
         rs = run.rounds(label, "gen")
         d = sum(r.get("drafted", 0) for r in rs)
         return round(sum(r.get("accepted", 0) for r in rs) / d, 3) if d else (
-            run.na(label, "gen") or f"n/a: {label}: no drafted/accepted counts in the final chunk")
+            run.na(label, "gen") or f"n/a: {label}: no drafted/accepted counts (final chunk or /metrics)")
 
     def sd_gate(label, value):
         acc = sd_accept(label)
