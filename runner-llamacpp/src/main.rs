@@ -379,100 +379,31 @@ mod tests {
     }
 
     #[test]
-    fn accepts_exactly_what_load_options_emit() {
-        let d = parse(&LoadOptions {
-            model: "/m/a.gguf".into(),
-            ..LoadOptions::default()
-        });
-        assert_eq!(d.load.model, PathBuf::from("/m/a.gguf"));
-        assert_eq!(
-            (
-                d.load.ctx_size,
-                d.load.parallel,
-                d.load.batch,
-                d.load.ubatch,
-                d.load.gpu_layers,
-                d.load.threads
-            ),
-            (4096, 1, 512, 512, -1, 0)
-        );
-        assert_eq!(
-            (d.load.main_gpu, d.load.no_mmap, d.load.embedding),
-            (None, false, false)
-        );
-        assert_eq!(d.load.flash_attn, FlashAttention::Auto);
-
+    fn takes_the_shared_load_flags_and_its_own() {
+        // Every load flag's mapping is runner-protocol's round-trip test (args.rs); here: the
+        // flattened struct parses what LoadOptions emits beside this runner's own switches,
+        // which default off.
         let o = LoadOptions {
-            model: "/m/b.gguf".into(),
-            ctx_size: 8192,
-            parallel: 4,
-            batch: 256,
-            ubatch: 128,
-            gpu_layers: 12,
+            model: "/m/a.gguf".into(),
             main_gpu: Some(1),
-            flash_attention: FlashAttention::On,
-            kv_cache_type: KvCacheType::Q8_0,
-            threads: 3,
-            mmap: false,
-            embedding: true,
-            lora: vec!["/m/a.gguf".into(), "/m/b.gguf".into()],
-            projector: Some("/m/p.gguf".into()),
-            rpc: vec!["127.0.0.1:5001".into(), "127.0.0.1:5002".into()],
-            tensor_split: "3,1".into(),
-            image_min_tokens: Some(1),
-            image_max_tokens: Some(1120),
-            draft_ngram: 6,
-            draft_under_grammar: true,
             draft_model: Some("/m/d.gguf".into()),
             draft_max: 8,
+            ..LoadOptions::default()
         };
         let a = parse(&o);
-        assert_eq!((a.load.draft_ngram, a.load.draft_under_grammar), (6, true));
-        assert_eq!(
-            (a.load.draft_model, a.load.draft_max),
-            (o.draft_model.clone(), 8)
-        );
-        assert_eq!((d.load.draft_model, d.load.draft_max), (None, 4));
-        assert!(!a.no_grammar_ff);
-        assert_eq!((d.load.draft_ngram, d.load.draft_under_grammar), (0, false));
-        assert_eq!(
-            a.load.lora, o.lora,
-            "every adapter reaches the runner, in order"
-        );
-        assert_eq!(
-            a.load.mmproj, o.projector,
-            "the projector reaches the runner"
-        );
-        assert_eq!(
-            a.load.rpc, o.rpc,
-            "every RPC endpoint reaches the runner, in order"
-        );
-        assert_eq!(a.load.tensor_split, vec![3.0, 1.0]);
-        assert_eq!(
-            (a.load.image_min_tokens, a.load.image_max_tokens),
-            (Some(1), Some(1120)),
-            "so do its image limits"
-        );
+        assert_eq!((a.load.main_gpu, a.load.draft_max), (Some(1), 8));
+        assert_eq!(a.load.draft_model, o.draft_model);
+        assert_eq!(a.load.socket, PathBuf::from("/tmp/s.sock"));
+        assert!(!a.no_repack && !a.no_grammar_ff && !a.no_first_token_hold);
         assert_eq!(
             (
-                a.load.ctx_size,
-                a.load.parallel,
-                a.load.batch,
-                a.load.ubatch,
-                a.load.gpu_layers,
-                a.load.threads
+                a.device_sampling,
+                a.device_top_k,
+                a.step_stats,
+                a.load_delay_ms
             ),
-            (8192, 4, 256, 128, 12, 3)
+            (DeviceSampling::Off, 256, 0, 0)
         );
-        assert_eq!(
-            (a.load.main_gpu, a.load.no_mmap, a.load.embedding),
-            (Some(1), true, true)
-        );
-        assert_eq!(
-            (a.load.flash_attn, a.load.cache_type),
-            (FlashAttention::On, KvCacheType::Q8_0)
-        );
-        assert_eq!(a.load.socket, PathBuf::from("/tmp/s.sock"));
     }
 
     #[test]

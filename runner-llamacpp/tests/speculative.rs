@@ -57,22 +57,24 @@ fn shape(c: &Completion) -> Vec<Value> {
         .collect()
 }
 
-#[tokio::test]
-async fn ngram_drafting_leaves_every_output_byte_identical_and_accepts_drafts() {
-    let _g = serial().await;
-    let mut base = Vec::new();
-    {
-        let r = Runner::spawn(&smollm(), &["--ctx-size", "1024"]);
-        r.wait_ready().await;
-        for (name, req) in requests() {
-            let c = complete(&r.socket, req).await;
-            assert_eq!(c.timings.drafted, 0, "{name}: drafting is off by default");
-            base.push(c);
-        }
-    }
-    let r = Runner::spawn(&smollm(), &["--ctx-size", "1024", "--draft-ngram", "6"]);
+/// `requests()` on a runner without drafting (which then drafts nothing).
+async fn undrafted() -> Vec<Completion> {
+    let r = Runner::spawn(&smollm(), &["--ctx-size", "1024"]);
     r.wait_ready().await;
-    for ((name, req), want) in requests().into_iter().zip(&base) {
+    let mut base = Vec::new();
+    for (name, req) in requests() {
+        let c = complete(&r.socket, req).await;
+        assert_eq!(c.timings.drafted, 0, "{name}: drafting is off by default");
+        base.push(c);
+    }
+    base
+}
+
+/// `requests()` on `r` (which drafts), each the same chunks, reason and count as its undrafted
+/// run in `base`; returns them by name.
+async fn same_as_undrafted(r: &Runner, base: &[Completion]) -> Vec<(&'static str, Completion)> {
+    let mut out = Vec::new();
+    for ((name, req), want) in requests().into_iter().zip(base) {
         let got = complete(&r.socket, req).await;
         assert_eq!(got.text, want.text, "{name}: text differs with drafting");
         assert_eq!(shape(&got), shape(want), "{name}: chunks differ");
@@ -83,6 +85,18 @@ async fn ngram_drafting_leaves_every_output_byte_identical_and_accepts_drafts() 
             "{name}: {} tokens, drafted {} accepted {}",
             got.timings.eval_count, got.timings.drafted, got.timings.accepted
         );
+        out.push((name, got));
+    }
+    out
+}
+
+#[tokio::test]
+async fn ngram_drafting_leaves_every_output_byte_identical_and_accepts_drafts() {
+    let _g = serial().await;
+    let base = undrafted().await;
+    let r = Runner::spawn(&smollm(), &["--ctx-size", "1024", "--draft-ngram", "6"]);
+    r.wait_ready().await;
+    for (name, got) in same_as_undrafted(&r, &base).await {
         if name.starts_with("copy") && name != "copy num_predict 1" {
             assert!(
                 got.timings.accepted * 2 > got.timings.eval_count,
@@ -103,14 +117,7 @@ async fn ngram_drafting_leaves_every_output_byte_identical_and_accepts_drafts() 
 #[tokio::test]
 async fn draft_model_drafting_leaves_every_output_byte_identical() {
     let _g = serial().await;
-    let mut base = Vec::new();
-    {
-        let r = Runner::spawn(&smollm(), &["--ctx-size", "1024"]);
-        r.wait_ready().await;
-        for (_, req) in requests() {
-            base.push(complete(&r.socket, req).await);
-        }
-    }
+    let base = undrafted().await;
     let me = smollm();
     let me = me.to_str().unwrap();
     let r = Runner::spawn(
@@ -125,20 +132,7 @@ async fn draft_model_drafting_leaves_every_output_byte_identical() {
         ],
     );
     r.wait_ready().await;
-    for ((name, req), want) in requests().into_iter().zip(&base) {
-        let got = complete(&r.socket, req).await;
-        assert_eq!(
-            got.text, want.text,
-            "{name}: text differs with a draft model"
-        );
-        assert_eq!(shape(&got), shape(want), "{name}: chunks differ");
-        assert_eq!(got.reason, want.reason, "{name}");
-        assert_eq!(got.timings.eval_count, want.timings.eval_count, "{name}");
-        assert!(got.timings.accepted <= got.timings.drafted, "{name}");
-        eprintln!(
-            "{name}: {} tokens, drafted {} accepted {}",
-            got.timings.eval_count, got.timings.drafted, got.timings.accepted
-        );
+    for (name, got) in same_as_undrafted(&r, &base).await {
         // The model drafting for itself greedily guesses its own greedy choices (where it is
         // sure enough to draft at all).
         if name.ends_with("greedy") {

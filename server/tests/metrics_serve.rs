@@ -440,10 +440,12 @@ async fn policy_settings_reach_the_real_server() {
     assert_eq!(
         lines[1],
         format!(
-            "herd {v} (git {}) llama.cpp {} (commit {})",
+            "herd {v} (git {}) llama.cpp {} (commit {}) mlx {} (commit {})",
             version["git_commit"].as_str().unwrap(),
             pin["build"].as_str().unwrap(),
-            pin["commit"].as_str().unwrap()
+            pin["commit"].as_str().unwrap(),
+            version["engines"]["mlx"]["build"].as_str().unwrap(),
+            version["engines"]["mlx"]["commit"].as_str().unwrap()
         )
     );
     assert_eq!(lines.len(), 2, "{text}");
