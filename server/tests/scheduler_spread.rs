@@ -12,7 +12,7 @@ mod serve_support;
 use herd_proc::HerdServe;
 use serde_json::{json, Value};
 use serve_support::api_support::{ago, TestStore};
-use serve_support::scheduler_support::fake_runner;
+use serve_support::scheduler_support::{children_of, fake_runner};
 
 const GIB: u64 = 1 << 30;
 
@@ -62,30 +62,10 @@ async fn ok(herd: &HerdServe, model: &str, options: Value) {
 
 /// (pid, argv) of the server's runner processes for the model whose blob is `blob`.
 fn runners_of(herd: &HerdServe, blob: &str) -> Vec<(u32, Vec<String>)> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let after = &stat[stat.rfind(')').map_or(0, |i| i + 1)..];
-        let ppid: Option<u32> = after.split_whitespace().nth(1).and_then(|s| s.parse().ok());
-        if ppid != Some(herd.pid()) {
-            continue;
-        }
-        let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let argv: Vec<String> = raw
-            .split(|b| *b == 0)
-            .filter(|a| !a.is_empty())
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect();
-        if argv.iter().any(|a| a.ends_with(blob)) {
-            out.push((pid, argv));
-        }
-    }
-    out
+    children_of(herd.pid())
+        .into_iter()
+        .filter(|(_, argv)| argv.iter().any(|a| a.ends_with(blob)))
+        .collect()
 }
 
 /// The one runner of `blob`: its pid and `--main-gpu` value, if any.

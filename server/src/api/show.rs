@@ -42,6 +42,8 @@ pub struct ModelView {
     /// The draft model (the last `draft` layer, as Ollama's `GetModel` takes it), loaded
     /// beside the model for speculative decoding.
     pub draft_path: Option<PathBuf>,
+    /// That layer's size in bytes (the draft's weights, for memory estimates).
+    pub draft_size: u64,
     /// The TEMPLATE (or legacy `prompt`) layer, if any.
     pub template: Option<String>,
     pub system: String,
@@ -95,7 +97,10 @@ impl ModelView {
                     }
                 }
                 "adapter" => view.adapter_paths.push(path),
-                "draft" => view.draft_path = Some(path),
+                "draft" => {
+                    view.draft_path = Some(path);
+                    view.draft_size = layer.size;
+                }
                 "template" | "prompt" => view.template = Some(read_string(&path, layer.size)?),
                 "system" => view.system = read_string(&path, layer.size)?,
                 "license" => view.licenses.push(read_string(&path, layer.size)?),

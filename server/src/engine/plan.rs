@@ -151,8 +151,7 @@ pub fn model_request(
             + load
                 .draft_model
                 .as_ref()
-                .and_then(|d| std::fs::metadata(d).ok())
-                .map_or(0, |m| m.len()),
+                .map_or(0, |_| model.view.draft_size),
         kv_per_slot: memory::kv_cache_bytes(
             &model.memory,
             for_estimate.ctx_size,

@@ -56,10 +56,8 @@ pub async fn wait_gone(pid: u32, within: Duration) -> bool {
     gone(pid)
 }
 
-/// Our child processes (zombies included) whose command line mentions `needle`.
-pub fn children_mentioning(needle: &Path) -> Vec<u32> {
-    let me = std::process::id();
-    let needle = needle.to_string_lossy();
+/// The child processes of `ppid` (zombies included), with their argv.
+pub fn children_of(ppid: u32) -> Vec<(u32, Vec<String>)> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
@@ -70,20 +68,29 @@ pub fn children_mentioning(needle: &Path) -> Vec<u32> {
         };
         // Fields after the parenthesised command name: state, ppid, ...
         let after = &stat[stat.rfind(')').map_or(0, |i| i + 1)..];
-        let ppid: u32 = after
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        if ppid != me {
+        let parent: Option<u32> = after.split_whitespace().nth(1).and_then(|s| s.parse().ok());
+        if parent != Some(ppid) {
             continue;
         }
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        if String::from_utf8_lossy(&cmdline).contains(needle.as_ref()) {
-            out.push(pid);
-        }
+        let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let argv = raw
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        out.push((pid, argv));
     }
     out
+}
+
+/// Our child processes (zombies included) whose command line mentions `needle`.
+pub fn children_mentioning(needle: &Path) -> Vec<u32> {
+    let needle = needle.to_string_lossy();
+    children_of(std::process::id())
+        .into_iter()
+        .filter(|(_, argv)| argv.iter().any(|a| a.contains(needle.as_ref())))
+        .map(|(pid, _)| pid)
+        .collect()
 }
 
 pub fn kill9(pid: u32) {
