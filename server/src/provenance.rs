@@ -41,8 +41,12 @@ pub struct Engines {
 /// The fields `/api/version` returns.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Provenance {
-    /// Exactly Ollama's field: what `ollama -v` and clients read.
+    /// Exactly Ollama's field: what `ollama -v` and clients read. It names the Ollama release
+    /// whose API herd implements (`OLLAMA_COMPAT_VERSION`), since clients gate features on it
+    /// (VS Code's Ollama provider refuses servers older than 0.6.4); herd's own version is
+    /// `herd_version`.
     pub version: &'static str,
+    pub herd_version: &'static str,
     pub git_commit: &'static str,
     pub engines: Engines,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -52,7 +56,8 @@ pub struct Provenance {
 /// This process's provenance.
 pub fn current() -> Provenance {
     Provenance {
-        version: crate::VERSION,
+        version: crate::OLLAMA_COMPAT_VERSION,
+        herd_version: crate::VERSION,
         git_commit: GIT_COMMIT,
         engines: Engines {
             llamacpp: EnginePin {
@@ -73,7 +78,7 @@ impl Provenance {
     /// `herd 0.1.0 (git abc123) llama.cpp b11434 (commit def456)[ mlx 0.32.4 (commit …)]`.
     pub fn pins_line(&self) -> String {
         let pin = |name: &str, p: &EnginePin| format!(" {name} {} (commit {})", p.build, p.commit);
-        let mut line = format!("herd {} (git {})", self.version, self.git_commit);
+        let mut line = format!("herd {} (git {})", self.herd_version, self.git_commit);
         line.push_str(&pin("llama.cpp", &self.engines.llamacpp));
         if let Some(mlx) = &self.engines.mlx {
             line.push_str(&pin("mlx", mlx));

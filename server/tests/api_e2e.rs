@@ -206,7 +206,7 @@ fn version_flag_prints_the_version() {
         String::from_utf8_lossy(&out.stdout),
         format!(
             "Warning: could not connect to a running Ollama instance\nWarning: client version is {}\n{}\n",
-            server::VERSION,
+            server::OLLAMA_COMPAT_VERSION,
             p.pins_line()
         )
     );

@@ -25,7 +25,10 @@ async fn root_and_version_answer_get_and_head() {
     let r = get(&app, "/api/version").await;
     // Ollama's field exactly, plus herd's provenance (extra fields Ollama's clients ignore).
     let v = r.json();
-    assert_eq!(v["version"], json!(server::VERSION));
+    // `version` is the Ollama release herd implements (clients gate features on it, and a
+    // 0.1.0 reads as an outdated Ollama); herd's own version is an extra field.
+    assert_eq!(v["version"], json!(server::OLLAMA_COMPAT_VERSION));
+    assert_eq!(v["herd_version"], json!(server::VERSION));
     assert_eq!(
         v["engines"]["llama.cpp"]["build"],
         json!(server::provenance::LLAMACPP_BUILD)

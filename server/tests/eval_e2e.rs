@@ -230,7 +230,8 @@ fn two_servers_same_config_agree_and_sampled_run_flips_add_up() {
     assert!(row["eval_count"].as_u64().unwrap() > 0);
     assert!(row["total_duration"].as_u64().unwrap() > 0);
     let prov = &row["provenance"];
-    assert_eq!(prov["server"]["version"], server::VERSION);
+    assert_eq!(prov["server"]["version"], server::OLLAMA_COMPAT_VERSION);
+    assert_eq!(prov["server"]["herd_version"], server::VERSION);
     assert_eq!(
         prov["server"]["engines"]["llama.cpp"]["build"],
         server::provenance::LLAMACPP_BUILD

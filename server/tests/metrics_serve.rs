@@ -440,7 +440,8 @@ async fn policy_settings_reach_the_real_server() {
     assert_eq!(
         lines[1],
         format!(
-            "herd {v} (git {}) llama.cpp {} (commit {}) mlx {} (commit {})",
+            "herd {} (git {}) llama.cpp {} (commit {}) mlx {} (commit {})",
+            version["herd_version"].as_str().unwrap(),
             version["git_commit"].as_str().unwrap(),
             pin["build"].as_str().unwrap(),
             pin["commit"].as_str().unwrap(),

@@ -138,7 +138,7 @@ pub fn manifest_of(sources: &[(String, PathBuf)]) -> anyhow::Result<ArchiveManif
     let p = provenance::current();
     Ok(ArchiveManifest {
         id: build_id(),
-        version: p.version.to_string(),
+        version: p.herd_version.to_string(),
         git_commit: p.git_commit.to_string(),
         engines: serde_json::to_value(&p.engines)?,
         files: sources

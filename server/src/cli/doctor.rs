@@ -378,6 +378,9 @@ pub fn store_findings(models: &Path, report: &CheckReport, verify: bool) -> Vec<
 #[derive(serde::Deserialize)]
 struct VersionReply {
     version: String,
+    /// herd's own version (its `version` is the Ollama release it implements).
+    #[serde(default)]
+    herd_version: Option<String>,
     #[serde(default)]
     git_commit: Option<String>,
 }
@@ -437,8 +440,9 @@ async fn port_finding(cfg: &Config) -> Finding {
     let status = reply.status();
     match reply.json::<VersionReply>().await {
         Ok(VersionReply {
-            version,
+            herd_version: Some(version),
             git_commit: Some(commit),
+            ..
         }) => Finding::new(
             Level::Ok,
             "port",

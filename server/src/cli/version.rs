@@ -42,7 +42,7 @@ pub async fn run(host: &OllamaHost) -> anyhow::Result<()> {
         Err(_) => None,
     };
     let pins = crate::provenance::current().pins_line();
-    for line in lines(server.as_deref(), crate::VERSION, &pins) {
+    for line in lines(server.as_deref(), crate::OLLAMA_COMPAT_VERSION, &pins) {
         println!("{line}");
     }
     Ok(())

@@ -80,7 +80,10 @@ impl RowProvenance {
         format!(
             "host {} version {} commit {} engines {} config {} model {}",
             self.host,
-            self.server["version"].as_str().unwrap_or("?"),
+            self.server["herd_version"]
+                .as_str()
+                .or(self.server["version"].as_str())
+                .unwrap_or("?"),
             self.server["git_commit"].as_str().unwrap_or("?"),
             self.server["engines"],
             self.server["config_digest"].as_str().unwrap_or("?"),
