@@ -184,4 +184,10 @@ fn bad_type_non_gguf_and_quantized_sources_fail_cleanly() {
     );
     assert!(!output.exists());
     assert!(!files_in(dir.path()).iter().any(|f| f.ends_with(".partial")));
+    // Dequantizing is allowed: F32 holds the Q8_0 weights exactly (runner-mlx's golden test
+    // compares the engines on such a copy).
+    let f32 = dir.path().join("f32.gguf");
+    let run = quantize(&q8, &f32, "f32");
+    assert!(run.ok, "{:?}", run.lines);
+    assert!(std::fs::metadata(&f32).unwrap().len() > std::fs::metadata(&q8).unwrap().len());
 }

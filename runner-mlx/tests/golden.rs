@@ -1,6 +1,9 @@
 //! Golden parity on SmolLM2-135M: runner-mlx's forward pass on the MLX checkpoint made from the
-//! GGUF (scripts/make-mlx-test-model) against runner-llamacpp on that GGUF, greedy, on fixed
-//! prompts (teacher-forced on llama.cpp's tokens). Tokens compare by their bytes (the llama runner streams token bytes with
+//! GGUF (scripts/make-mlx-test-model) against runner-llamacpp on the same weights, greedy, on
+//! fixed prompts (teacher-forced on llama.cpp's tokens). llama.cpp runs an F32 copy of the Q4_1
+//! GGUF (`runner-llamacpp quantize --type F32` dequantizes exactly): on Q4_1 itself its CPU
+//! kernels round the activations to 8 bits (Q8_1) for every matmul, which MLX never does, so
+//! that comparison measures the kernels' rounding rather than the engines (96.7 % there). Tokens compare by their bytes (the llama runner streams token bytes with
 //! logprobs); the first step's log-probabilities of llama.cpp's top 20 compare numerically.
 //! Also checks that the tokenizers-crate vocabulary tokenizes the prompts as llama.cpp does.
 
@@ -58,6 +61,24 @@ impl Drop for Llama {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `gguf` dequantized to F32 by runner-llamacpp's quantize subcommand, under `dir`.
+fn dequantized(gguf: &Path, dir: &Path) -> PathBuf {
+    let out = dir.join("f32.gguf");
+    let st = Command::new(llama_exe())
+        .arg("quantize")
+        .arg("--input")
+        .arg(gguf)
+        .arg("--output")
+        .arg(&out)
+        .args(["--type", "F32", "--threads", "2"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .expect("run runner-llamacpp quantize");
+    assert!(st.success() && out.is_file(), "dequantizing {gguf:?}: {st}");
+    out
 }
 
 impl Llama {
@@ -133,7 +154,8 @@ fn smollm2_greedy_tokens_match_llama_cpp() {
         .join("SmolLM2-135M-Instruct.Q4_1.gguf");
     let mut m = runner_mlx::load(&dir).expect("load the MLX checkpoint");
     assert!(runner_mlx::PIN.starts_with("mlx-"), "{}", runner_mlx::PIN);
-    let llama = Llama::start(&gguf);
+    let tmp = tempfile::tempdir().unwrap();
+    let llama = Llama::start(&dequantized(&gguf, tmp.path()));
     let by_bytes: HashMap<Vec<u8>, Token> = (0..m.vocab.n_vocab())
         .rev()
         .map(|t| (m.vocab.token_piece(t, true), t))
@@ -237,12 +259,13 @@ fn smollm2_greedy_tokens_match_llama_cpp() {
         "golden: {same}/{total} positions agree ({:.1} %); first step max |Δ logprob| over llama.cpp's top 20 = {max_dl:.4}; MLX greedy time {mlx_time:?}",
         100.0 * same as f64 / total as f64
     );
+    // Measured on the F32 copy: 547/547 positions (100 %), max |Δ logprob| 0.0081. Issue 18's
+    // bar is 99 %.
     assert!(
-        max_dl < 0.5,
+        max_dl < 0.05,
         "first-step log-probabilities differ by {max_dl}"
     );
-    // Measured 96.7 % (issue 18 asks 99 %: not reached yet, see the note).
-    assert!(same * 100 >= total * 90, "{same}/{total} positions agree");
+    assert!(same * 100 >= total * 99, "{same}/{total} positions agree");
 }
 
 fn max_diff(a: &[f32], b: &[f32]) -> f32 {

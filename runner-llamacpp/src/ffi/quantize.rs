@@ -60,7 +60,9 @@ unsafe extern "C" fn quant_log_cb(
 /// Runs `llama_model_quantize(input → output)` to file type `ftype` (see [`ftype`]) on `threads`
 /// threads (0 = llama.cpp's choice). Every llama.cpp log message during the call goes to
 /// `on_log` (one call per message; a message may be part of a line). Requantizing an already
-/// quantized tensor is refused. Returns llama.cpp's failure as `Err(())`; its reason was logged
+/// quantized tensor is refused unless `ftype` is a float type (F32, F16, BF16): that is a
+/// dequantization, which adds no error of its own at F32 (the golden parity test compares
+/// engines on the same weights that way; the server refuses quantized sources itself). Returns llama.cpp's failure as `Err(())`; its reason was logged
 /// at `QuantLog::Error`.
 pub fn model_quantize(
     input: &Path,
@@ -79,7 +81,7 @@ pub fn model_quantize(
         let mut params = sys::llama_model_quantize_default_params();
         params.nthread = threads;
         params.ftype = ftype;
-        params.allow_requantize = false;
+        params.allow_requantize = [ftype::F32, ftype::F16, ftype::BF16].contains(&ftype);
         sys::llama_log_set(
             Some(quant_log_cb),
             &mut sink as *mut QuantSink<'_> as *mut c_void,
