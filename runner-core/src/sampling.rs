@@ -142,9 +142,29 @@ impl<C: Chain> Sampler<C> {
     }
 
     /// The next `sample` may only choose `t`, if the mask allows it (else the mask alone
-    /// decides). The engine writes forced text in the model's own tokenization this way.
+    /// decides). The engine writes forced text in the model's own tokenization this way. A
+    /// restricted sample is no draw: the chain sees the token only through `accept`, so its
+    /// random state is the same whether the token was sampled from a row or taken by
+    /// [`Sampler::take_forced`].
     pub fn restrict_next(&mut self, t: Token) {
         self.only = Some(t);
+    }
+
+    /// Take `t`, which the grammar forces, without a logits row: what a sample restricted to
+    /// `t` chooses (`restrict_next`), with no log-probability. The engine evaluates forced
+    /// tokens this way (grammar fast-forward); `t` must be a token the mask allows.
+    pub fn take_forced(&mut self, t: Token) -> Choice {
+        self.only = None;
+        if let Some(chain) = &mut self.chain {
+            chain.accept(t);
+        }
+        self.mask.commit(t);
+        self.remember(t);
+        Choice {
+            token: t,
+            logprob: None,
+            top: Vec::new(),
+        }
     }
 
     /// The request is constrained (its mask may forbid tokens).
@@ -187,6 +207,7 @@ impl<C: Chain> Sampler<C> {
         top_logprobs: usize,
     ) -> Option<Choice> {
         let mut allowed = self.mask.apply_sparse(logits);
+        let mut only = None;
         if let Some(f) = self.only.take() {
             let ok = match &allowed {
                 Some(ids) => ids.binary_search(&f).is_ok(),
@@ -194,12 +215,21 @@ impl<C: Chain> Sampler<C> {
             };
             if ok {
                 allowed = Some(vec![f]);
+                only = Some(f);
             }
         }
-        if self.penalties_active() {
+        if self.penalties_active() && only.is_none() {
             apply_penalties(logits, &self.counts, &self.p);
         }
         let token = match (&mut self.chain, &allowed) {
+            // The one allowed token: no draw (see `restrict_next`).
+            (chain, _) if only.is_some() => {
+                let t = only?;
+                if let Some(chain) = chain {
+                    chain.accept(t);
+                }
+                t
+            }
             (None, None) => select::argmax(logits)?,
             (None, Some(ids)) => select::argmax_of(logits, ids)?,
             (Some(chain), _) => {
@@ -570,6 +600,40 @@ mod tests {
         keep_only(&mut row, &[2, 5, 9, 40]);
         let kept: Vec<usize> = (0..10).filter(|&i| row[i].is_finite()).collect();
         assert_eq!(kept, vec![2, 5, 9]);
+    }
+
+    /// A restricted sample and `take_forced` choose the same token and leave the chain's random
+    /// state alike, so what follows is the same draw either way (grammar fast-forward on/off).
+    #[test]
+    fn a_restricted_sample_is_no_draw() {
+        let logits: Vec<f32> = (0..50).map(|i| (i % 7) as f32 * 0.3).collect();
+        let run = |how: u8| {
+            let mut s = Sampler::new(&params(0.9, 7), &[], 16, forbid(vec![3]));
+            let first = match how {
+                0 => {
+                    s.restrict_next(11);
+                    s.sample(&mut logits.clone(), false, 0).unwrap().token
+                }
+                1 => s.take_forced(11).token,
+                // No restriction: a real draw, which moves the random state.
+                _ => s.sample(&mut logits.clone(), false, 0).unwrap().token,
+            };
+            let rest: Vec<Token> = (0..20)
+                .map(|_| s.sample(&mut logits.clone(), false, 0).unwrap().token)
+                .collect();
+            (first, rest)
+        };
+        let (sampled, taken, drawn) = (run(0), run(1), run(2));
+        assert_eq!(sampled, taken);
+        assert_eq!(sampled.0, 11);
+        assert_ne!(
+            sampled.1, drawn.1,
+            "a draw moves the state (the check can fail)"
+        );
+        // A restriction the mask forbids falls back to the mask alone.
+        let mut s = Sampler::new(&params(0.0, 0), &[], 16, forbid(vec![6]));
+        s.restrict_next(6);
+        assert_eq!(s.sample(&mut logits.clone(), false, 0).unwrap().token, 13);
     }
 
     #[test]

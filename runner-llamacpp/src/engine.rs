@@ -28,7 +28,9 @@
 //! - Speculative decoding (engine/draft.rs): a decoding slot may put draft tokens after its
 //!   sampled token, each with a logits row. Rows are sampled in order while the sampled token
 //!   equals the next draft token; the draft tokens after the first mismatch (or after the
-//!   request ends) leave the KV and `cache` together, so `cache` == KV still holds.
+//!   request ends) leave the KV and `cache` together, so `cache` == KV still holds. A draft of
+//!   grammar-forced tokens (`forced_run`) has a row only at its end: every earlier row would
+//!   sample the next forced token, so those are taken without rows.
 
 use crate::ffi::{Batch, Context, DecodeError, Model, Row, Token};
 use crate::plan::{self, Take};
@@ -71,6 +73,12 @@ struct Active {
     /// Draft tokens put into this step after `next` (their rows in `draft_rows`).
     draft: Vec<Token>,
     draft_rows: Vec<i32>,
+    /// The rest of the text the grammar forces, in the model's tokens: the next samples are
+    /// restricted to these in order (engine/speculative.rs, `restrict`).
+    forced: VecDeque<Token>,
+    /// This step's draft is forced text evaluated without logits rows: what each of its rows
+    /// would sample is known, so only the last one has a row (`speculative::take_forced`).
+    forced_run: bool,
     /// Tokens the n-gram drafter may propose per step (0 = it is off for this request).
     ngram: usize,
 }
@@ -369,15 +377,24 @@ impl Engine {
                     a.logits_at = Some(idx);
                     slot.cache.push(t);
                     // `propose` sized the drafts to fit the batch beside everything else.
+                    let mut placed = 0;
                     for &d in &a.draft {
                         let pos = slot.cache.len() as i32;
-                        let Some(idx) = self.batch.push(d, pos, slot.seq, true) else {
+                        let Some(idx) = self.batch.push(d, pos, slot.seq, !a.forced_run) else {
                             break;
                         };
-                        a.draft_rows.push(idx);
+                        if a.forced_run {
+                            // Only the run's last row is sampled.
+                            self.batch.set_logits(a.logits_at.unwrap_or(idx), false);
+                            self.batch.set_logits(idx, true);
+                            a.logits_at = Some(idx);
+                        } else {
+                            a.draft_rows.push(idx);
+                        }
+                        placed += 1;
                         slot.cache.push(d);
                     }
-                    a.draft.truncate(a.draft_rows.len());
+                    a.draft.truncate(placed);
                     a.reply.timings.drafted += a.draft.len() as u32;
                 }
             }
@@ -429,7 +446,6 @@ impl Engine {
         }
 
         cancel::heartbeats(&self.slots, &in_prefill);
-        let mut rows_at = Vec::with_capacity(self.slots.len());
         for (k, slot) in self.slots.iter_mut().enumerate() {
             let Some(a) = slot.active.as_mut() else {
                 continue;
@@ -439,6 +455,20 @@ impl Engine {
             } else if a.logits_at.is_some() {
                 a.reply.timings.eval_duration_ns += took;
             }
+        }
+        // Forced runs first: their known tokens are streamed, and a request they end has no
+        // row to sample.
+        let mut cuts = Vec::new();
+        for slot in &mut self.slots {
+            if let Some(cut) = speculative::take_forced(&self.model, slot) {
+                cuts.push((slot.seq, cut));
+            }
+        }
+        let mut rows_at = Vec::with_capacity(self.slots.len());
+        for slot in &mut self.slots {
+            let Some(a) = slot.active.as_mut() else {
+                continue;
+            };
             if let Some(idx) = a.logits_at {
                 let dev = self.ctx.device_sampling(slot.seq);
                 rows_at.push((idx, dev));
@@ -475,7 +505,6 @@ impl Engine {
             .slots
             .iter_mut()
             .filter(|s| s.active.as_ref().is_some_and(|a| a.logits_at.is_some()));
-        let mut cuts = Vec::new();
         for ((slot, choice), more) in sampled.zip(choices).zip(drafted) {
             if let Some(cut) = speculative::verify(&self.model, slot, choice, more) {
                 cuts.push((slot.seq, cut));
@@ -516,6 +545,12 @@ fn on_token(model: &Model, slot: &mut Slot, choice: Choice) {
         return;
     };
     let t = choice.token;
+    // The forced text goes on only while its tokens are the ones chosen.
+    if a.forced.front() == Some(&t) {
+        a.forced.pop_front();
+    } else {
+        a.forced.clear();
+    }
     match a.reply.token(model, model.is_eog(t), &choice) {
         Some(reason) => finish(slot, reason),
         None => a.next = Some(t),

@@ -267,16 +267,43 @@ async fn grammar_fast_forward_gives_the_token_by_token_bytes() {
             "constraint": {"type": "json_schema", "schema": keys_schema(12)},
         })
     };
+    // Forced runs end inside: a stop string in a forced key, a num_predict limit; and with
+    // log-probabilities every forced row is sampled (drafted with rows).
+    let edges = || {
+        let mut stop = req(3);
+        stop["stop"] = json!(["number_4"]);
+        let mut short = req(4);
+        short["num_predict"] = json!(23);
+        let mut lp = req(5);
+        lp["logprobs"] = json!(true);
+        lp["top_logprobs"] = json!(2);
+        lp["num_predict"] = json!(60);
+        [stop, short, lp]
+    };
     let mut off = Vec::new();
+    let mut off_edges = Vec::new();
     {
         let r = Runner::spawn(&smollm(), &["--ctx-size", "1024", "--no-grammar-ff"]);
         r.wait_ready().await;
         for seed in [1, 2] {
             off.push(complete(&r.socket, req(seed)).await);
         }
+        for e in edges() {
+            off_edges.push(complete(&r.socket, e).await);
+        }
     }
     let r = Runner::spawn(&smollm(), &["--ctx-size", "1024"]);
     r.wait_ready().await;
+    for (e, want) in edges().into_iter().zip(&off_edges) {
+        let got = complete(&r.socket, e.clone()).await;
+        assert_eq!(got.text, want.text, "{e}");
+        assert_eq!(got.reason, want.reason, "{e}");
+        assert_eq!(shape(&got), shape(want), "{e}");
+        assert!(got.timings.accepted > 0, "{e}: {:?}", got.timings);
+    }
+    assert_eq!(off_edges[0].reason, DoneReason::Stop);
+    assert!(!off_edges[0].text.contains("number_4"));
+    assert_eq!(off_edges[1].timings.eval_count, 23);
     for (seed, want) in [1, 2].into_iter().zip(&off) {
         let got = complete(&r.socket, req(seed)).await;
         assert_eq!(got.text, want.text, "seed {seed}");

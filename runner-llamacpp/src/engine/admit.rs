@@ -96,6 +96,8 @@ impl Engine {
             needs_row,
             draft: Vec::new(),
             draft_rows: Vec::new(),
+            forced: VecDeque::new(),
+            forced_run: false,
             ngram,
         });
         self.sync_device(i);

@@ -100,6 +100,8 @@ mod tests {
             needs_row: true,
             draft: Vec::new(),
             draft_rows: Vec::new(),
+            forced: Default::default(),
+            forced_run: false,
             ngram: 0,
         }
     }

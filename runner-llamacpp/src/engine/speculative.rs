@@ -134,22 +134,23 @@ fn propose(
     let Some(a) = slot.active.as_mut() else {
         return Vec::new();
     };
+    a.forced_run = false;
     let Some(t) = a.next else {
         return Vec::new();
     };
-    let forced = restrict(model, a);
+    restrict(model, a);
     let left = a.reply.left();
     let room = n_ctx_seq.saturating_sub(slot.cache.len() + 1);
     let n = draft::budget(usize::MAX, left, room, share);
     if n == 0 {
         return Vec::new();
     }
-    // The forced text's last token is left out: it stays free and often merges with the
-    // model's next text, so drafting it mostly costs a rejected row.
-    let mut out = match forced.split_last() {
-        Some((_, head)) if d.grammar_ff => head.to_vec(),
-        _ => Vec::new(),
-    };
+    let mut out = Vec::new();
+    if d.grammar_ff && !a.forced.is_empty() {
+        out.extend(a.forced.iter().take(n));
+        // Without log-probabilities no row of the run but its last is needed.
+        a.forced_run = !(a.req.logprobs || a.req.top_logprobs > 0);
+    }
     if out.is_empty() && a.ngram > 0 {
         slot.cache.push(t);
         out = draft::ngram(&slot.cache, a.ngram);
@@ -160,20 +161,66 @@ fn propose(
 }
 
 /// Forced text goes in the model's own tokenization: when the grammar forces text of two or
-/// more tokens from the request's current state, its next sample may only choose the first.
-/// (The mask alone allows every tokenization of it, and sampling among them picks splits the
-/// model never saw, like `pro`+`per`+`ty`.) The last token of forced text stays free, since it
-/// may merge with what the model writes next (`":`). A function of the grammar state alone, so
-/// a step-by-step run and a drafted run choose the same tokens. Returns the forced tokens.
-pub(super) fn restrict(model: &Model, a: &mut Active) -> Vec<Token> {
+/// more tokens, it is tokenized once, where it starts, and the next samples may only choose its
+/// tokens in order (`Active::forced`; the mask alone allows every tokenization, and sampling
+/// among them picks splits the model never saw, like `pro`+`per`+`ty`). The last token stays
+/// free, since it may merge with what the model writes next (`":`). A function of the grammar
+/// state and the tokens chosen alone, so a step-by-step run and a drafted run choose the same
+/// tokens. Called once before each sample.
+pub(super) fn restrict(model: &Model, a: &mut Active) {
     if a.req.constraint.is_none() {
-        return Vec::new();
+        return;
     }
-    let forced = forced_tokens(model, &a.sampler.forced());
-    if forced.len() >= 2 {
-        a.sampler.restrict_next(forced[0]);
+    if a.forced.is_empty() {
+        let mut forced = forced_tokens(model, &a.sampler.forced());
+        if forced.len() >= 2 {
+            forced.pop();
+            a.forced = forced.into();
+        }
     }
-    forced
+    if let Some(&t) = a.forced.front() {
+        a.sampler.restrict_next(t);
+    }
+}
+
+/// A slot whose draft this step was a forced run (`Active::forced_run`, one row at its end):
+/// its tokens are what the rows before that one would sample, so they are taken in order
+/// (streamed, with stop strings and limits) and the last row is left to sample, restricted to
+/// what is forced after them. Returns the cache length to cut back to when the request ended
+/// inside the run (`cache` is cut already).
+pub(super) fn take_forced(model: &Model, slot: &mut Slot) -> Option<usize> {
+    let a = slot.active.as_mut()?;
+    if !a.forced_run || a.logits_at.is_none() {
+        return None;
+    }
+    a.forced_run = false;
+    let run = std::mem::take(&mut a.draft);
+    // The cache holds the sampled token, then the run.
+    let base = slot.cache.len() - run.len();
+    let mut used = 0;
+    for &t in &run {
+        let Some(a) = slot.active.as_mut() else { break };
+        let c = a.sampler.take_forced(t);
+        on_token(model, slot, c);
+        let Some(a) = slot.active.as_mut() else { break };
+        // `t` is in the KV already: its row (or the last one) decides the next token.
+        a.next = None;
+        a.reply.timings.accepted += 1;
+        used += 1;
+    }
+    match slot.active.as_mut() {
+        Some(a) => {
+            restrict(model, a);
+            None
+        }
+        None => {
+            let cut = base + used;
+            (cut < slot.cache.len()).then(|| {
+                slot.cache.truncate(cut);
+                cut
+            })
+        }
+    }
 }
 
 /// The model's tokens for text a grammar forces: its plain text up to any special token (`0xFF`
@@ -188,5 +235,19 @@ pub(super) fn forced_tokens(model: &Model, bytes: &[u8]) -> Vec<Token> {
     if text.is_empty() {
         return Vec::new();
     }
-    model.tokenize(text, false, false).unwrap_or_default()
+    // Only tokens that spell the forced text (a tokenizer may add a leading space): each is
+    // one the mask allows.
+    let mut at = 0;
+    let mut out = model.tokenize(text, false, false).unwrap_or_default();
+    let good = out
+        .iter()
+        .take_while(|&&t| {
+            let piece = model.token_piece(t, false);
+            let ok = !piece.is_empty() && text.as_bytes()[at..].starts_with(&piece);
+            at += piece.len();
+            ok
+        })
+        .count();
+    out.truncate(good);
+    out
 }

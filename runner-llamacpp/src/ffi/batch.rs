@@ -47,6 +47,13 @@ impl Batch {
         self.raw.n_tokens += 1;
         Some(i as i32)
     }
+
+    /// Whether entry `i` (an index `push` returned) gets a logits row.
+    pub fn set_logits(&mut self, i: i32, logits: bool) {
+        if (0..self.raw.n_tokens).contains(&i) {
+            unsafe { *self.raw.logits.add(i as usize) = logits as i8 }
+        }
+    }
 }
 
 impl Drop for Batch {
