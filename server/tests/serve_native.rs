@@ -113,7 +113,10 @@ async fn smollm2_multi_turn_chat_through_jinja_and_go_templates() {
             )
             .await;
         assert_eq!(r.status, StatusCode::OK, "{}", r.text());
-        let rendered = lines(&r)[0]["_debug_info"]["rendered_template"].clone();
+        // One JSON object, though `stream` defaults to true (Ollama's c.JSON).
+        assert_eq!(lines(&r).len(), 1, "{}", r.text());
+        assert_eq!(r.json()["done"], false, "{}", r.text());
+        let rendered = r.json()["_debug_info"]["rendered_template"].clone();
         assert_eq!(rendered, expected, "{model}");
     }
     // Without a system message the Jinja template adds SmolLM2's default one.

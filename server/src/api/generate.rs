@@ -74,7 +74,8 @@ async fn generate_inner(state: AppState, req: GenerateRequest) -> Result<Respons
         return Ok(Json(generate_done(&req.model, "load")).into_response());
     }
     let name = req.model.clone();
-    let stream = req.streams();
+    // A render-only reply is one JSON object whatever `stream` says, as Ollama writes it.
+    let stream = req.streams() && !req.debug_render_only;
     let chunks = engine
         .generate(GenerateJob {
             model,
@@ -151,7 +152,8 @@ async fn chat_inner(state: AppState, req: ChatRequest) -> Result<Response> {
         return Ok(Json(chat_done(&req.model, "load")).into_response());
     }
     let name = req.model.clone();
-    let stream = req.streams();
+    // A render-only reply is one JSON object whatever `stream` says, as Ollama writes it.
+    let stream = req.streams() && !req.debug_render_only;
     let has_tools = !req.tools.is_empty();
     let chunks = engine
         .chat(ChatJob {
