@@ -176,7 +176,9 @@ def main():
         "chat_over_generate_x16": ratio(agg(x16, "chat"), agg(x16, "gen")),
         "ff_speedup": ratio(run.req_mean(x1, "ff20", "erate"), run.req_mean("herd-x1-ffoff", "ff20", "erate")),
         "ff_speedup_client": ratio(run.req_mean(x1, "ff20", "crate"), run.req_mean("herd-x1-ffoff", "ff20", "crate")),
-        "ff_output_identical": ff_same,
+        # Byte identity on/off is a CPU guarantee (batch-invariant kernels there); on a GPU a
+        # multi-token step rounds differently, so False here is expected, not a failure.
+        "ff_output_identical_gpu_informational": ff_same,
         "ngram_speedup": ratio(run.req_mean("herd-x1-ngram", "copy", "erate"), run.req_mean(x1, "copy", "erate")),
         "ngram_speedup_client": ratio(run.req_mean("herd-x1-ngram", "copy", "crate"), run.req_mean(x1, "copy", "crate")),
         "ngram_greedy_identical": same,
