@@ -264,6 +264,10 @@ fn deploy_rolls_back_failures_and_deploys_a_good_build() {
         id.ends_with(&version["git_commit"].as_str().unwrap()[..12]),
         "{version}"
     );
+    assert!(
+        id.starts_with(&format!("{}-", version["herd_version"].as_str().unwrap())),
+        "{version}"
+    );
     // The digest the server reports is the env file's, as the new herd computes it.
     let want = Command::new("sh")
         .arg("-c")
