@@ -467,5 +467,9 @@ async fn policy_settings_reach_the_real_server() {
         ],
         "{text}"
     );
-    assert!(lines[2].starts_with(&format!("herd {v} (git ")), "{text}");
+    let herd_version = version["herd_version"].as_str().unwrap();
+    assert!(
+        lines[2].starts_with(&format!("herd {herd_version} (git ")),
+        "{text}"
+    );
 }
