@@ -320,6 +320,15 @@ int32_t herd_mlx_forward(HerdMlxModel* m, int32_t n_seg, HerdMlxCache* const* ca
     const float scale = c.attn_scale > 0 ? c.attn_scale : 1.0f / std::sqrt(float(c.head_dim));
     // New cache arrays, committed only after the step evaluates.
     std::vector<std::vector<mx::array>> nk(n_seg), nv(n_seg);
+    // A decode step (one token per sequence): the per-row work (heads, q/k norms, RoPE at each
+    // sequence's own position) runs once over the batch, and only the cache append and the
+    // attention are per sequence, so a step's graph grows by ~6 ops per sequence and layer
+    // instead of ~18 (MLX's per-op cost dominates batched decode on a GPU). Row-wise ops: the
+    // same numbers as the per-segment path.
+    const bool decode = total == n_seg;
+    std::vector<int32_t> offs(n_seg);
+    for (int s = 0; s < n_seg; s++) offs[s] = caches[s]->len;
+    const auto off_arr = mx::array(offs.data(), {n_seg}, mx::int32);
     for (size_t li = 0; li < m->layers.size(); li++) {
       const auto& l = m->layers[li];
       const bool sliding = c.sliding_window > 0 &&
@@ -330,29 +339,60 @@ int32_t herd_mlx_forward(HerdMlxModel* m, int32_t n_seg, HerdMlxCache* const* ca
       auto h = mx::fast::rms_norm(x, l.attn_norm, c.norm_eps);
       auto q = l.q.apply(h), k = l.k.apply(h), v = l.v.apply(h);
       std::vector<mx::array> outs;
-      for (int s = 0; s < n_seg; s++) {
-        int a = starts[s], n = n_tokens[s];
-        auto part = [&](const mx::array& t, int heads) {
-          auto p = mx::slice(t, {0, a, 0}, {1, a + n, heads * c.head_dim});
-          return mx::transpose(mx::reshape(p, {1, n, heads, c.head_dim}), {0, 2, 1, 3});
+      if (decode) {
+        // [B, heads, 1, head_dim]
+        auto heads = [&](const mx::array& t, int n) {
+          return mx::transpose(mx::reshape(t, {n_seg, 1, n, c.head_dim}), {0, 2, 1, 3});
         };
-        int off = caches[s]->len;
-        auto qh = part(q, c.n_head), kh = part(k, c.n_head_kv);
+        auto qh = heads(q, c.n_head), kh = heads(k, c.n_head_kv), vh = heads(v, c.n_head_kv);
         if (l.q_norm) {
           qh = mx::fast::rms_norm(qh, *l.q_norm, c.norm_eps);
           kh = mx::fast::rms_norm(kh, *l.k_norm, c.norm_eps);
         }
-        auto qs = mx::fast::rope(qh, c.head_dim, c.rope_traditional != 0, base, pos_scale, off);
-        auto ks = mx::fast::rope(kh, c.head_dim, c.rope_traditional != 0, base, pos_scale, off);
-        auto vs = part(v, c.n_head_kv);
-        if (off > 0) {
-          ks = mx::concatenate({caches[s]->k[li], ks}, 2);
-          vs = mx::concatenate({caches[s]->v[li], vs}, 2);
+        auto qs = mx::fast::rope(qh, c.head_dim, c.rope_traditional != 0, base, pos_scale, off_arr);
+        auto ks = mx::fast::rope(kh, c.head_dim, c.rope_traditional != 0, base, pos_scale, off_arr);
+        for (int s = 0; s < n_seg; s++) {
+          auto row = [&](const mx::array& t, int n) {
+            return mx::slice(t, {s, 0, 0, 0}, {s + 1, n, 1, c.head_dim});
+          };
+          auto kn = row(ks, c.n_head_kv), vn = row(vh, c.n_head_kv);
+          if (offs[s] > 0) {
+            kn = mx::concatenate({caches[s]->k[li], kn}, 2);
+            vn = mx::concatenate({caches[s]->v[li], vn}, 2);
+          }
+          nk[s].push_back(kn);
+          nv[s].push_back(vn);
+          outs.push_back(attend(row(qs, c.n_head), kn, vn, scale, offs[s], window, c.attn_softcap));
         }
-        nk[s].push_back(ks);
-        nv[s].push_back(vs);
-        auto o = attend(qs, ks, vs, scale, off, window, c.attn_softcap);
-        outs.push_back(mx::reshape(mx::transpose(o, {0, 2, 1, 3}), {1, n, c.n_head * c.head_dim}));
+        // [B, H, 1, d] -> [1, B, H*d]: the rows in segment order, as below.
+        auto o = outs.size() == 1 ? outs[0] : mx::concatenate(outs, 0);
+        auto attn = mx::reshape(mx::transpose(o, {0, 2, 1, 3}), {1, n_seg, c.n_head * c.head_dim});
+        outs.assign(1, attn);
+      } else {
+        for (int s = 0; s < n_seg; s++) {
+          int a = starts[s], n = n_tokens[s];
+          auto part = [&](const mx::array& t, int heads) {
+            auto p = mx::slice(t, {0, a, 0}, {1, a + n, heads * c.head_dim});
+            return mx::transpose(mx::reshape(p, {1, n, heads, c.head_dim}), {0, 2, 1, 3});
+          };
+          int off = caches[s]->len;
+          auto qh = part(q, c.n_head), kh = part(k, c.n_head_kv);
+          if (l.q_norm) {
+            qh = mx::fast::rms_norm(qh, *l.q_norm, c.norm_eps);
+            kh = mx::fast::rms_norm(kh, *l.k_norm, c.norm_eps);
+          }
+          auto qs = mx::fast::rope(qh, c.head_dim, c.rope_traditional != 0, base, pos_scale, off);
+          auto ks = mx::fast::rope(kh, c.head_dim, c.rope_traditional != 0, base, pos_scale, off);
+          auto vs = part(v, c.n_head_kv);
+          if (off > 0) {
+            ks = mx::concatenate({caches[s]->k[li], ks}, 2);
+            vs = mx::concatenate({caches[s]->v[li], vs}, 2);
+          }
+          nk[s].push_back(ks);
+          nv[s].push_back(vs);
+          auto o = attend(qs, ks, vs, scale, off, window, c.attn_softcap);
+          outs.push_back(mx::reshape(mx::transpose(o, {0, 2, 1, 3}), {1, n, c.n_head * c.head_dim}));
+        }
       }
       auto attn = outs.size() == 1 ? outs[0] : mx::concatenate(outs, 1);
       auto a = l.o.apply(attn);

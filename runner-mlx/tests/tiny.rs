@@ -4,7 +4,8 @@
 //! embeddings) and gemma3 text ((1 + w) norms, post-norms, GELU-tanh, scaled embedding,
 //! sliding-window layers with their own RoPE base beside global ones with linear rope scaling,
 //! soft-capping). runner-mlx's logits must match the independent f64 reference there through a
-//! prefill, a decode step with the cache, a two-sequence step and a truncated cache.
+//! prefill, a decode step with the cache, a two-sequence prefill and decode step and a truncated
+//! cache.
 
 #[path = "support/tiny_model.rs"]
 mod tiny_model;
@@ -62,6 +63,20 @@ fn check_prompt(c: Cfg, prompt: &[i32]) {
     let step = m.model.forward(&mut [(&mut a, &prompt[n - 1..])]).unwrap();
     let d = max_diff(&step, &want);
     assert!(d < tol, "prefill+decode differs from the reference by {d}");
+
+    // A decode step of two sequences at different positions (one batched RoPE, per-sequence
+    // attention): each gets its own logits.
+    let (mut p, mut q) = (m.model.new_cache(), m.model.new_cache());
+    m.model.forward(&mut [(&mut p, &prompt[..n - 1])]).unwrap();
+    m.model.forward(&mut [(&mut q, &other[..2])]).unwrap();
+    let both = m
+        .model
+        .forward(&mut [(&mut q, &other[2..]), (&mut p, &prompt[n - 1..])])
+        .unwrap();
+    let d = max_diff(&both[c.vocab..], &want);
+    assert!(d < tol, "a two-sequence decode step differs by {d}");
+    let d = max_diff(&both[..c.vocab], &reference(&c, &t, &other));
+    assert!(d < tol, "its other sequence differs by {d}");
 
     // The whole prompt beside another sequence in one step: each gets its own logits.
     let (mut b, mut o) = (m.model.new_cache(), m.model.new_cache());
