@@ -65,7 +65,9 @@ void herd_mlx_cache_truncate(HerdMlxCache* c, int32_t len);
 
 // One step over `n_seg` segments: segment i appends its `n_tokens[i]` tokens (consecutive in
 // `tokens`) to `caches[i]` (distinct caches) and gets the logits of its last token in
-// `logits[i * n_vocab ..]` (float32). Returns 0, or -1 with `err` set (caches unchanged).
+// `logits[i * n_vocab ..]` (float32). Returns 0, or -1 with `err` set: bad input (a token out
+// of range, an empty segment) leaves the caches unchanged; a failed evaluation empties them
+// (length 0), since their buffers are written in place.
 int32_t herd_mlx_forward(HerdMlxModel* m, int32_t n_seg, HerdMlxCache* const* caches,
                          const int32_t* tokens, const int32_t* n_tokens, float* logits, char* err,
                          size_t err_len);

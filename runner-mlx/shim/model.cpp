@@ -3,10 +3,10 @@
 // one step over many sequences.
 //
 // Invariants: activations are float32 (scales, biases and norms are cast at load), so CPU
-// results track llama.cpp's f32 path; a cache holds, per layer, K and V as [1, n_head_kv, len,
-// head_dim], already rotated, for every position (sliding-window layers included: the window
-// is a mask, so truncating a cache for prefix reuse stays exact); a failed step leaves every
-// cache as it was.
+// results track llama.cpp's f32 path; a cache holds, per layer, K and V, already rotated, for
+// every position below its `len` (sliding-window layers included: the window is a mask, so
+// truncating a cache for prefix reuse stays exact); a failed step empties the caches it was
+// given (their buffers were being written in place) and leaves the others as they were.
 #include "herd_mlx.h"
 #include "util.h"
 
@@ -68,9 +68,14 @@ struct HerdMlxModel {
   uint64_t bytes = 0;
 };
 
+// Per layer, K and V buffers [1, n_head_kv, cap, head_dim] (empty until the first step) of
+// which positions [0, len) hold the sequence; the rest is room to append into. A step writes its
+// rows in place (`slice_update` on a buffer only the step's graph references, which MLX donates),
+// so appending costs the new rows, not a copy of the whole cache, and truncating is free.
 struct HerdMlxCache {
-  std::vector<mx::array> k, v;  // per layer; empty vectors until the first step
+  std::vector<mx::array> k, v;
   int32_t len = 0;
+  int32_t cap = 0;
 };
 
 namespace {
@@ -170,6 +175,34 @@ mx::array gelu_tanh(const mx::array& x) {
   auto inner = mx::multiply(mx::array(c),
                             mx::add(x, mx::multiply(mx::array(0.044715f), mx::power(x, mx::array(3.0f)))));
   return mx::multiply(mx::multiply(mx::array(0.5f), x), mx::add(mx::array(1.0f), mx::tanh(inner)));
+}
+
+// Positions a cache's buffers grow by (mlx-lm's step): a regrow copies the cache once per
+// this many appended positions.
+constexpr int kCacheStep = 256;
+
+// Appends k, v [1, n_head_kv, n, head_dim] at position `off` of layer `li`'s buffers of `c`
+// (grown to `cap` first when `cap` is larger) and returns that layer's K and V for positions
+// [0, off + n). The buffer is replaced at once, so the old one is referenced by this step's
+// graph alone and its update happens in place.
+std::pair<mx::array, mx::array> append(HerdMlxCache* c, size_t li, const mx::array& k,
+                                       const mx::array& v, int off, int cap) {
+  const int n = k.shape(2), kv = k.shape(1), d = k.shape(3);
+  if (c->k.size() <= li) {
+    c->k.push_back(mx::zeros({1, kv, cap, d}, mx::float32));
+    c->v.push_back(mx::zeros({1, kv, cap, d}, mx::float32));
+  } else if (c->k[li].shape(2) < cap) {
+    for (auto* b : {&c->k[li], &c->v[li]}) {
+      auto fill = mx::zeros({1, kv, cap - off, d}, mx::float32);
+      *b = off > 0 ? mx::concatenate({mx::slice(*b, {0, 0, 0, 0}, {1, kv, off, d}), fill}, 2)
+                   : fill;
+    }
+  }
+  const mx::Shape start{0, 0, off, 0}, stop{1, kv, off + n, d};
+  c->k[li] = mx::slice_update(c->k[li], k, start, stop);
+  c->v[li] = mx::slice_update(c->v[li], v, start, stop);
+  return {mx::slice(c->k[li], {0, 0, 0, 0}, {1, kv, off + n, d}),
+          mx::slice(c->v[li], {0, 0, 0, 0}, {1, kv, off + n, d})};
 }
 
 }  // namespace
@@ -281,27 +314,14 @@ void herd_mlx_cache_free(HerdMlxCache* c) { delete c; }
 int32_t herd_mlx_cache_len(const HerdMlxCache* c) { return c->len; }
 
 void herd_mlx_cache_truncate(HerdMlxCache* c, int32_t len) {
-  if (len >= c->len) return;
-  if (len <= 0) {
-    c->k.clear();
-    c->v.clear();
-    c->len = 0;
-    return;
-  }
-  for (auto* kv : {&c->k, &c->v})
-    for (auto& a : *kv) {
-      auto s = a.shape();
-      a = mx::slice(a, {0, 0, 0, 0}, {s[0], s[1], len, s[3]});
-    }
-  std::vector<mx::array> all(c->k);
-  all.insert(all.end(), c->v.begin(), c->v.end());
-  mx::eval(all);
-  c->len = len;
+  if (len < c->len) c->len = len < 0 ? 0 : len;
 }
 
 int32_t herd_mlx_forward(HerdMlxModel* m, int32_t n_seg, HerdMlxCache* const* caches,
                          const int32_t* tokens, const int32_t* n_tokens, float* logits, char* err,
                          size_t err_len) {
+  // Set once the caches' buffers start to be replaced: before that an error leaves them alone.
+  bool writing = false;
   try {
     const auto& c = m->cfg;
     int total = 0;
@@ -318,8 +338,13 @@ int32_t herd_mlx_forward(HerdMlxModel* m, int32_t n_seg, HerdMlxCache* const* ca
     auto x = mx::reshape(m->embed.rows(ids), {1, total, c.n_embd});
     if (m->embed_scale != 1.0f) x = mx::multiply(x, mx::array(m->embed_scale));
     const float scale = c.attn_scale > 0 ? c.attn_scale : 1.0f / std::sqrt(float(c.head_dim));
-    // New cache arrays, committed only after the step evaluates.
-    std::vector<std::vector<mx::array>> nk(n_seg), nv(n_seg);
+    // Each cache's capacity for this step (kCacheStep-rounded), set on it once it evaluated.
+    std::vector<int> caps(n_seg);
+    for (int s = 0; s < n_seg; s++) {
+      const int need = caches[s]->len + n_tokens[s];
+      caps[s] = need <= caches[s]->cap ? caches[s]->cap
+                                       : (need + kCacheStep - 1) / kCacheStep * kCacheStep;
+    }
     // A decode step (one token per sequence): the per-row work (heads, q/k norms, RoPE at each
     // sequence's own position) runs once over the batch, and only the cache append and the
     // attention are per sequence, so a step's graph grows by ~6 ops per sequence and layer
@@ -329,6 +354,7 @@ int32_t herd_mlx_forward(HerdMlxModel* m, int32_t n_seg, HerdMlxCache* const* ca
     std::vector<int32_t> offs(n_seg);
     for (int s = 0; s < n_seg; s++) offs[s] = caches[s]->len;
     const auto off_arr = mx::array(offs.data(), {n_seg}, mx::int32);
+    writing = true;
     for (size_t li = 0; li < m->layers.size(); li++) {
       const auto& l = m->layers[li];
       const bool sliding = c.sliding_window > 0 &&
@@ -355,14 +381,9 @@ int32_t herd_mlx_forward(HerdMlxModel* m, int32_t n_seg, HerdMlxCache* const* ca
           auto row = [&](const mx::array& t, int n) {
             return mx::slice(t, {s, 0, 0, 0}, {s + 1, n, 1, c.head_dim});
           };
-          auto kn = row(ks, c.n_head_kv), vn = row(vh, c.n_head_kv);
-          if (offs[s] > 0) {
-            kn = mx::concatenate({caches[s]->k[li], kn}, 2);
-            vn = mx::concatenate({caches[s]->v[li], vn}, 2);
-          }
-          nk[s].push_back(kn);
-          nv[s].push_back(vn);
-          outs.push_back(attend(row(qs, c.n_head), kn, vn, scale, offs[s], window, c.attn_softcap));
+          auto [kc, vc] = append(caches[s], li, row(ks, c.n_head_kv), row(vh, c.n_head_kv),
+                                 offs[s], caps[s]);
+          outs.push_back(attend(row(qs, c.n_head), kc, vc, scale, offs[s], window, c.attn_softcap));
         }
         // [B, H, 1, d] -> [1, B, H*d]: the rows in segment order, as below.
         auto o = outs.size() == 1 ? outs[0] : mx::concatenate(outs, 0);
@@ -383,14 +404,8 @@ int32_t herd_mlx_forward(HerdMlxModel* m, int32_t n_seg, HerdMlxCache* const* ca
           }
           auto qs = mx::fast::rope(qh, c.head_dim, c.rope_traditional != 0, base, pos_scale, off);
           auto ks = mx::fast::rope(kh, c.head_dim, c.rope_traditional != 0, base, pos_scale, off);
-          auto vs = part(v, c.n_head_kv);
-          if (off > 0) {
-            ks = mx::concatenate({caches[s]->k[li], ks}, 2);
-            vs = mx::concatenate({caches[s]->v[li], vs}, 2);
-          }
-          nk[s].push_back(ks);
-          nv[s].push_back(vs);
-          auto o = attend(qs, ks, vs, scale, off, window, c.attn_softcap);
+          auto [kc, vc] = append(caches[s], li, ks, part(v, c.n_head_kv), off, caps[s]);
+          auto o = attend(qs, kc, vc, scale, off, window, c.attn_softcap);
           outs.push_back(mx::reshape(mx::transpose(o, {0, 2, 1, 3}), {1, n, c.n_head * c.head_dim}));
         }
       }
@@ -415,18 +430,23 @@ int32_t herd_mlx_forward(HerdMlxModel* m, int32_t n_seg, HerdMlxCache* const* ca
     }
     std::vector<mx::array> all{out};
     for (int s = 0; s < n_seg; s++) {
-      all.insert(all.end(), nk[s].begin(), nk[s].end());
-      all.insert(all.end(), nv[s].begin(), nv[s].end());
+      all.insert(all.end(), caches[s]->k.begin(), caches[s]->k.end());
+      all.insert(all.end(), caches[s]->v.begin(), caches[s]->v.end());
     }
     mx::eval(all);
     std::memcpy(logits, out.data<float>(), size_t(n_seg) * c.n_vocab * sizeof(float));
     for (int s = 0; s < n_seg; s++) {
-      caches[s]->k = std::move(nk[s]);
-      caches[s]->v = std::move(nv[s]);
       caches[s]->len += n_tokens[s];
+      caches[s]->cap = caps[s];
     }
     return 0;
   } catch (const std::exception& e) {
+    // The buffers may have been written in place: start these sequences over.
+    for (int s = 0; writing && s < n_seg; s++) {
+      caches[s]->k.clear();
+      caches[s]->v.clear();
+      caches[s]->len = caches[s]->cap = 0;
+    }
     herd::set_err(err, err_len, e.what());
     return -1;
   }

@@ -6,7 +6,8 @@
 //!
 //! Invariants:
 //! - `slot.tokens[i]` is the token at position `i` of `slot.cache`, for every `i`: tokens are
-//!   pushed only after a forward step succeeded (a failed step changes no cache), and every cut
+//!   pushed only after a forward step succeeded (a failed step changes no cache, or empties
+//!   it: then the tokens are cut to match), and every cut
 //!   (prefix reuse, context shift) cuts both the same way.
 //! - A sampled token is streamed when sampled and enters the cache on the next step, so a
 //!   finished or cancelled request leaves `tokens` == cache, ready for prefix reuse.
@@ -266,7 +267,10 @@ impl Engine {
             Ok(l) => l,
             Err(e) => {
                 for f in &feeds {
-                    if let Some(a) = self.slots[f.slot].active.take() {
+                    // A failed evaluation empties the step's caches (ffi::Model::forward).
+                    let slot = &mut self.slots[f.slot];
+                    slot.tokens.truncate(slot.cache.len());
+                    if let Some(a) = slot.active.take() {
                         a.reply
                             .fail(ErrorKind::Internal, format!("MLX step failed: {e}"));
                     }

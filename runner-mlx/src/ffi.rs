@@ -155,7 +155,9 @@ impl Model {
     }
 
     /// One step: segment i appends `segments[i].1` to `segments[i].0`; returns the logits of
-    /// each segment's last token, `n_vocab` per segment. On error no cache changed.
+    /// each segment's last token, `n_vocab` per segment. On error from bad input no cache
+    /// changed; when evaluation itself failed the segments' caches are empty (`len` 0), since
+    /// their buffers are written in place.
     pub fn forward(&mut self, segments: &mut [(&mut Cache, &[i32])]) -> Result<Vec<f32>, String> {
         let caches: Vec<*mut RawCache> = segments.iter().map(|(c, _)| c.ptr.as_ptr()).collect();
         let counts: Vec<i32> = segments.iter().map(|(_, t)| t.len() as i32).collect();
