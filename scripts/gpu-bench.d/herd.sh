@@ -197,6 +197,14 @@ hb_herd() {
   else
     hb_na herd-x16-nohold gen "runner has no --no-first-token-hold"
   fi
+  # A/B of grammar fast-forward under concurrency: run J's constrained x16 (0.76 of free) had
+  # every forced token drafted with a full logits row; forced runs carry no rows now.
+  hb_stamp "herd x$HB_CONC grammar fast-forward off"
+  if w=$(hb_wrapper noff --no-grammar-ff) && hb_serve "$HB_CONC" "$HB_CTX16" "$w"; then
+    hb_client "herd-x16-ffoff" "$HB_CONC" --num-ctx "$HB_CTX16" gen:1 fmt:2
+  else
+    hb_na herd-x16-ffoff fmt "runner has no --no-grammar-ff"
+  fi
   hb_stamp "self-draft (x$HB_CONC)"
   if [ "$HB_SD" = 1 ] && hb_serve "$HB_CONC" "$HB_CTX16" "$HB_RUNNER"; then
     hb_client herd-x16-sd "$HB_CONC" --model bench-sd --num-ctx "$HB_CTX16" gen:2

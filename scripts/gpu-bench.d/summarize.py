@@ -173,6 +173,9 @@ def main():
         "fmt_over_free_x16_aggregate": ratio(agg(x16, "fmt"), agg(x16, "gen")),
         # The constrained x16 A/B of the first-token hold (run I: 0.72 with it, 0.93 before it).
         "fmt_over_free_x16_nohold": ratio(med("herd-x16-nohold", "fmt"), med("herd-x16-nohold", "gen")),
+        # The same with grammar fast-forward off, and constrained x16 with it on ÷ off.
+        "fmt_over_free_x16_ffoff": ratio(med("herd-x16-ffoff", "fmt"), med("herd-x16-ffoff", "gen")),
+        "fmt_x16_ff_over_ffoff": ratio(med(x16, "fmt"), med("herd-x16-ffoff", "fmt")),
         "chat_over_generate_x16": ratio(agg(x16, "chat"), agg(x16, "gen")),
         "ff_speedup": ratio(run.req_mean(x1, "ff20", "erate"), run.req_mean("herd-x1-ffoff", "ff20", "erate")),
         "ff_speedup_client": ratio(run.req_mean(x1, "ff20", "crate"), run.req_mean("herd-x1-ffoff", "ff20", "crate")),
