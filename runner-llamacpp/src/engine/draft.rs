@@ -51,9 +51,31 @@ pub fn budget(want: usize, left: u32, room: usize, share: usize) -> usize {
         .min(share)
 }
 
+/// The draft length every decoding slot of a step keeps, given what each drafted (`lens`, one
+/// per decoding slot): the shortest, so every sequence brings the same token count and the step
+/// stays one llama.cpp pass (engine/speculative.rs, `propose_all`). One slot keeps its own.
+pub fn common_len(lens: &[usize]) -> usize {
+    lens.iter().copied().min().unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_step_keeps_the_shortest_draft() {
+        let cases: &[(&[usize], usize)] = &[
+            (&[], 0),
+            (&[5], 5),
+            (&[5, 3, 7], 3),
+            // A slot without a draft keeps every other to none.
+            (&[4, 0, 4], 0),
+            (&[2, 2], 2),
+        ];
+        for &(lens, want) in cases {
+            assert_eq!(common_len(lens), want, "{lens:?}");
+        }
+    }
 
     #[test]
     fn ngram_continues_the_latest_longest_match() {

@@ -56,11 +56,38 @@ pub(super) fn verify(
     })
 }
 
-/// Fill each decoding slot's draft, sharing the batch room (`capacity`) left after every slot's
+/// Fill each decoding slot's draft (`fill`), then cut every draft to the step's common length
+/// (`draft::common_len`): with one KV stream per sequence, llama.cpp evaluates a batch whose
+/// sequences bring different token counts as one pass per distinct count (`split_equal`), each
+/// reading all the weights again, so unequal drafts would turn one step into several.
+pub(super) fn propose_all(
+    model: &Model,
+    slots: &mut [Slot],
+    drafter: Option<&mut DraftModel>,
+    d: &Drafting,
+    n_ctx_seq: usize,
+    capacity: usize,
+) {
+    fill(model, slots, drafter, d, n_ctx_seq, capacity);
+    let lens: Vec<usize> = slots
+        .iter()
+        .filter_map(|s| s.active.as_ref().filter(|a| a.next.is_some()))
+        .map(|a| a.draft.len())
+        .collect();
+    let keep = draft::common_len(&lens);
+    for a in slots.iter_mut().filter_map(|s| s.active.as_mut()) {
+        a.draft.truncate(keep);
+        if a.draft.is_empty() {
+            a.forced_run = false;
+        }
+    }
+}
+
+/// Each decoding slot's draft, sharing the batch room (`capacity`) left after every slot's
 /// sampled token equally among the decoding slots. Slots without a grammar or n-gram draft ask
 /// the draft model, all in one batched draft run (constrained ones only when drafting under
 /// grammar is on, as for the n-gram drafter).
-pub(super) fn propose_all(
+fn fill(
     model: &Model,
     slots: &mut [Slot],
     drafter: Option<&mut DraftModel>,
