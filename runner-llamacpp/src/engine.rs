@@ -266,7 +266,7 @@ impl Engine {
         }
     }
 
-    /// Fill each decoding slot's draft (engine/speculative.rs).
+    /// Fill each decoding slot's draft and cut them to one length (engine/speculative.rs).
     fn propose(&mut self) {
         speculative::propose_all(
             &self.model,
@@ -276,6 +276,7 @@ impl Engine {
             self.n_ctx_seq,
             self.batch.capacity(),
         );
+        speculative::equalize(&mut self.slots);
     }
 
     /// One batched decode. Returns false when the engine must stop (shutdown aborted it).
@@ -384,15 +385,17 @@ impl Engine {
                             break;
                         };
                         if a.forced_run {
-                            // Only the run's last row is sampled.
-                            self.batch.set_logits(a.logits_at.unwrap_or(idx), false);
-                            self.batch.set_logits(idx, true);
                             a.logits_at = Some(idx);
                         } else {
                             a.draft_rows.push(idx);
                         }
                         placed += 1;
                         slot.cache.push(d);
+                    }
+                    if a.forced_run && placed > 0 {
+                        // Only the run's last row is sampled.
+                        self.batch.set_logits(idx, false);
+                        self.batch.set_logits(a.logits_at.unwrap_or(idx), true);
                     }
                     a.draft.truncate(placed);
                     a.reply.timings.drafted += a.draft.len() as u32;

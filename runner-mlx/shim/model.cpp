@@ -396,7 +396,7 @@ int32_t herd_mlx_forward(HerdMlxModel* m, int32_t n_seg, HerdMlxCache* const* ca
             auto p = mx::slice(t, {0, a, 0}, {1, a + n, heads * c.head_dim});
             return mx::transpose(mx::reshape(p, {1, n, heads, c.head_dim}), {0, 2, 1, 3});
           };
-          int off = caches[s]->len;
+          const int off = offs[s];
           auto qh = part(q, c.n_head), kh = part(k, c.n_head_kv);
           if (l.q_norm) {
             qh = mx::fast::rms_norm(qh, *l.q_norm, c.norm_eps);

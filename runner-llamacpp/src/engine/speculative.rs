@@ -56,19 +56,11 @@ pub(super) fn verify(
     })
 }
 
-/// Fill each decoding slot's draft (`fill`), then cut every draft to the step's common length
-/// (`draft::common_len`): with one KV stream per sequence, llama.cpp evaluates a batch whose
-/// sequences bring different token counts as one pass per distinct count (`split_equal`), each
-/// reading all the weights again, so unequal drafts would turn one step into several.
-pub(super) fn propose_all(
-    model: &Model,
-    slots: &mut [Slot],
-    drafter: Option<&mut DraftModel>,
-    d: &Drafting,
-    n_ctx_seq: usize,
-    capacity: usize,
-) {
-    fill(model, slots, drafter, d, n_ctx_seq, capacity);
+/// Cut every decoding slot's draft to the step's common length (`draft::common_len`): with one
+/// KV stream per sequence, llama.cpp evaluates a batch whose sequences bring different token
+/// counts as one pass per distinct count (`split_equal`), each reading all the weights again, so
+/// unequal drafts would turn one step into several. Runs after `propose_all`.
+pub(super) fn equalize(slots: &mut [Slot]) {
     let lens: Vec<usize> = slots
         .iter()
         .filter_map(|s| s.active.as_ref().filter(|a| a.next.is_some()))
@@ -83,11 +75,11 @@ pub(super) fn propose_all(
     }
 }
 
-/// Each decoding slot's draft, sharing the batch room (`capacity`) left after every slot's
+/// Fill each decoding slot's draft, sharing the batch room (`capacity`) left after every slot's
 /// sampled token equally among the decoding slots. Slots without a grammar or n-gram draft ask
 /// the draft model, all in one batched draft run (constrained ones only when drafting under
 /// grammar is on, as for the n-gram drafter).
-fn fill(
+pub(super) fn propose_all(
     model: &Model,
     slots: &mut [Slot],
     drafter: Option<&mut DraftModel>,

@@ -62,8 +62,8 @@ unsafe extern "C" fn quant_log_cb(
 /// `on_log` (one call per message; a message may be part of a line). Requantizing an already
 /// quantized tensor is refused unless `ftype` is a float type (F32, F16, BF16): that is a
 /// dequantization, which adds no error of its own at F32 (the golden parity test compares
-/// engines on the same weights that way; the server refuses quantized sources itself). Returns llama.cpp's failure as `Err(())`; its reason was logged
-/// at `QuantLog::Error`.
+/// engines on the same weights that way; the server refuses quantized sources itself).
+/// Returns llama.cpp's failure as `Err(())`; its reason was logged at `QuantLog::Error`.
 pub fn model_quantize(
     input: &Path,
     output: &Path,
