@@ -58,13 +58,22 @@ hb_stop() {
   fi
 }
 
-# hb_wrapper TAG FLAGS...: prints the path of a runner wrapper adding FLAGS to serve runs (not to
-# subcommands such as `quantize`), or fails when the runner does not accept FLAGS.
+# hb_wrapper TAG [VAR=VALUE...] FLAGS...: prints the path of a runner wrapper adding FLAGS to
+# serve runs (not to subcommands such as `quantize`) with the VARs in its environment, or fails
+# when the runner does not accept FLAGS.
 hb_wrapper() {
   local tag=$1; shift
+  local envs=()
+  while [ $# -gt 0 ] && [[ $1 =~ ^[A-Z_][A-Z0-9_]*= ]]; do envs+=("$1"); shift; done
   "$HB_RUNNER" "$@" --help > /dev/null 2>&1 || return 1
   local w; w="${HB_WRAP_DIR:-$(dirname "$HB_RUNNER")}/runner-llamacpp-$tag"
   { echo '#!/bin/sh'
+    local e; for e in "${envs[@]}"; do echo "export $e"; done
+    # herd always passes --threads: a --threads among FLAGS replaces it (clap refuses two).
+    if [[ " $* " == *" --threads "* ]]; then
+      echo 'case "$1" in -*) skip=; for a do shift; [ -n "$skip" ] && { skip=; continue; }'
+      echo '  [ "$a" = --threads ] && { skip=1; continue; }; set -- "$@" "$a"; done ;; esac'
+    fi
     echo "case \"\$1\" in -*) exec '$HB_RUNNER' \"\$@\" $* ;; esac"
     echo "exec '$HB_RUNNER' \"\$@\""; } > "$w"
   chmod +x "$w"
@@ -74,7 +83,7 @@ hb_wrapper() {
 hb_client() { # LABEL CONC ARGS... (PHASE:ROUNDS items among ARGS)
   local label=$1 conc=$2; shift 2
   python3 "$HB_D/herd_client.py" --url "$(HB_URL)" --label "$label" --conc "$conc" \
-    --out "$HB_RESULTS" --num-predict "$HB_NP" --prompt-words "${HB_PROMPT_WORDS:-123}" --herd-pid "${HB_PID:-0}" \
+    --out "$HB_RESULTS" --num-predict "$HB_NP" --prompt-words "${HB_PROMPT_WORDS:-123}" --herd-pid "${HB_PID:-0}" --mark "$HB_LOG" \
     --copy-words "$HB_COPY_WORDS" --copy-predict "$HB_COPY_NP" --ff-predict "$HB_FF_NP" "$@" \
     || hb_stamp "client $label failed rc=$?"
 }
@@ -166,6 +175,10 @@ hb_herd() {
   if hb_serve 1 "$HB_CTX1" "$HB_RUNNER"; then
     hb_client herd-x1 1 --num-ctx "$HB_CTX1" gen:"$HB_R" probe:"$HB_PROBES" chat:1 fmt:"$HB_R" ff20:2 copy:2 mem
   fi
+  hb_stamp "herd x1 OMP_WAIT_POLICY=PASSIVE"
+  if w=$(hb_wrapper passive OMP_WAIT_POLICY=PASSIVE) && hb_serve 1 "$HB_CTX1" "$w"; then
+    hb_client herd-x1-passive 1 --num-ctx "$HB_CTX1" gen:"$HB_R" fmt:2
+  fi
   hb_stamp "grammar fast-forward off (x1)"
   if w=$(hb_wrapper noff --no-grammar-ff) && hb_serve 1 "$HB_CTX1" "$w"; then
     hb_client herd-x1-ffoff 1 --num-ctx "$HB_CTX1" ff20:2
@@ -185,7 +198,10 @@ hb_herd() {
     hb_na herd-x1-sd gen "bench-sd not created: ${HB_SD_WHY:-}"
   fi
   hb_stamp "herd x$HB_CONC"
-  if hb_serve "$HB_CONC" "$HB_CTX16" "$HB_RUNNER"; then
+  # With the runner's per-phase step times (`--step-stats`; a few clock reads a step), which
+  # summarize.py --herd-log sets beside each client phase: where constrained x16 loses.
+  local r16; r16=$(hb_wrapper stats --step-stats 128) || r16=$HB_RUNNER
+  if hb_serve "$HB_CONC" "$HB_CTX16" "$r16"; then
     hb_client "herd-x16" "$HB_CONC" --num-ctx "$HB_CTX16" gen:"$HB_R" chat:1 fmt:"$HB_R" mem
     hb_stamp "herd x$HB_CONC num_batch 2048"
     hb_client "herd-x16-nb2048" "$HB_CONC" --num-ctx "$HB_CTX16" --num-batch 2048 gen:2 mem
@@ -200,10 +216,22 @@ hb_herd() {
   # A/B of grammar fast-forward under concurrency: run J's constrained x16 (0.76 of free) had
   # every forced token drafted with a full logits row; forced runs carry no rows now.
   hb_stamp "herd x$HB_CONC grammar fast-forward off"
-  if w=$(hb_wrapper noff --no-grammar-ff) && hb_serve "$HB_CONC" "$HB_CTX16" "$w"; then
+  if w=$(hb_wrapper noff16 --no-grammar-ff --step-stats 128) && hb_serve "$HB_CONC" "$HB_CTX16" "$w"; then
     hb_client "herd-x16-ffoff" "$HB_CONC" --num-ctx "$HB_CTX16" gen:1 fmt:2
   else
     hb_na herd-x16-ffoff fmt "runner has no --no-grammar-ff"
+  fi
+  # CPU threads on a GPU (run J: constrained x16 at 0.76 of free, x1 at 1.00): llama.cpp's
+  # OpenMP threads (one per core) spin after each CPU graph part (the embedding rows) while the
+  # GPU computes, which is when the 16 grammar-mask threads need the cores. A/B: the threads
+  # sleeping at once (OMP_WAIT_POLICY=PASSIVE), and 4 threads instead of one per core.
+  hb_stamp "herd x$HB_CONC OMP_WAIT_POLICY=PASSIVE"
+  if w=$(hb_wrapper passive OMP_WAIT_POLICY=PASSIVE --step-stats 128) && hb_serve "$HB_CONC" "$HB_CTX16" "$w"; then
+    hb_client "herd-x16-passive" "$HB_CONC" --num-ctx "$HB_CTX16" gen:2 fmt:2
+  fi
+  hb_stamp "herd x$HB_CONC --threads 4"
+  if w=$(hb_wrapper t4 --threads 4 --step-stats 128) && hb_serve "$HB_CONC" "$HB_CTX16" "$w"; then
+    hb_client "herd-x16-t4" "$HB_CONC" --num-ctx "$HB_CTX16" gen:2 fmt:2
   fi
   hb_stamp "self-draft (x$HB_CONC)"
   if [ "$HB_SD" = 1 ] && hb_serve "$HB_CONC" "$HB_CTX16" "$HB_RUNNER"; then
@@ -213,4 +241,40 @@ hb_herd() {
   fi
   hb_stop
   hb_stamp "herd phases done"
+}
+
+# hb_real DIR: the copy task on a real model (phase "real"). Random weights do not copy, so the
+# n-gram drafter's speedup on the device needs real ones: SmolLM2 (the tests' GGUF, 98 MB) comes
+# from the dev box in two parts (`gpu-bench real-part 1|2`, one call's carry each) into DIR with
+# a SHA256SUMS; waits HB_REAL_WAIT s for them. Labels real-x1, real-x1-ngram (copy, greedy).
+hb_real() {
+  local dir=$1 t=$(( $(date +%s) + ${HB_REAL_WAIT:-60} )) w
+  until (cd "$dir" 2>/dev/null && sha256sum -c --quiet SHA256SUMS > /dev/null 2>&1); do
+    [ "$(date +%s)" -lt "$t" ] || { hb_na real-x1 copy "the real model's parts were not staged: $(ls "$dir" 2>&1 | tr '\n' ' ')"; return 1; }
+    sleep 5
+  done
+  local m; m="$(dirname "$dir")/smol.gguf"
+  cat "$dir"/smol.gguf.[0-9] > "$m"
+  hb_serve 1 "$HB_CTX1" "$HB_RUNNER" || return 1
+  printf 'FROM %s\n' "$m" > "$dir/Modelfile"
+  [ -z "${HB_THREADS:-}" ] || echo "PARAMETER num_thread $HB_THREADS" >> "$dir/Modelfile"
+  OLLAMA_HOST="127.0.0.1:$HB_PORT" "$HB_HERD" create smol -f "$dir/Modelfile" > "$dir/create.log" 2>&1 \
+    || { hb_na real-x1 copy "herd create smol: $(tail -1 "$dir/create.log")"; return 1; }
+  hb_client real-x1 1 --model smol --num-ctx "$HB_CTX1" copy:"$HB_R"
+  if w=$(hb_wrapper ngram --draft-ngram "$HB_NGRAM") && hb_serve 1 "$HB_CTX1" "$w"; then
+    hb_client real-x1-ngram 1 --model smol --num-ctx "$HB_CTX1" copy:"$HB_R"
+  else
+    hb_na real-x1-ngram copy "runner has no --draft-ngram"
+  fi
+  hb_stop
+}
+
+# real_pack GGUF OUT: OUT/part1 and OUT/part2 for hb_real (dev box).
+real_pack() {
+  rm -rf "$2" && mkdir -p "$2/part1" "$2/part2"
+  split -n 2 -d -a 1 "$1" "$2/smol.gguf."
+  mv "$2/smol.gguf.0" "$2/part1/" && mv "$2/smol.gguf.1" "$2/part2/"
+  (cd "$2" && sha256sum part1/smol.gguf.0 part2/smol.gguf.1 | sed 's| part[12]/| |' > SHA256SUMS)
+  cp "$2/SHA256SUMS" "$2/part1/" && mv "$2/SHA256SUMS" "$2/part2/"
+  du -sh "$2/part1" "$2/part2"
 }

@@ -222,6 +222,10 @@ class Client:
         k = 1 if name == "probe" else a.conc
         n = {"probe": 1, "ff20": a.ff_predict, "copy": a.copy_predict}.get(name, a.num_predict)
         stamp(f"{a.label} {name}:{rounds} x{k}")
+        if a.mark:
+            # summarize.py --herd-log charges the runner's stats lines that follow to this phase.
+            with open(a.mark, "a") as f:
+                f.write(f"== client {a.label}.{name}\n")
         if name != "probe":
             res, _ = s.round(name, 0, 16, k, base + 50_000)
             errs = [x["error"] for x in res if "error" in x]
@@ -331,6 +335,7 @@ def main():
     p.add_argument("--timeout", type=float, default=float(os.environ.get("HB_TIMEOUT", 300)),
                    help="seconds one socket read may wait (env HB_TIMEOUT)")
     p.add_argument("--herd-pid", type=int, default=0, help="for mem: the herd serve process")
+    p.add_argument("--mark", help="herd serve's log: a '== client LABEL.PHASE' line before each phase")
     p.add_argument("phases", nargs="+", help="PHASE:ROUNDS, e.g. gen:3 probe:5 mem")
     a = p.parse_args()
     c = Client(a)

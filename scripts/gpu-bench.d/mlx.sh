@@ -81,13 +81,15 @@ mlx_pack() {
   done
 }
 
-# mlx_stage DIR: copy one part's files into $W/mlx-in (device, `gpu-bench mlx-part N`).
+# mlx_stage DIR [DEST]: copy one part's files into DEST (default $W/mlx-in; device, `gpu-bench
+# mlx-part N`, and `real-part N` for hb_real's parts).
 mlx_stage() {
+  local dest=${2:-$W/mlx-in}
   [ -d "$1" ] || { echo "no $1: run prepare here and carry it" >&2; return 1; }
-  mkdir -p "$W/mlx-in" && cp "$1"/* "$W/mlx-in/"
-  echo "staged $(ls "$1" | tr '\n' ' ')in $W/mlx-in"
-  (cd "$W/mlx-in" && sha256sum -c --quiet SHA256SUMS > /dev/null 2>&1) && echo "mlx parts: complete" \
-    || echo "mlx parts: waiting for the other part"
+  mkdir -p "$dest" && cp "$1"/* "$dest/"
+  echo "staged $(ls "$1" | tr '\n' ' ')in $dest"
+  (cd "$dest" && sha256sum -c --quiet SHA256SUMS > /dev/null 2>&1) && echo "parts: complete" \
+    || echo "parts: waiting for the other part"
 }
 
 # mlx_unpack SECONDS: wait for both parts, verify, unpack into $W/mlxrun, set LD_LIBRARY_PATH.

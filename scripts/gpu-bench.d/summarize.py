@@ -20,6 +20,11 @@ mlx-int4-x1 ... mlx-bf16-x16, against runner-llamacpp's Q4_K_M, labels herd-x1 /
   mlx_<q>_over_q4km_x1 / _x16         decode (sum of client rates, mean of rounds) MLX / Q4_K_M
   mlx_<q>_ttft_over_q4km_x1           median probe TTFT (num_predict 1, one stream) MLX / Q4_K_M
   mlx_<q>_ttft_over_q4km_x16          median TTFT of the x16 rounds (mean of rounds) MLX / Q4_K_M
+and the real-model copy task (phase real: SmolLM2 from the dev box, labels real-x1 / real-x1-ngram):
+  real_ngram_speedup  copy task tokens/s (engine rate) with the n-gram drafter / without, x1
+With --herd-log, the runner's stats lines in herd serve's log (`--step-stats` per-phase ms a
+decode step, `grammar mask` percentiles per request) are grouped by the client phase that ran
+them (herd_client.py --mark) under numbers["runner_stats"].
 """
 import argparse, json, re, statistics, sys
 
@@ -51,6 +56,43 @@ def batched_bench(path):
         if len(cells) != len(head) or not re.match(r"^\d+$", cells[head.index("B")]):
             continue
         out[int(cells[head.index("B")])] = float(cells[head.index("S_TG t/s")])
+    return out
+
+
+STEP = re.compile(r"step stats: (\d+) decode steps .*?([\d.]+) rows/step, ms/step: (.*?) \| total ([\d.]+)")
+MASK = re.compile(r"grammar mask: tokens=(\d+) p50_us=([\d.]+) p99_us=([\d.]+) max_us=([\d.]+) "
+                  r"engine_p50_us=([\d.]+) engine_p99_us=([\d.]+)")
+
+
+def runner_stats(path):
+    """{label.phase: step-phase means and grammar-mask medians} from herd serve's log."""
+    groups, cur = {}, None
+    try:
+        lines = open(path, errors="replace").read().splitlines()
+    except (OSError, TypeError):
+        return {}
+    for line in lines:
+        if line.startswith("== client "):
+            cur = groups.setdefault(line.split()[2], dict(steps=[], masks=[]))
+        elif cur is not None and (m := STEP.search(line)):
+            parts = m.group(3).split()
+            ms = {parts[i]: float(parts[i + 1]) for i in range(0, len(parts) - 1, 2)}
+            cur["steps"].append(dict(rows_per_step=float(m.group(2)), total=float(m.group(4)), **ms))
+        elif cur is not None and (m := MASK.search(line)):
+            cur["masks"].append([float(x) for x in m.groups()])
+    out = {}
+    for k, g in groups.items():
+        r = {}
+        if g["steps"]:
+            keys = g["steps"][0].keys()
+            r["step_ms_mean"] = {q: round(statistics.mean(st[q] for st in g["steps"] if q in st), 3) for q in keys}
+            r["step_lines"] = len(g["steps"])
+        if g["masks"]:
+            cols = ["tokens", "p50_us", "p99_us", "max_us", "engine_p50_us", "engine_p99_us"]
+            r["grammar_mask_median"] = {c: round(statistics.median(m[i] for m in g["masks"]), 1) for i, c in enumerate(cols)}
+            r["grammar_mask_requests"] = len(g["masks"])
+        if r:
+            out[k] = r
     return out
 
 
@@ -100,6 +142,7 @@ def main():
     p.add_argument("results", nargs="?")
     p.add_argument("batched_bench", nargs="?")
     p.add_argument("--json")
+    p.add_argument("--herd-log", help="herd serve's log: the runner's step and grammar-mask stats")
     p.add_argument("--conc", type=int, default=16)
     p.add_argument("--check", metavar="SUMMARY_JSON", help="fail unless the phases every run has measured")
     p.add_argument("--require", default="llama", help="with --check: the phase groups that ran (llama,mlx)")
@@ -133,6 +176,7 @@ def main():
                 json_ok=(sum(1 for q in reqs if q.get("json_ok")) if phase in ("fmt", "ff20") else None),
                 digests=sorted({q["digest"] for q in reqs}) if phase in ("copy", "ff20") else None)
     n["batched_bench_s_tg"] = bb or "n/a: no batched-bench log"
+    n["runner_stats"] = runner_stats(a.herd_log)
 
     x16, x1 = "herd-x16", "herd-x1"
     med = lambda label, ph: run.mean(label, ph, "median_crate")
@@ -186,6 +230,12 @@ def main():
         "ngram_speedup_client": ratio(run.req_mean("herd-x1-ngram", "copy", "crate"), run.req_mean(x1, "copy", "crate")),
         "ngram_greedy_identical": same,
         "ngram_sampled_gen_over_free": ratio(agg("herd-x1-ngram", "gen"), agg(x1, "gen")),
+        # The copy task on a real model (SmolLM2), which copies where random weights do not.
+        "real_ngram_speedup": ratio(run.req_mean("real-x1-ngram", "copy", "erate"), run.req_mean("real-x1", "copy", "erate")),
+        "real_ngram_speedup_client": ratio(run.req_mean("real-x1-ngram", "copy", "crate"), run.req_mean("real-x1", "copy", "crate")),
+        "real_ngram_greedy_identical": (sorted(q["digest"] for q in run.reqs("real-x1-ngram", "copy"))
+                                        == sorted(q["digest"] for q in run.reqs("real-x1", "copy"))
+                                        if run.reqs("real-x1-ngram", "copy") and run.reqs("real-x1", "copy") else "n/a"),
         "sd_acceptance_x1": sd_accept("herd-x1-sd"),
         "sd_acceptance_x16": sd_accept("herd-x16-sd"),
         # Without drafted counts nothing shows the draft model was used (DRAFT parsed and dropped
@@ -232,6 +282,12 @@ def main():
             print(f"   {k:28s} {v['sum_client_tps']} | {v['median_stream_tps']} | {v['ttft_median_ms']}{extra}")
         elif isinstance(v, str):
             print(f"   {k:28s} {v}")
+    if n["runner_stats"]:
+        print("== runner stats by client phase: decode-step ms (means of --step-stats lines) | grammar mask medians")
+        for k, v in n["runner_stats"].items():
+            st = " ".join(f"{q} {x}" for q, x in v.get("step_ms_mean", {}).items())
+            gm = " ".join(f"{q} {x}" for q, x in v.get("grammar_mask_median", {}).items())
+            print(f"   {k:28s} {st}{' | ' if st and gm else ''}{gm}")
 
 
 # Phases that need no other branch's switch: a run where one of them measured nothing is broken.
