@@ -250,7 +250,7 @@ hb_herd() {
 hb_real() {
   local dir=$1 t=$(( $(date +%s) + ${HB_REAL_WAIT:-60} )) w
   until (cd "$dir" 2>/dev/null && sha256sum -c --quiet SHA256SUMS > /dev/null 2>&1); do
-    [ "$(date +%s)" -lt "$t" ] || { hb_na real-x1 copy "the real model's parts were not staged: $(ls "$dir" 2>&1 | tr '\n' ' ')"; return 1; }
+    [ "$(date +%s)" -lt "$t" ] || { hb_na real-x1 rcopy "the real model's parts were not staged: $(ls "$dir" 2>&1 | tr '\n' ' ')"; return 1; }
     sleep 5
   done
   local m; m="$(dirname "$dir")/smol.gguf"
@@ -259,12 +259,12 @@ hb_real() {
   printf 'FROM %s\n' "$m" > "$dir/Modelfile"
   [ -z "${HB_THREADS:-}" ] || echo "PARAMETER num_thread $HB_THREADS" >> "$dir/Modelfile"
   OLLAMA_HOST="127.0.0.1:$HB_PORT" "$HB_HERD" create smol -f "$dir/Modelfile" > "$dir/create.log" 2>&1 \
-    || { hb_na real-x1 copy "herd create smol: $(tail -1 "$dir/create.log")"; return 1; }
-  hb_client real-x1 1 --model smol --num-ctx "$HB_CTX1" copy:"$HB_R"
+    || { hb_na real-x1 rcopy "herd create smol: $(tail -1 "$dir/create.log")"; return 1; }
+  hb_client real-x1 1 --model smol --num-ctx "$HB_CTX1" rcopy:"$HB_R"
   if w=$(hb_wrapper ngram --draft-ngram "$HB_NGRAM") && hb_serve 1 "$HB_CTX1" "$w"; then
-    hb_client real-x1-ngram 1 --model smol --num-ctx "$HB_CTX1" copy:"$HB_R"
+    hb_client real-x1-ngram 1 --model smol --num-ctx "$HB_CTX1" rcopy:"$HB_R"
   else
-    hb_na real-x1-ngram copy "runner has no --draft-ngram"
+    hb_na real-x1-ngram rcopy "runner has no --draft-ngram"
   fi
   hb_stop
 }

@@ -15,6 +15,8 @@ Phases (each starts with one uncounted warm-up round of 16 tokens, except probe 
   fmt    gen plus a small JSON schema as "format" (the research note's schema)
   ff20   greedy, a schema of 20 required boolean properties (mostly forced tokens)
   copy   greedy, the prompt holds ~400 tokens of text to repeat (n-gram drafter's best case)
+  rcopy  greedy, raw: the same text twice, then its first words (a small base or instruct model
+         continues the third copy where it would not follow the instruction of copy)
   mem    /api/ps size and size_vram against nvidia-smi's memory for the runner process
 
 Measures (as shared/research/gpu-herd-e2e.md): TTFT = request sent -> first chunk with text;
@@ -51,11 +53,20 @@ def text_prompt(seed, words=123):
     return " ".join("".join(chr(97 + rng.randrange(26)) for _ in range(6)) for _ in range(words))
 
 
-def copy_prompt(seed, words):
+def copy_body(seed, words):
     rng = random.Random(seed)
-    body = " ".join(rng.choice(WORDS) for _ in range(words))
+    return " ".join(rng.choice(WORDS) for _ in range(words))
+
+
+def copy_prompt(seed, words):
+    body = copy_body(seed, words)
     return (f"Repeat the following text exactly, word for word, and nothing else.\n\n{body}\n\n"
             f"Now repeat it exactly:\n{' '.join(body.split()[:4])}")
+
+
+def raw_copy_prompt(seed, words):
+    body = copy_body(seed, words)
+    return f"{body}\n\n{body}\n\n{' '.join(body.split()[:4])}"
 
 
 class Client:
@@ -106,6 +117,8 @@ class Client:
         a = s.a
         if phase == "copy":
             prompt, samp = copy_prompt(seed, a.copy_words), GREEDY
+        elif phase == "rcopy":
+            prompt, samp = raw_copy_prompt(seed, a.copy_words), GREEDY
         else:
             prompt, samp = text_prompt(seed, a.prompt_words), (GREEDY if phase == "ff20" else SAMPLED)
         if a.kind == "server":
@@ -218,9 +231,9 @@ class Client:
 
     def phase(s, name, rounds):
         a = s.a
-        base = dict(gen=100, fmt=100, chat=100, probe=5000, ff20=7000, copy=9000)[name]
+        base = dict(gen=100, fmt=100, chat=100, probe=5000, ff20=7000, copy=9000, rcopy=9000)[name]
         k = 1 if name == "probe" else a.conc
-        n = {"probe": 1, "ff20": a.ff_predict, "copy": a.copy_predict}.get(name, a.num_predict)
+        n = {"probe": 1, "ff20": a.ff_predict, "copy": a.copy_predict, "rcopy": a.copy_predict}.get(name, a.num_predict)
         stamp(f"{a.label} {name}:{rounds} x{k}")
         if a.mark:
             # summarize.py --herd-log charges the runner's stats lines that follow to this phase.

@@ -174,7 +174,7 @@ def main():
                 drafted=sum(r.get("drafted", 0) for r in rs), accepted=sum(r.get("accepted", 0) for r in rs),
                 done_reasons=sorted({str(q.get("done_reason")) for q in reqs}),
                 json_ok=(sum(1 for q in reqs if q.get("json_ok")) if phase in ("fmt", "ff20") else None),
-                digests=sorted({q["digest"] for q in reqs}) if phase in ("copy", "ff20") else None)
+                digests=sorted({q["digest"] for q in reqs}) if phase in ("copy", "rcopy", "ff20") else None)
     n["batched_bench_s_tg"] = bb or "n/a: no batched-bench log"
     n["runner_stats"] = runner_stats(a.herd_log)
 
@@ -231,11 +231,11 @@ def main():
         "ngram_greedy_identical": same,
         "ngram_sampled_gen_over_free": ratio(agg("herd-x1-ngram", "gen"), agg(x1, "gen")),
         # The copy task on a real model (SmolLM2), which copies where random weights do not.
-        "real_ngram_speedup": ratio(run.req_mean("real-x1-ngram", "copy", "erate"), run.req_mean("real-x1", "copy", "erate")),
-        "real_ngram_speedup_client": ratio(run.req_mean("real-x1-ngram", "copy", "crate"), run.req_mean("real-x1", "copy", "crate")),
-        "real_ngram_greedy_identical": (sorted(q["digest"] for q in run.reqs("real-x1-ngram", "copy"))
-                                        == sorted(q["digest"] for q in run.reqs("real-x1", "copy"))
-                                        if run.reqs("real-x1-ngram", "copy") and run.reqs("real-x1", "copy") else "n/a"),
+        "real_ngram_speedup": ratio(run.req_mean("real-x1-ngram", "rcopy", "erate"), run.req_mean("real-x1", "rcopy", "erate")),
+        "real_ngram_speedup_client": ratio(run.req_mean("real-x1-ngram", "rcopy", "crate"), run.req_mean("real-x1", "rcopy", "crate")),
+        "real_ngram_greedy_identical": (sorted(q["digest"] for q in run.reqs("real-x1-ngram", "rcopy"))
+                                        == sorted(q["digest"] for q in run.reqs("real-x1", "rcopy"))
+                                        if run.reqs("real-x1-ngram", "rcopy") and run.reqs("real-x1", "rcopy") else "n/a"),
         "sd_acceptance_x1": sd_accept("herd-x1-sd"),
         "sd_acceptance_x16": sd_accept("herd-x16-sd"),
         # Without drafted counts nothing shows the draft model was used (DRAFT parsed and dropped

@@ -10,10 +10,13 @@
 //!   `Slot::cache` is for the target. Before drafting, a sequence is brought to the slot's
 //!   history by cutting it back to their common prefix and decoding the rest (the tokens the
 //!   target accepted or a new prompt): a moved, shifted or reused slot needs no bookkeeping here.
-//! - A draft ends at the first token the draft model is unsure of ([`P_MIN`]).
+//! - A draft ends at the first token the draft model is unsure of ([`P_MIN`]), and every slot's
+//!   draft of a step where the first one ends (a step keeps the shortest draft anyway).
+//! - After drafting steps that kept nothing the draft model pauses (`draft::pause_after`).
 //! - Drafting never fails a request: a draft decode that fails forgets that sequence (it is
 //!   rebuilt from the history next time) and the slot decodes without a draft this step.
 
+use super::draft;
 use crate::ffi::{Batch, Context, ContextParams, Model, ModelParams, Row, Token};
 use std::path::Path;
 use std::sync::Arc;
@@ -48,6 +51,8 @@ pub struct DraftModel {
     max: usize,
     /// Draft tokens are chosen among the ids both vocabularies have.
     n_vocab: usize,
+    /// Pauses after drafting steps that kept nothing.
+    pause: draft::Pause,
 }
 
 impl DraftModel {
@@ -74,6 +79,7 @@ impl DraftModel {
             model,
             max,
             n_vocab,
+            pause: draft::Pause::default(),
         })
     }
 
@@ -87,7 +93,8 @@ impl DraftModel {
         self.ctx.memory_breakdown()
     }
 
-    /// Up to `w.n` greedy draft tokens continuing each `w.history`, in `wants`' order.
+    /// Greedy draft tokens continuing each `w.history`, in `wants`' order, all of one length
+    /// (at most every `w.n`; empty for all when one slot's first token is unsure).
     pub fn draft(&mut self, wants: &[Want]) -> Vec<Vec<Token>> {
         let mut out: Vec<Vec<Token>> = vec![Vec::new(); wants.len()];
         // Catch up: each sequence to its history, the last history token's row giving the
@@ -157,50 +164,57 @@ impl DraftModel {
                 Some(_) => false,
             });
         }
-        // Extend: one batched decode per further draft position, for every slot still drafting.
-        let mut done = vec![false; wants.len()];
-        loop {
+        // Extend: one batched decode per further draft position. A step keeps every slot's
+        // draft at the shortest one (speculative::equalize), so all stop where the first ends
+        // (unsure, end of generation, or its `n`): further positions would be decoded for
+        // nothing.
+        let limit = wants.iter().map(|w| w.n).min().unwrap_or(0);
+        let mut len = out.iter().map(Vec::len).min().unwrap_or(0);
+        while len > 0 && len < limit && !out.iter().any(|d| self.model.is_eog(d[len - 1])) {
             self.batch.clear();
             let mut rows = Vec::new();
             let mut seqs = Vec::new();
             for (k, w) in wants.iter().enumerate() {
-                let Some(&t) = out[k].last() else { continue };
-                if done[k] || out[k].len() >= w.n || self.model.is_eog(t) {
-                    continue;
-                }
                 let pos = self.cache[w.seq as usize].len() as i32;
-                let Some(idx) = self.batch.push(t, pos, w.seq, true) else {
+                let Some(idx) = self.batch.push(out[k][len - 1], pos, w.seq, true) else {
                     break;
                 };
                 rows.push((k, idx));
                 seqs.push(w.seq);
             }
-            if rows.is_empty() {
-                break;
+            if rows.len() < wants.len() {
+                break; // The batch is full.
             }
             if !self.decode(&seqs) {
-                for (k, _) in &rows {
-                    out[*k].clear();
-                }
+                len = 0;
                 break;
             }
-            for &(k, _) in &rows {
-                let t = *out[k].last().expect("pushed its last token");
-                self.cache[wants[k].seq as usize].push(t);
+            for (k, w) in wants.iter().enumerate() {
+                self.cache[w.seq as usize].push(out[k][len - 1]);
             }
-            // A slot whose next token is unsure stops drafting here: it is not pushed.
             let sure = self.confident(&rows);
-            for &(k, _) in &rows {
-                match sure.iter().find(|(j, _)| *j == k) {
-                    Some(&(_, tok)) => out[k].push(tok),
-                    None => done[k] = true,
-                }
+            if sure.len() < rows.len() {
+                break;
             }
+            for (k, tok) in sure {
+                out[k].push(tok);
+            }
+            len += 1;
         }
-        for (k, w) in wants.iter().enumerate() {
-            out[k].truncate(w.n);
+        for d in &mut out {
+            d.truncate(len.min(limit));
         }
         out
+    }
+
+    /// Whether the draft model sits this step out (`draft::Pause`); counts the step down.
+    pub fn paused(&mut self) -> bool {
+        self.pause.sit_out()
+    }
+
+    /// A drafting step's outcome: the common draft length its decoding slots kept.
+    pub fn kept(&mut self, common: usize) {
+        self.pause.kept(common);
     }
 
     fn slot(&self, seq: i32) -> Option<usize> {

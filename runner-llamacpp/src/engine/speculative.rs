@@ -103,24 +103,33 @@ pub(super) fn propose_all(
     }
     let Some(dm) = drafter else { return };
     // Each asking slot's history gets its sampled token for the draft run, and loses it after.
+    // The step keeps the shortest draft of its decoding slots (`equalize`), so the draft model
+    // runs only when every decoding slot without a draft asks it.
     let mut asking: Vec<(usize, usize)> = Vec::new();
-    for (i, slot) in slots.iter_mut().enumerate() {
-        let Some(a) = slot.active.as_ref() else {
+    let mut every = true;
+    for (i, slot) in slots.iter().enumerate() {
+        let Some(a) = slot.active.as_ref().filter(|a| a.next.is_some()) else {
             continue;
         };
-        let Some(t) = a.next else { continue };
-        if !a.draft.is_empty() || (a.req.constraint.is_some() && !d.under_grammar) {
+        if !a.draft.is_empty() {
             continue;
         }
         let room = n_ctx_seq.saturating_sub(slot.cache.len() + 1);
         let n = draft::budget(dm.max(), a.reply.left(), room, share);
-        if n > 0 {
-            slot.cache.push(t);
-            asking.push((i, n));
+        if n == 0 || (a.req.constraint.is_some() && !d.under_grammar) {
+            every = false;
+            break;
         }
+        asking.push((i, n));
     }
-    if asking.is_empty() {
+    if asking.is_empty() || !every || dm.paused() {
         return;
+    }
+    for &(i, _) in &asking {
+        let slot = &mut slots[i];
+        if let Some(t) = slot.active.as_ref().and_then(|a| a.next) {
+            slot.cache.push(t);
+        }
     }
     let wants: Vec<Want> = asking
         .iter()
@@ -138,6 +147,12 @@ pub(super) fn propose_all(
             a.draft = drafts.next().unwrap_or_default();
         }
     }
+    let lens: Vec<usize> = slots
+        .iter()
+        .filter_map(|s| s.active.as_ref().filter(|a| a.next.is_some()))
+        .map(|a| a.draft.len())
+        .collect();
+    dm.kept(draft::common_len(&lens));
 }
 
 /// Draft tokens for one decoding slot (engine/draft.rs): what its grammar forces, else its
