@@ -49,6 +49,8 @@ typedef struct HerdMlxConfig {
 } HerdMlxConfig;
 
 const char* herd_mlx_version(void);
+// "cuda" or "cpu": where the loaded libmlx computes.
+const char* herd_mlx_backend(void);
 
 // Load the tensors of `n_paths` safetensors files (merged by name; a name in two files is an
 // error) checked against `cfg`.

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "mlx/mlx.h"
+#include "mlx/backend/cuda/cuda.h"
 
 namespace mx = mlx::core;
 
@@ -210,6 +211,10 @@ std::pair<mx::array, mx::array> append(HerdMlxCache* c, size_t li, const mx::arr
 extern "C" {
 
 const char* herd_mlx_version(void) { return mx::version(); }
+
+// The backend the loaded libmlx computes on: the same binary runs against the CPU or the CUDA
+// wheel's library.
+const char* herd_mlx_backend(void) { return mx::cu::is_available() ? "cuda" : "cpu"; }
 
 HerdMlxModel* herd_mlx_load(const char* const* paths, int32_t n_paths, const HerdMlxConfig* cfg,
                             char* err, size_t err_len) {

@@ -55,6 +55,7 @@ pub struct Shape {
 
 extern "C" {
     fn herd_mlx_version() -> *const c_char;
+    fn herd_mlx_backend() -> *const c_char;
     fn herd_mlx_load(
         paths: *const *const c_char,
         n_paths: i32,
@@ -104,6 +105,15 @@ fn message(buf: &[u8]) -> String {
 pub fn version() -> String {
     // SAFETY: returns a static NUL-terminated string.
     unsafe { CStr::from_ptr(herd_mlx_version()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Where the loaded libmlx computes: `cuda` or `cpu` (one binary runs against either wheel's
+/// library).
+pub fn backend() -> String {
+    // SAFETY: returns a static NUL-terminated string.
+    unsafe { CStr::from_ptr(herd_mlx_backend()) }
         .to_string_lossy()
         .into_owned()
 }

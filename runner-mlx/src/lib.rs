@@ -17,6 +17,13 @@ pub mod vocab;
 /// The engine pin reported by the runner (`mlx-cpu 0.32.4` or `mlx-cuda-13 0.32.4`).
 pub const PIN: &str = env!("HERD_MLX_PIN");
 
+/// The engine as `/info` and `version` name it: the pinned package built against, and the
+/// libmlx actually loaded with its backend (a build against mlx-cpu runs on the CUDA wheel's
+/// library too).
+pub fn engine_name() -> String {
+    format!("{PIN} (libmlx {} on {})", ffi::version(), ffi::backend())
+}
+
 /// The loaded checkpoint: weights on the engine's device plus its vocabulary.
 pub struct Loaded {
     pub checkpoint: checkpoint::Checkpoint,

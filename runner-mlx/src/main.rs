@@ -102,11 +102,7 @@ fn tool(cmd: Cmd) {
                 std::process::exit(1);
             }
         }
-        Cmd::Version => println!(
-            "{} (libmlx {})",
-            runner_mlx::PIN,
-            runner_mlx::ffi::version()
-        ),
+        Cmd::Version => println!("{}", runner_mlx::engine_name()),
     }
 }
 
@@ -154,11 +150,7 @@ fn load(args: &Args, state: &State) -> Result<(Loaded, runner_mlx::engine::Engin
     let kv = 2 * 4 * (shape.n_layer * shape.n_head_kv * shape.head_dim) as u64;
     let vocab: Arc<dyn runner_core::Vocabulary> = Arc::new(m.vocab);
     let info = Info {
-        engine: format!(
-            "{} (libmlx {})",
-            runner_mlx::PIN,
-            runner_mlx::ffi::version()
-        ),
+        engine: runner_mlx::engine_name(),
         model_path: args.load.model.to_string_lossy().into_owned(),
         n_ctx: args.load.ctx_size,
         n_parallel: args.load.parallel,

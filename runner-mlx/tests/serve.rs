@@ -189,7 +189,7 @@ async fn tokenize_detokenize_info_and_embed() {
     assert_eq!(st, StatusCode::OK);
     let info: Info = serde_json::from_slice(&body).unwrap();
     assert!(
-        info.engine.starts_with("mlx-cpu 0.32.4") && info.engine.contains("libmlx 0.32.4"),
+        info.engine.starts_with("mlx-cpu 0.32.4") && info.engine.contains("libmlx 0.32.4 on cpu"),
         "{}",
         info.engine
     );
