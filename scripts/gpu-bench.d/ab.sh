@@ -12,7 +12,9 @@
 #
 # Labels: ab-A-x16 / ab-B-x16 (gen, fmt; with --step-stats), ab-A-x1 / ab-B-x1 (gen, rcopy),
 # ab-B-x1-ngram (rcopy with --draft-ngram), ab-B-x1-passive (gen with OMP_WAIT_POLICY=PASSIVE),
-# ab-B-x1-t1 (gen with llama.cpp on one CPU thread: no OpenMP team spinning beside the GPU).
+# ab-B-x1-t1 (gen with llama.cpp on one CPU thread: no OpenMP team spinning beside the GPU),
+# ab-B-x1-nograph / ab-B-x1-ngram-nograph (GGML_CUDA_DISABLE_GRAPHS=1), ab-B-x1-ngram16 (16-token
+# n-gram drafts). AB_RUNNERS (default "A B"): the runners of the x1/x16 phases.
 
 # ab_pack ROOT RUNNER_A RUNNER_B DEVBIN_DIR GGUF
 ab_pack() {
@@ -51,7 +53,7 @@ ab_run() {
   : > "$HB_RESULTS"
   hb_stamp "host: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
   local r w
-  for r in A B; do
+  for r in ${AB_RUNNERS:-A B}; do
     export HB_RUNNER="$W/ab/bin/runner-$r"
     hb_serve 1 "$HB_CTX1" "$HB_RUNNER" || return 1
     if [ ! -e "$W/ab/created" ]; then
@@ -75,6 +77,18 @@ ab_run() {
   fi
   if w=$(hb_wrapper t1 --threads 1) && hb_serve 1 "$HB_CTX1" "$w"; then
     hb_client ab-B-x1-t1 1 --num-ctx "$HB_CTX1" gen:"$HB_R"
+  fi
+  # Drafted steps change the batch's token count from step to step; llama.cpp's CUDA backend
+  # re-captures its CUDA graph whenever the graph changes. Without graphs at all, and with
+  # longer n-gram drafts:
+  if w=$(hb_wrapper nograph GGML_CUDA_DISABLE_GRAPHS=1) && hb_serve 1 "$HB_CTX1" "$w"; then
+    hb_client ab-B-x1-nograph 1 --num-ctx "$HB_CTX1" gen:"$HB_R" rcopy:"$HB_R"
+  fi
+  if w=$(hb_wrapper ngram-nograph GGML_CUDA_DISABLE_GRAPHS=1 --draft-ngram "$HB_NGRAM") && hb_serve 1 "$HB_CTX1" "$w"; then
+    hb_client ab-B-x1-ngram-nograph 1 --num-ctx "$HB_CTX1" rcopy:"$HB_R"
+  fi
+  if w=$(hb_wrapper ngram16 --draft-ngram 16 --step-stats 32) && hb_serve 1 "$HB_CTX1" "$w"; then
+    hb_client ab-B-x1-ngram16 1 --num-ctx "$HB_CTX1" rcopy:"$HB_R"
   fi
   hb_stop
   python3 "$HB_D/summarize.py" "$HB_RESULTS" --json "$W/summary.json" --conc "$HB_CONC" --herd-log "$HB_LOG" \
