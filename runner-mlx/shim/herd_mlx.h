@@ -53,9 +53,10 @@ const char* herd_mlx_version(void);
 const char* herd_mlx_backend(void);
 
 // Load the tensors of `n_paths` safetensors files (merged by name; a name in two files is an
-// error) checked against `cfg`.
+// error) checked against `cfg`, computing in bfloat16 when `compute_bf16` is nonzero, else in
+// float32.
 HerdMlxModel* herd_mlx_load(const char* const* paths, int32_t n_paths, const HerdMlxConfig* cfg,
-                            char* err, size_t err_len);
+                            int32_t compute_bf16, char* err, size_t err_len);
 void herd_mlx_model_free(HerdMlxModel* m);
 uint64_t herd_mlx_model_bytes(const HerdMlxModel* m);
 

@@ -2,8 +2,10 @@
 // (bf16/f16/f32 or MLX affine quantized, any bits/group per tensor), per-sequence KV caches,
 // one step over many sequences.
 //
-// Invariants: activations are float32 (scales, biases and norms are cast at load), so CPU
-// results track llama.cpp's f32 path; a cache holds, per layer, K and V, already rotated, for
+// Invariants: activations, weights (but packed quantized ones), scales, biases, norms and KV
+// caches are in the model's compute dtype, set at load: float32 (the default; CPU results then
+// track llama.cpp's f32 path) or bfloat16 (half the bytes a dense weight costs a step); logits
+// are float32 either way; a cache holds, per layer, K and V, already rotated, for
 // every position below its `len` (sliding-window layers included: the window is a mask, so
 // truncating a cache for prefix reuse stays exact); a failed step empties the caches it was
 // given (their buffers were being written in place) and leaves the others as they were.
@@ -38,13 +40,13 @@ struct Linear {
     if (scales) return mx::quantized_matmul(x, w, *scales, biases, true, group, bits);
     return mx::matmul(x, mx::transpose(w));
   }
-  // Rows `ids` as dense float32 [n, in] (the embedding lookup).
-  mx::array rows(const mx::array& ids) const {
-    if (!scales) return mx::astype(mx::take(w, ids, 0), mx::float32);
+  // Rows `ids` as dense [n, in] in the compute dtype `dt` (the embedding lookup).
+  mx::array rows(const mx::array& ids, mx::Dtype dt) const {
+    if (!scales) return mx::astype(mx::take(w, ids, 0), dt);
     std::optional<mx::array> b;
     if (biases) b = mx::take(*biases, ids, 0);
     return mx::dequantize(mx::take(w, ids, 0), mx::take(*scales, ids, 0), b, group, bits,
-                          "affine", std::nullopt, mx::float32);
+                          "affine", std::nullopt, dt);
   }
 };
 
@@ -62,6 +64,8 @@ struct Layer {
 
 struct HerdMlxModel {
   HerdMlxConfig cfg;
+  // The compute dtype (float32 or bfloat16).
+  mx::Dtype dt = mx::float32;
   Linear embed, head;
   mx::array norm = mx::array(0.0f);
   float embed_scale = 1.0f;
@@ -92,14 +96,15 @@ mx::array take_dense(Weights& w, const std::string& name, const mx::Shape& shape
   return a;
 }
 
-// A norm's weight as the forward multiplies by it: gemma3 stores w for a scale of (1 + w).
-mx::array take_norm(Weights& w, const std::string& name, int dim, bool gemma) {
+// A norm's weight as the forward multiplies by it (gemma3 stores w for a scale of (1 + w)), in
+// the compute dtype `dt`.
+mx::array take_norm(Weights& w, const std::string& name, int dim, bool gemma, mx::Dtype dt) {
   auto a = take_dense(w, name, {dim});
-  return gemma ? mx::add(a, mx::array(1.0f)) : a;
+  return mx::astype(gemma ? mx::add(a, mx::array(1.0f)) : a, dt);
 }
 
 // `prefix`.weight [out, in] (dense) or packed uint32 [out, in*bits/32] with .scales/.biases.
-Linear take_linear(Weights& w, const std::string& prefix, int out, int in) {
+Linear take_linear(Weights& w, const std::string& prefix, int out, int in, mx::Dtype dt) {
   Linear l;
   auto it = w.find(prefix + ".weight");
   if (it == w.end()) throw std::runtime_error("missing tensor " + prefix + ".weight");
@@ -110,7 +115,7 @@ Linear take_linear(Weights& w, const std::string& prefix, int out, int in) {
     if (wt.shape() != mx::Shape{out, in})
       throw std::runtime_error("tensor " + prefix + ".weight has the wrong shape");
     l.stored = wt.dtype();
-    l.w = mx::astype(wt, mx::float32);
+    l.w = mx::astype(wt, dt);
     return l;
   }
   if (wt.dtype() != mx::uint32 || wt.ndim() != 2 || wt.shape(0) != out || s->second.ndim() != 2 ||
@@ -121,11 +126,11 @@ Linear take_linear(Weights& w, const std::string& prefix, int out, int in) {
   l.group = in / s->second.shape(1);
   l.w = wt;
   l.stored = s->second.dtype();
-  l.scales = mx::astype(s->second, mx::float32);
+  l.scales = mx::astype(s->second, dt);
   w.erase(s);
   auto b = w.find(prefix + ".biases");
   if (b != w.end()) {
-    l.biases = mx::astype(b->second, mx::float32);
+    l.biases = mx::astype(b->second, dt);
     w.erase(b);
   }
   return l;
@@ -164,18 +169,20 @@ mx::array attend(const mx::array& q, const mx::array& k, const mx::array& v, flo
   int rep = q.shape(1) / k.shape(1);
   auto kr = rep > 1 ? mx::repeat(k, rep, 1) : k;
   auto vr = rep > 1 ? mx::repeat(v, rep, 1) : v;
-  auto s = mx::multiply(mx::matmul(q, mx::swapaxes(kr, 2, 3)), mx::array(scale));
-  s = mx::multiply(mx::tanh(mx::divide(s, mx::array(softcap))), mx::array(softcap));
-  s = mx::where(visible(off, n, len, window), s, mx::array(-INFINITY));
+  const auto dt = q.dtype();
+  auto s = mx::multiply(mx::matmul(q, mx::swapaxes(kr, 2, 3)), mx::array(scale, dt));
+  s = mx::multiply(mx::tanh(mx::divide(s, mx::array(softcap, dt))), mx::array(softcap, dt));
+  s = mx::where(visible(off, n, len, window), s, mx::array(-INFINITY, dt));
   return mx::matmul(mx::softmax(s, -1, true), vr);
 }
 
 // GELU, tanh approximation (HF gelu_pytorch_tanh).
 mx::array gelu_tanh(const mx::array& x) {
   const float c = std::sqrt(2.0f / float(M_PI));
-  auto inner = mx::multiply(mx::array(c),
-                            mx::add(x, mx::multiply(mx::array(0.044715f), mx::power(x, mx::array(3.0f)))));
-  return mx::multiply(mx::multiply(mx::array(0.5f), x), mx::add(mx::array(1.0f), mx::tanh(inner)));
+  const auto dt = x.dtype();
+  auto k = [&](float v) { return mx::array(v, dt); };
+  auto inner = mx::multiply(k(c), mx::add(x, mx::multiply(k(0.044715f), mx::power(x, k(3.0f)))));
+  return mx::multiply(mx::multiply(k(0.5f), x), mx::add(k(1.0f), mx::tanh(inner)));
 }
 
 // Positions a cache's buffers grow by (mlx-lm's step): a regrow copies the cache once per
@@ -190,11 +197,11 @@ std::pair<mx::array, mx::array> append(HerdMlxCache* c, size_t li, const mx::arr
                                        const mx::array& v, int off, int cap) {
   const int n = k.shape(2), kv = k.shape(1), d = k.shape(3);
   if (c->k.size() <= li) {
-    c->k.push_back(mx::zeros({1, kv, cap, d}, mx::float32));
-    c->v.push_back(mx::zeros({1, kv, cap, d}, mx::float32));
+    c->k.push_back(mx::zeros({1, kv, cap, d}, k.dtype()));
+    c->v.push_back(mx::zeros({1, kv, cap, d}, k.dtype()));
   } else if (c->k[li].shape(2) < cap) {
     for (auto* b : {&c->k[li], &c->v[li]}) {
-      auto fill = mx::zeros({1, kv, cap - off, d}, mx::float32);
+      auto fill = mx::zeros({1, kv, cap - off, d}, k.dtype());
       *b = off > 0 ? mx::concatenate({mx::slice(*b, {0, 0, 0, 0}, {1, kv, off, d}), fill}, 2)
                    : fill;
     }
@@ -217,7 +224,7 @@ const char* herd_mlx_version(void) { return mx::version(); }
 const char* herd_mlx_backend(void) { return mx::cu::is_available() ? "cuda" : "cpu"; }
 
 HerdMlxModel* herd_mlx_load(const char* const* paths, int32_t n_paths, const HerdMlxConfig* cfg,
-                            char* err, size_t err_len) {
+                            int32_t compute_bf16, char* err, size_t err_len) {
   try {
     Weights weights;
     for (int32_t i = 0; i < n_paths; i++) {
@@ -243,34 +250,36 @@ HerdMlxModel* herd_mlx_load(const char* const* paths, int32_t n_paths, const Her
     try {
       const auto& c = *cfg;
       m->cfg = c;
+      const auto dt = compute_bf16 ? mx::bfloat16 : mx::float32;
+      m->dt = dt;
       int q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
-      m->embed = take_linear(weights, "model.embed_tokens", c.n_vocab, c.n_embd);
+      m->embed = take_linear(weights, "model.embed_tokens", c.n_vocab, c.n_embd, dt);
       for (int i = 0; i < c.n_layer; i++) {
         std::string p = "model.layers." + std::to_string(i);
         Layer l;
         const bool g = c.gemma != 0;
-        l.attn_norm = take_norm(weights, p + ".input_layernorm.weight", c.n_embd, g);
+        l.attn_norm = take_norm(weights, p + ".input_layernorm.weight", c.n_embd, g, dt);
         if (g) {
-          l.post_attn_norm = take_norm(weights, p + ".post_attention_layernorm.weight", c.n_embd, g);
-          l.ffn_norm = take_norm(weights, p + ".pre_feedforward_layernorm.weight", c.n_embd, g);
-          l.post_ffn_norm = take_norm(weights, p + ".post_feedforward_layernorm.weight", c.n_embd, g);
+          l.post_attn_norm = take_norm(weights, p + ".post_attention_layernorm.weight", c.n_embd, g, dt);
+          l.ffn_norm = take_norm(weights, p + ".pre_feedforward_layernorm.weight", c.n_embd, g, dt);
+          l.post_ffn_norm = take_norm(weights, p + ".post_feedforward_layernorm.weight", c.n_embd, g, dt);
         } else {
-          l.ffn_norm = take_norm(weights, p + ".post_attention_layernorm.weight", c.n_embd, g);
+          l.ffn_norm = take_norm(weights, p + ".post_attention_layernorm.weight", c.n_embd, g, dt);
         }
         if (c.qk_norm) {
-          l.q_norm = take_norm(weights, p + ".self_attn.q_norm.weight", c.head_dim, g);
-          l.k_norm = take_norm(weights, p + ".self_attn.k_norm.weight", c.head_dim, g);
+          l.q_norm = take_norm(weights, p + ".self_attn.q_norm.weight", c.head_dim, g, dt);
+          l.k_norm = take_norm(weights, p + ".self_attn.k_norm.weight", c.head_dim, g, dt);
         }
-        l.q = take_linear(weights, p + ".self_attn.q_proj", q_dim, c.n_embd);
-        l.k = take_linear(weights, p + ".self_attn.k_proj", kv_dim, c.n_embd);
-        l.v = take_linear(weights, p + ".self_attn.v_proj", kv_dim, c.n_embd);
-        l.o = take_linear(weights, p + ".self_attn.o_proj", c.n_embd, q_dim);
-        l.gate = take_linear(weights, p + ".mlp.gate_proj", c.n_ff, c.n_embd);
-        l.up = take_linear(weights, p + ".mlp.up_proj", c.n_ff, c.n_embd);
-        l.down = take_linear(weights, p + ".mlp.down_proj", c.n_embd, c.n_ff);
+        l.q = take_linear(weights, p + ".self_attn.q_proj", q_dim, c.n_embd, dt);
+        l.k = take_linear(weights, p + ".self_attn.k_proj", kv_dim, c.n_embd, dt);
+        l.v = take_linear(weights, p + ".self_attn.v_proj", kv_dim, c.n_embd, dt);
+        l.o = take_linear(weights, p + ".self_attn.o_proj", c.n_embd, q_dim, dt);
+        l.gate = take_linear(weights, p + ".mlp.gate_proj", c.n_ff, c.n_embd, dt);
+        l.up = take_linear(weights, p + ".mlp.up_proj", c.n_ff, c.n_embd, dt);
+        l.down = take_linear(weights, p + ".mlp.down_proj", c.n_embd, c.n_ff, dt);
         m->layers.push_back(std::move(l));
       }
-      m->norm = take_norm(weights, "model.norm.weight", c.n_embd, c.gemma != 0);
+      m->norm = take_norm(weights, "model.norm.weight", c.n_embd, c.gemma != 0, dt);
       if (c.gemma) {
         // HF multiplies by sqrt(hidden) cast to the embedding's dtype.
         auto s = mx::array(std::sqrt(float(c.n_embd)));
@@ -281,7 +290,7 @@ HerdMlxModel* herd_mlx_load(const char* const* paths, int32_t n_paths, const Her
       if (c.tied_embeddings) {
         m->head = m->embed;
       } else {
-        m->head = take_linear(weights, "lm_head", c.n_vocab, c.n_embd);
+        m->head = take_linear(weights, "lm_head", c.n_vocab, c.n_embd, dt);
       }
       if (!weights.empty())
         throw std::runtime_error("unexpected tensor " + weights.begin()->first);
@@ -340,8 +349,8 @@ int32_t herd_mlx_forward(HerdMlxModel* m, int32_t n_seg, HerdMlxCache* const* ca
     for (int i = 0; i < total; i++)
       if (tokens[i] < 0 || tokens[i] >= c.n_vocab) throw std::runtime_error("token id out of range");
     auto ids = mx::array(tokens, {total}, mx::int32);
-    auto x = mx::reshape(m->embed.rows(ids), {1, total, c.n_embd});
-    if (m->embed_scale != 1.0f) x = mx::multiply(x, mx::array(m->embed_scale));
+    auto x = mx::reshape(m->embed.rows(ids, m->dt), {1, total, c.n_embd});
+    if (m->embed_scale != 1.0f) x = mx::multiply(x, mx::array(m->embed_scale, m->dt));
     const float scale = c.attn_scale > 0 ? c.attn_scale : 1.0f / std::sqrt(float(c.head_dim));
     // Each cache's capacity for this step (kCacheStep-rounded), set on it once it evaluated.
     std::vector<int> caps(n_seg);

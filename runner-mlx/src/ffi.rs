@@ -60,6 +60,7 @@ extern "C" {
         paths: *const *const c_char,
         n_paths: i32,
         cfg: *const Shape,
+        compute_bf16: i32,
         err: *mut c_char,
         n: usize,
     ) -> *mut RawModel;
@@ -127,8 +128,13 @@ pub struct Model {
 unsafe impl Send for Model {}
 
 impl Model {
-    /// Load the tensors of `files` (safetensors, merged by name) checked against `shape`.
-    pub fn load(files: &[std::path::PathBuf], shape: &Shape) -> Result<Model, String> {
+    /// Load the tensors of `files` (safetensors, merged by name) checked against `shape`, to
+    /// compute in `compute`.
+    pub fn load(
+        files: &[std::path::PathBuf],
+        shape: &Shape,
+        compute: crate::Compute,
+    ) -> Result<Model, String> {
         let owned: Vec<CString> = files.iter().map(|p| c_path(p)).collect::<Result<_, _>>()?;
         let ptrs: Vec<*const c_char> = owned.iter().map(|p| p.as_ptr()).collect();
         let mut err = [0u8; ERR_LEN];
@@ -139,6 +145,7 @@ impl Model {
                 ptrs.as_ptr(),
                 ptrs.len() as i32,
                 shape,
+                i32::from(compute == crate::Compute::Bf16),
                 err.as_mut_ptr().cast(),
                 ERR_LEN,
             )

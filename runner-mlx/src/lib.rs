@@ -31,15 +31,26 @@ pub struct Loaded {
     pub vocab: vocab::Vocab,
 }
 
-/// Load the MLX checkpoint directory `dir`.
-pub fn load(dir: &std::path::Path) -> Result<Loaded, String> {
+/// The dtype a model computes in (activations, dense weights, scales, norms, KV caches; logits
+/// are float32 either way).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Compute {
+    /// float32: CPU results track llama.cpp's f32 path (golden parity).
+    #[default]
+    F32,
+    /// bfloat16, as MLX-LM computes: half the bytes a dense weight and the cache cost a step.
+    Bf16,
+}
+
+/// Load the MLX checkpoint directory `dir`, to compute in `compute`.
+pub fn load(dir: &std::path::Path, compute: Compute) -> Result<Loaded, String> {
     let checkpoint = checkpoint::Checkpoint::open(dir)?;
     let vocab = vocab::Vocab::load(
         &checkpoint.tokenizer,
         checkpoint.shape.n_vocab as usize,
         &checkpoint.eos,
     )?;
-    let model = ffi::Model::load(&checkpoint.files, &checkpoint.shape)?;
+    let model = ffi::Model::load(&checkpoint.files, &checkpoint.shape, compute)?;
     Ok(Loaded {
         checkpoint,
         model,

@@ -53,6 +53,11 @@ struct Args {
     /// is refused at load (`unsupported`).
     #[command(flatten)]
     load: LoadArgs,
+    /// The dtype the model computes in: f32 (CPU output tracks llama.cpp's f32 path) or bf16
+    /// (half the bytes a dense weight and the KV cache cost a step). Through herd:
+    /// HERD_RUNNER_MLX_COMPUTE.
+    #[arg(long, value_enum, env = "HERD_RUNNER_MLX_COMPUTE", default_value_t = runner_mlx::Compute::F32)]
+    compute: runner_mlx::Compute,
 }
 
 fn main() {
@@ -142,12 +147,16 @@ fn load(args: &Args, state: &State) -> Result<(Loaded, runner_mlx::engine::Engin
         )));
     }
     state.progress(0.05);
-    let m = runner_mlx::load(&args.load.model).map_err(load_err)?;
+    let m = runner_mlx::load(&args.load.model, args.compute).map_err(load_err)?;
     state.progress(1.0);
     let shape = m.checkpoint.shape;
     let n_ctx = args.load.ctx_size as usize;
-    // The cache: K and V, float32, per layer and position, for every slot.
-    let kv = 2 * 4 * (shape.n_layer * shape.n_head_kv * shape.head_dim) as u64;
+    // The cache: K and V in the compute dtype, per layer and position, for every slot.
+    let elem: u64 = match args.compute {
+        runner_mlx::Compute::F32 => 4,
+        runner_mlx::Compute::Bf16 => 2,
+    };
+    let kv = 2 * elem * (shape.n_layer * shape.n_head_kv * shape.head_dim) as u64;
     let vocab: Arc<dyn runner_core::Vocabulary> = Arc::new(m.vocab);
     let info = Info {
         engine: runner_mlx::engine_name(),

@@ -152,7 +152,7 @@ fn smollm2_greedy_tokens_match_llama_cpp() {
         .parent()
         .unwrap()
         .join("SmolLM2-135M-Instruct.Q4_1.gguf");
-    let mut m = runner_mlx::load(&dir).expect("load the MLX checkpoint");
+    let mut m = runner_mlx::load(&dir, runner_mlx::Compute::F32).expect("load the MLX checkpoint");
     assert!(runner_mlx::PIN.starts_with("mlx-"), "{}", runner_mlx::PIN);
     let tmp = tempfile::tempdir().unwrap();
     let llama = Llama::start(&dequantized(&gguf, tmp.path()));
@@ -279,7 +279,8 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
 /// continues as if the dropped positions had never been evaluated (prefix reuse).
 #[test]
 fn multi_sequence_steps_and_truncated_caches_match_solo_runs() {
-    let mut m = runner_mlx::load(&model_dir()).expect("load the MLX checkpoint");
+    let mut m =
+        runner_mlx::load(&model_dir(), runner_mlx::Compute::F32).expect("load the MLX checkpoint");
     let a = m
         .vocab
         .tokenize("The capital of France is", true, true)

@@ -265,3 +265,17 @@ async fn sigterm_cancels_in_flight_and_exits_zero() {
     // A count does not end by itself within 2000 tokens.
     sigterm_drains(&mut r, "1, 2, 3, 4, 5,").await;
 }
+
+#[tokio::test]
+async fn bf16_compute_answers_and_is_deterministic() {
+    let _g = serial().await;
+    let r = Runner::spawn(&model_dir(), &["--ctx-size", "256", "--compute", "bf16"]);
+    r.wait_ready().await;
+    let req = greedy(CHAT, 12);
+    let (a, b) = (
+        complete(&r.socket, req.clone()).await,
+        complete(&r.socket, req).await,
+    );
+    assert!(a.text.contains("Paris"), "SmolLM2 in bf16 answers: {:?}", a.text);
+    assert_eq!(a.text, b.text);
+}

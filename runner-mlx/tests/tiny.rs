@@ -31,11 +31,31 @@ fn check(c: Cfg) {
 }
 
 fn check_prompt(c: Cfg, prompt: &[i32]) {
+    check_prompt_in(c, prompt, runner_mlx::Compute::F32);
+}
+
+fn f32_of(c: runner_mlx::Compute) -> bool {
+    c == runner_mlx::Compute::F32
+}
+
+/// The checks of `check_prompt` with the model computing in `compute`: float32 within 1e-4 of
+/// the logits' scale, bfloat16 (8 bits of mantissa) within 8e-2 (measured: 2 % dense, 4.5 %
+/// with 4-bit weights whose f32 scales become bf16; a dtype or constant bug is off by far more).
+fn check_prompt_in(c: Cfg, prompt: &[i32], compute: runner_mlx::Compute) {
     let dir = tempfile::tempdir().unwrap();
     let mut t = weights(&c);
     let file = file_tensors(&c, &mut t);
     write_checkpoint(dir.path(), &c, &file, &ascii_tokenizer());
-    let mut m = runner_mlx::load(dir.path()).expect("the tiny checkpoint loads");
+    let mut m = runner_mlx::load(dir.path(), compute).expect("the tiny checkpoint loads");
+    if c.quant.is_none() && !f32_of(compute) {
+        // Dense weights are held in the compute dtype: half float32's bytes.
+        let full = runner_mlx::load(dir.path(), runner_mlx::Compute::F32).unwrap();
+        let (h, f) = (m.model.size_bytes(), full.model.size_bytes());
+        assert!(
+            h * 10 < f * 6,
+            "bf16 weights take {h} bytes against f32's {f}"
+        );
+    }
     let other = [9, 8, 7];
     let want = reference(&c, &t, prompt);
     let scale = want.iter().map(|v| v.abs()).fold(0.0, f64::max);
@@ -43,8 +63,9 @@ fn check_prompt(c: Cfg, prompt: &[i32]) {
         scale > 0.5,
         "the reference logits are not trivial ({scale})"
     );
-    let tol = 1e-4 * scale.max(1.0);
-    if let Some(g) = c.gemma {
+    let f32 = f32_of(compute);
+    let tol = if f32 { 1e-4 } else { 8e-2 } * scale.max(1.0);
+    if let Some(g) = c.gemma.filter(|_| f32) {
         // The prompt is longer than the window, and the window changes the logits.
         assert!(prompt.len() > g.window);
         let mut wide = c;
@@ -200,4 +221,68 @@ fn tiny_gemma3_text_checkpoints_match_the_reference() {
             &prompt,
         );
     }
+}
+
+/// bfloat16 compute (`--compute bf16`) on every architecture and path: llama dense and with a
+/// 4-bit untied head, qwen3 at 8 bits with Q/K norms, gemma3 with both soft-caps (the unfused
+/// attention, GELU-tanh and the scaled embedding's constants in bf16).
+#[test]
+fn bf16_compute_tracks_the_reference_on_every_architecture() {
+    let base = Cfg {
+        gemma: None,
+        qwen3: false,
+        hidden: 64,
+        heads: 4,
+        kv: 2,
+        head_dim: 16,
+        ff: 128,
+        layers: 2,
+        vocab: 512,
+        theta: 10000.0,
+        eps: 1e-5,
+        quant: Some((4, 32)),
+    };
+    let bf16 = runner_mlx::Compute::Bf16;
+    let short = [5, 77, 300, 12, 499, 1];
+    check_prompt_in(
+        Cfg {
+            quant: None,
+            ..base
+        },
+        &short,
+        bf16,
+    );
+    check_prompt_in(base, &short, bf16);
+    check_prompt_in(
+        Cfg {
+            qwen3: true,
+            head_dim: 32,
+            quant: Some((8, 64)),
+            ..base
+        },
+        &short,
+        bf16,
+    );
+    let gemma = Gemma {
+        window: 4,
+        global_every: 3,
+        local_theta: 10000.0,
+        rope_factor: 2.0,
+        query_pre_attn_scalar: 24.0,
+        attn_softcap: Some(3.0),
+        final_softcap: Some(5.0),
+    };
+    check_prompt_in(
+        Cfg {
+            gemma: Some(gemma),
+            head_dim: 32,
+            layers: 3,
+            theta: 1_000_000.0,
+            eps: 1e-6,
+            quant: None,
+            ..base
+        },
+        &[5, 77, 300, 12, 499, 1, 40, 41, 260, 3, 9, 400, 17, 88],
+        bf16,
+    );
 }

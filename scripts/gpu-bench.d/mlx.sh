@@ -164,7 +164,8 @@ hb_mlx_import() {
 }
 
 # hb_mlx MKPID: the phase. Waits for mkmlx (MKPID, 0 = none), creates, then x1 and x16 for int4
-# and bf16 (int4 first: the comparison with Q4_K_M). Labels mlx-int4-x1 ... mlx-bf16-x16.
+# and bf16 (int4 first: the comparison with Q4_K_M), then both again computing in bfloat16.
+# Labels mlx-int4-x1 ... mlx-bf16-x16, mlx-int4c-x1 ... mlx-bf16c-x16.
 hb_mlx() {
   local mk=$1 HB_MODELS=$HB_MLX_MODELS HB_MLX_RUNNER=$HB_MLX_BIN
   # A first request may wait for the load (16 GB) and MLX's first NVRTC kernel compiles.
@@ -178,14 +179,25 @@ hb_mlx() {
   fi
   # HB_MLX_BUDGET bounds the serving part (device time): a configuration that would start after
   # it is recorded n/a, not run.
-  local q m n t0; t0=$(date +%s)
-  for q in int4 bf16; do
-    m=bench-mlx; [ "$q" = int4 ] && m=bench-mlx-q4
+  local q m n t0 plain=$HB_MLX_RUNNER wrap; t0=$(date +%s)
+  # int4c / bf16c: the same models computing in bfloat16 (runner-mlx --compute bf16; the
+  # default computes in float32, so a bf16 checkpoint reads twice its bytes a step).
+  wrap="$(dirname "$HB_MLX_BIN")/runner-mlx-bf16"
+  if "$HB_MLX_BIN" --compute bf16 --help > /dev/null 2>&1; then
+    printf '#!/bin/sh\ncase "$1" in -*) exec %q "$@" --compute bf16 ;; esac\nexec %q "$@"\n' "$HB_MLX_BIN" "$HB_MLX_BIN" > "$wrap"
+    chmod +x "$wrap"
+  else
+    wrap=
+  fi
+  for q in int4 bf16 int4c bf16c; do
+    m=bench-mlx; case $q in int4*) m=bench-mlx-q4 ;; esac
+    HB_MLX_RUNNER=$plain; case $q in *c) HB_MLX_RUNNER=$wrap ;; esac
+    [ -n "$HB_MLX_RUNNER" ] || { hb_na "mlx-$q-x1" gen "runner-mlx has no --compute"; continue; }
     for n in 1 "$HB_CONC"; do
       local label=mlx-$q-x16 ctx=$HB_CTX16 ph=(gen:"$HB_R" mem)
       [ "$n" = 1 ] && label=mlx-$q-x1 ctx=$HB_CTX1 ph=(gen:"$HB_R" probe:"$HB_PROBES" mem)
-      if [ $(( $(date +%s) - t0 )) -gt "${HB_MLX_BUDGET:-480}" ]; then
-        hb_na "$label" gen "not run: the mlx phase's ${HB_MLX_BUDGET:-480} s were spent"; continue
+      if [ $(( $(date +%s) - t0 )) -gt "${HB_MLX_BUDGET:-720}" ]; then
+        hb_na "$label" gen "not run: the mlx phase's ${HB_MLX_BUDGET:-720} s were spent"; continue
       fi
       hb_stamp "mlx $q x$n"
       hb_serve "$n" "$ctx" "$HB_RUNNER" || continue

@@ -20,6 +20,7 @@ mlx-int4-x1 ... mlx-bf16-x16, against runner-llamacpp's Q4_K_M, labels herd-x1 /
   mlx_<q>_over_q4km_x1 / _x16         decode (sum of client rates, mean of rounds) MLX / Q4_K_M
   mlx_<q>_ttft_over_q4km_x1           median probe TTFT (num_predict 1, one stream) MLX / Q4_K_M
   mlx_<q>_ttft_over_q4km_x16          median TTFT of the x16 rounds (mean of rounds) MLX / Q4_K_M
+  (q: int4, bf16, and int4c, bf16c for the same models computing in bfloat16)
 and the real-model copy task (phase real: SmolLM2 from the dev box, labels real-x1 / real-x1-ngram):
   real_ngram_speedup  copy task tokens/s (engine rate) with the n-gram drafter / without, x1
 With --herd-log, the runner's stats lines in herd serve's log (`--step-stats` per-phase ms a
@@ -248,14 +249,15 @@ def main():
     probe_ms = lambda label: (round(statistics.median(r["ttft_ms"] for r in run.reqs(label, "probe")), 1)
                               if run.reqs(label, "probe") else run.na(label, "probe") or f"n/a: {label} probe")
     mlx = {}
-    for q in ("int4", "bf16"):
+    for q in ("int4", "bf16", "int4c", "bf16c"):
         m1, m16 = f"mlx-{q}-x1", f"mlx-{q}-x16"
         rt[f"mlx_{q}_over_q4km_x1"] = ratio(agg(m1, "gen"), agg(x1, "gen"))
         rt[f"mlx_{q}_over_q4km_x16"] = ratio(agg(m16, "gen"), agg(x16, "gen"))
         rt[f"mlx_{q}_ttft_over_q4km_x1"] = ratio(probe_ms(m1), probe_ms(x1))
         rt[f"mlx_{q}_ttft_over_q4km_x16"] = ratio(run.mean(m16, "gen", "ttft_median_ms"), run.mean(x16, "gen", "ttft_median_ms"))
     for label, name in ((x1, "Q4_K_M (runner-llamacpp)"), ("mlx-int4-x1", "MLX int4 (runner-mlx)"),
-                        ("mlx-bf16-x1", "MLX bf16 (runner-mlx)")):
+                        ("mlx-bf16-x1", "MLX bf16 (runner-mlx)"), ("mlx-int4c-x1", "MLX int4, bf16 compute"),
+                        ("mlx-bf16c-x1", "MLX bf16, bf16 compute")):
         l16 = label.replace("-x1", "-x16")
         mlx[name] = dict(decode_x1=agg(label, "gen"), decode_x16=agg(l16, "gen"), ttft_probe_x1_ms=probe_ms(label),
                          ttft_x16_ms=run.mean(l16, "gen", "ttft_median_ms"), stream_median_x16=med(l16, "gen"))
@@ -297,7 +299,7 @@ REQUIRED = ["herd-x1.gen", "herd-x1.probe", "herd-x1.chat", "herd-x1.fmt", "herd
 
 
 # The mlx phase's labels (the same on the CPU smoke; its "x16" is HB_CONC streams).
-REQUIRED_MLX = ["mlx-int4-x1.gen", "mlx-int4-x1.probe", "mlx-int4-x16.gen",
+REQUIRED_MLX = ["mlx-int4-x1.gen", "mlx-int4-x1.probe", "mlx-int4-x16.gen", "mlx-int4c-x1.gen", "mlx-bf16c-x16.gen",
                 "mlx-bf16-x1.gen", "mlx-bf16-x1.probe", "mlx-bf16-x16.gen"]
 
 
