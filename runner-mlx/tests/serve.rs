@@ -276,6 +276,10 @@ async fn bf16_compute_answers_and_is_deterministic() {
         complete(&r.socket, req.clone()).await,
         complete(&r.socket, req).await,
     );
-    assert!(a.text.contains("Paris"), "SmolLM2 in bf16 answers: {:?}", a.text);
+    assert!(
+        a.text.contains("Paris"),
+        "SmolLM2 in bf16 answers: {:?}",
+        a.text
+    );
     assert_eq!(a.text, b.text);
 }

@@ -124,22 +124,25 @@ fn check_prompt_in(c: Cfg, prompt: &[i32], compute: runner_mlx::Compute) {
     assert!(d < tol, "after truncation the cache differs by {d}");
 }
 
+/// A tiny llama with an untied head.
+const LLAMA: Cfg = Cfg {
+    gemma: None,
+    qwen3: false,
+    hidden: 64,
+    heads: 4,
+    kv: 2,
+    head_dim: 16,
+    ff: 96,
+    layers: 2,
+    vocab: 512,
+    theta: 10000.0,
+    eps: 1e-5,
+    quant: None,
+};
+
 #[test]
 fn a_tiny_llama_with_an_untied_head_matches_the_reference() {
-    check(Cfg {
-        gemma: None,
-        qwen3: false,
-        hidden: 64,
-        heads: 4,
-        kv: 2,
-        head_dim: 16,
-        ff: 96,
-        layers: 2,
-        vocab: 512,
-        theta: 10000.0,
-        eps: 1e-5,
-        quant: None,
-    });
+    check(LLAMA);
 }
 
 #[test]
@@ -229,18 +232,9 @@ fn tiny_gemma3_text_checkpoints_match_the_reference() {
 #[test]
 fn bf16_compute_tracks_the_reference_on_every_architecture() {
     let base = Cfg {
-        gemma: None,
-        qwen3: false,
-        hidden: 64,
-        heads: 4,
-        kv: 2,
-        head_dim: 16,
         ff: 128,
-        layers: 2,
-        vocab: 512,
-        theta: 10000.0,
-        eps: 1e-5,
         quant: Some((4, 32)),
+        ..LLAMA
     };
     let bf16 = runner_mlx::Compute::Bf16;
     let short = [5, 77, 300, 12, 499, 1];

@@ -233,6 +233,12 @@ hb_herd() {
   if w=$(hb_wrapper t4 --threads 4 --step-stats 128) && hb_serve "$HB_CONC" "$HB_CTX16" "$w"; then
     hb_client "herd-x16-t4" "$HB_CONC" --num-ctx "$HB_CTX16" gen:2 fmt:2
   fi
+  # One CUDA graph per token count (patch 0005, opt-in): grammar fast-forward and prompts
+  # between decode steps change a step's token count.
+  hb_stamp "herd x$HB_CONC GGML_CUDA_GRAPH_PER_SHAPE=1"
+  if w=$(hb_wrapper pershape GGML_CUDA_GRAPH_PER_SHAPE=1 --step-stats 128) && hb_serve "$HB_CONC" "$HB_CTX16" "$w"; then
+    hb_client "herd-x16-pershape" "$HB_CONC" --num-ctx "$HB_CTX16" gen:2 fmt:2
+  fi
   hb_stamp "self-draft (x$HB_CONC)"
   if [ "$HB_SD" = 1 ] && hb_serve "$HB_CONC" "$HB_CTX16" "$HB_RUNNER"; then
     hb_client herd-x16-sd "$HB_CONC" --model bench-sd --num-ctx "$HB_CTX16" gen:2
@@ -265,6 +271,14 @@ hb_real() {
     hb_client real-x1-ngram 1 --model smol --num-ctx "$HB_CTX1" rcopy:"$HB_R"
   else
     hb_na real-x1-ngram rcopy "runner has no --draft-ngram"
+  fi
+  # 16-token drafts, then with one CUDA graph per token count (patch 0005, opt-in): drafted
+  # steps change the count, which otherwise resets the graph's warm-up (runs L, M).
+  if w=$(hb_wrapper ngram16 --draft-ngram 16) && hb_serve 1 "$HB_CTX1" "$w"; then
+    hb_client real-x1-ngram16 1 --model smol --num-ctx "$HB_CTX1" rcopy:"$HB_R"
+  fi
+  if w=$(hb_wrapper ngram16ps GGML_CUDA_GRAPH_PER_SHAPE=1 --draft-ngram 16) && hb_serve 1 "$HB_CTX1" "$w"; then
+    hb_client real-x1-ngram16-pershape 1 --model smol --num-ctx "$HB_CTX1" rcopy:"$HB_R"
   fi
   hb_stop
 }
