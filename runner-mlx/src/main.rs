@@ -147,7 +147,18 @@ fn load(args: &Args, state: &State) -> Result<(Loaded, runner_mlx::engine::Engin
         )));
     }
     state.progress(0.05);
-    let m = runner_mlx::load(&args.load.model, args.compute).map_err(load_err)?;
+    let mut m = runner_mlx::load(&args.load.model, args.compute).map_err(load_err)?;
+    state.progress(0.9);
+    // The first steps compile MLX's kernels for this model (on CUDA through NVRTC: the first
+    // request to an 8B int4 model took 25 s on the H200, native/gpu-results.md run K): a
+    // two-token prefill and a decode step now put that in the load instead.
+    let mut warm = m.model.new_cache();
+    for ids in [&[0, 0][..], &[0][..]] {
+        m.model
+            .forward(&mut [(&mut warm, ids)])
+            .map_err(|e| load_err(format!("the warm-up step failed: {e}")))?;
+    }
+    drop(warm);
     state.progress(1.0);
     let shape = m.checkpoint.shape;
     let n_ctx = args.load.ctx_size as usize;
