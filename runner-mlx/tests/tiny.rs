@@ -185,26 +185,29 @@ fn tiny_mlx_affine_quantized_checkpoints_match_the_reference() {
     }
 }
 
+/// gemma3's sliding window (4), global layers (every 3rd) and their RoPE, without soft-caps.
+const GEMMA: Gemma = Gemma {
+    window: 4,
+    global_every: 3,
+    local_theta: 10000.0,
+    rope_factor: 2.0,
+    query_pre_attn_scalar: 24.0,
+    attn_softcap: None,
+    final_softcap: None,
+};
+/// Longer than the window.
+const GEMMA_PROMPT: [i32; 14] = [5, 77, 300, 12, 499, 1, 40, 41, 260, 3, 9, 400, 17, 88];
+
 /// gemma3 text: 3 layers (two sliding with a window of 4, one global with linear rope
 /// scaling), 14 prompt tokens. f32 through the fused attention with a window mask; then 4-bit
 /// with both soft-caps (the unfused attention path).
 #[test]
 fn tiny_gemma3_text_checkpoints_match_the_reference() {
-    let gemma = Gemma {
-        window: 4,
-        global_every: 3,
-        local_theta: 10000.0,
-        rope_factor: 2.0,
-        query_pre_attn_scalar: 24.0,
-        attn_softcap: None,
-        final_softcap: None,
-    };
-    let prompt = [5, 77, 300, 12, 499, 1, 40, 41, 260, 3, 9, 400, 17, 88];
     for (quant, softcap) in [(None, None), (Some((4, 32)), Some((3.0, 5.0)))] {
         let g = Gemma {
             attn_softcap: softcap.map(|s| s.0),
             final_softcap: softcap.map(|s| s.1),
-            ..gemma
+            ..GEMMA
         };
         check_prompt(
             Cfg {
@@ -221,7 +224,7 @@ fn tiny_gemma3_text_checkpoints_match_the_reference() {
                 eps: 1e-6,
                 quant,
             },
-            &prompt,
+            &GEMMA_PROMPT,
         );
     }
 }
@@ -258,13 +261,9 @@ fn bf16_compute_tracks_the_reference_on_every_architecture() {
         bf16,
     );
     let gemma = Gemma {
-        window: 4,
-        global_every: 3,
-        local_theta: 10000.0,
-        rope_factor: 2.0,
-        query_pre_attn_scalar: 24.0,
         attn_softcap: Some(3.0),
         final_softcap: Some(5.0),
+        ..GEMMA
     };
     check_prompt_in(
         Cfg {
@@ -276,7 +275,7 @@ fn bf16_compute_tracks_the_reference_on_every_architecture() {
             quant: None,
             ..base
         },
-        &[5, 77, 300, 12, 499, 1, 40, 41, 260, 3, 9, 400, 17, 88],
+        &GEMMA_PROMPT,
         bf16,
     );
 }

@@ -58,15 +58,16 @@ hb_stop() {
   fi
 }
 
-# hb_wrapper TAG [VAR=VALUE...] FLAGS...: prints the path of a runner wrapper adding FLAGS to
-# serve runs (not to subcommands such as `quantize`) with the VARs in its environment, or fails
-# when the runner does not accept FLAGS.
+# hb_wrapper TAG [VAR=VALUE...] FLAGS...: prints the path of a wrapper of $HB_RUNNER (set it to
+# another runner, e.g. runner-mlx, for one call) adding FLAGS to serve runs (not to subcommands
+# such as `quantize`) with the VARs in its environment, or fails when the runner does not accept
+# FLAGS.
 hb_wrapper() {
   local tag=$1; shift
   local envs=()
   while [ $# -gt 0 ] && [[ $1 =~ ^[A-Z_][A-Z0-9_]*= ]]; do envs+=("$1"); shift; done
   "$HB_RUNNER" "$@" --help > /dev/null 2>&1 || return 1
-  local w; w="${HB_WRAP_DIR:-$(dirname "$HB_RUNNER")}/runner-llamacpp-$tag"
+  local w; w="${HB_WRAP_DIR:-$(dirname "$HB_RUNNER")}/$(basename "$HB_RUNNER")-$tag"
   { echo '#!/bin/sh'
     local e; for e in "${envs[@]}"; do echo "export $e"; done
     # herd always passes --threads: a --threads among FLAGS replaces it (clap refuses two).

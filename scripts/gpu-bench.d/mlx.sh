@@ -182,13 +182,7 @@ hb_mlx() {
   local q m n t0 plain=$HB_MLX_RUNNER wrap; t0=$(date +%s)
   # int4c / bf16c: the same models computing in bfloat16 (runner-mlx --compute bf16; the
   # default computes in float32, so a bf16 checkpoint reads twice its bytes a step).
-  wrap="$(dirname "$HB_MLX_BIN")/runner-mlx-bf16"
-  if "$HB_MLX_BIN" --compute bf16 --help > /dev/null 2>&1; then
-    printf '#!/bin/sh\ncase "$1" in -*) exec %q "$@" --compute bf16 ;; esac\nexec %q "$@"\n' "$HB_MLX_BIN" "$HB_MLX_BIN" > "$wrap"
-    chmod +x "$wrap"
-  else
-    wrap=
-  fi
+  wrap=$(HB_RUNNER=$HB_MLX_BIN hb_wrapper bf16 --compute bf16) || wrap=
   for q in int4 bf16 int4c bf16c; do
     m=bench-mlx; case $q in int4*) m=bench-mlx-q4 ;; esac
     HB_MLX_RUNNER=$plain; case $q in *c) HB_MLX_RUNNER=$wrap ;; esac

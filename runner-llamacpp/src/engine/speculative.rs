@@ -61,12 +61,7 @@ pub(super) fn verify(
 /// counts as one pass per distinct count (`split_equal`), each reading all the weights again, so
 /// unequal drafts would turn one step into several. Runs after `propose_all`.
 pub(super) fn equalize(slots: &mut [Slot]) {
-    let lens: Vec<usize> = slots
-        .iter()
-        .filter_map(|s| s.active.as_ref().filter(|a| a.next.is_some()))
-        .map(|a| a.draft.len())
-        .collect();
-    let keep = draft::common_len(&lens);
+    let keep = common_draft(slots);
     for a in slots.iter_mut().filter_map(|s| s.active.as_mut()) {
         a.draft.truncate(keep);
         if a.draft.is_empty() {
@@ -147,12 +142,17 @@ pub(super) fn propose_all(
             a.draft = drafts.next().unwrap_or_default();
         }
     }
+    dm.kept(common_draft(slots));
+}
+
+/// The draft length the step's decoding slots keep (`draft::common_len` of their drafts).
+fn common_draft(slots: &[Slot]) -> usize {
     let lens: Vec<usize> = slots
         .iter()
         .filter_map(|s| s.active.as_ref().filter(|a| a.next.is_some()))
         .map(|a| a.draft.len())
         .collect();
-    dm.kept(draft::common_len(&lens));
+    draft::common_len(&lens)
 }
 
 /// Draft tokens for one decoding slot (engine/draft.rs): what its grammar forces, else its
