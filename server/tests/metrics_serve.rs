@@ -62,11 +62,12 @@ fn serve(ts: &TestStore, runner: &std::path::Path, env: &[(&str, &str)]) -> Serv
     let sink = log.clone();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            // Logged before the address goes out: the holder of the address sees the line.
+            sink.lock().unwrap().push(line.clone());
             if let Some(rest) = line.split("Listening on ").nth(1) {
                 let addr = rest.split_whitespace().next().unwrap_or_default();
                 let _ = tx.send(addr.to_owned());
             }
-            sink.lock().unwrap().push(line);
         }
     });
     let addr = rx.recv_timeout(Duration::from_secs(30)).expect("address");

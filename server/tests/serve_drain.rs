@@ -79,6 +79,8 @@ async fn sigterm_drains_in_flight_streams_and_refuses_new_work() {
     let sink = log.clone();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            // Logged before the address goes out: the holder of the address sees the line.
+            sink.lock().unwrap().push(line.clone());
             if let Some(rest) = line.split("Listening on ").nth(1) {
                 let _ = tx.send(
                     rest.split_whitespace()
@@ -87,7 +89,6 @@ async fn sigterm_drains_in_flight_streams_and_refuses_new_work() {
                         .to_owned(),
                 );
             }
-            sink.lock().unwrap().push(line);
         }
     });
     let addr = rx.recv_timeout(Duration::from_secs(30)).expect("address");

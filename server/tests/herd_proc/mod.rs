@@ -40,12 +40,19 @@ impl HerdServe {
         let stderr = child.stderr.take().unwrap();
         let sink = log.clone();
         std::thread::spawn(move || {
+            // The line is logged before the address is sent, so whoever holds the address
+            // sees the "Listening on" line in the log (CI once read the log in between).
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(rest) = line.split("Listening on ").nth(1) {
-                    let addr = rest.split_whitespace().next().unwrap_or_default();
-                    let _ = tx.send(addr.to_owned());
-                }
+                let addr = line.split("Listening on ").nth(1).map(|rest| {
+                    rest.split_whitespace()
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned()
+                });
                 sink.lock().unwrap().push(line);
+                if let Some(addr) = addr {
+                    let _ = tx.send(addr);
+                }
             }
         });
         let addr = match rx.recv_timeout(Duration::from_secs(60)) {
