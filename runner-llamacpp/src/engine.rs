@@ -50,6 +50,7 @@ mod cancel;
 mod draft;
 pub mod draft_model;
 mod embedding;
+mod pace;
 mod sample;
 mod speculative;
 mod stats;
@@ -81,6 +82,10 @@ struct Active {
     forced_run: bool,
     /// Tokens the n-gram drafter may propose per step (0 = it is off for this request).
     ngram: usize,
+    /// How well this request's n-gram drafts are accepted (engine/pace.rs).
+    pace: pace::Pace,
+    /// This step's draft came from the n-gram drafter (its verification feeds `pace`).
+    ngram_draft: bool,
 }
 
 struct Slot {
@@ -115,6 +120,8 @@ pub struct Engine {
     drafting: Drafting,
     /// The draft model (`--draft-model`), when the model has one.
     drafter: Option<draft_model::DraftModel>,
+    /// Decode-step time against token count, for the n-gram draft length (engine/pace.rs).
+    cost: pace::StepCost,
 }
 
 /// How slots draft (engine/draft.rs): the runner's `--draft-*` flags.
@@ -167,6 +174,7 @@ impl Engine {
             projector: None,
             drafting: Drafting::default(),
             drafter: None,
+            cost: pace::StepCost::default(),
         }
     }
 
@@ -273,6 +281,7 @@ impl Engine {
             &mut self.slots,
             self.drafter.as_mut(),
             &self.drafting,
+            &self.cost,
             self.n_ctx_seq,
             self.batch.capacity(),
         );
@@ -415,6 +424,9 @@ impl Engine {
         }
         let took = started.elapsed().as_nanos() as u64;
         self.stats.lap(Phase::Wait);
+        if res.is_ok() && !in_prefill.contains(&true) {
+            self.cost.observe(self.batch.len(), took);
+        }
         if let Err(e) = res {
             let (kind, msg) = match e {
                 DecodeError::Aborted => {

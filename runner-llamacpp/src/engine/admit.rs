@@ -99,6 +99,8 @@ impl Engine {
             forced: VecDeque::new(),
             forced_run: false,
             ngram,
+            pace: Default::default(),
+            ngram_draft: false,
         });
         self.sync_device(i);
     }

@@ -6,7 +6,8 @@
 //! - grammar fast-forward: the tokens the request's grammar forces next (llguidance's
 //!   `compute_ff_tokens`); always on, since a forced token is what sampling picks anyway;
 //! - the n-gram (prompt lookup) drafter: the continuation of the most recent earlier occurrence
-//!   of the longest suffix of the slot's tokens (`--draft-ngram K`); model-free.
+//!   of the longest suffix of the slot's tokens (`--draft-ngram K`); model-free. Of its up to K
+//!   tokens, engine/pace.rs keeps as many as pay at the measured step cost.
 //!
 //! Verification keeps the target's distribution whatever the drafter: each row is sampled with
 //! the request's own sampler exactly as a one-token step would be, and the draft is accepted

@@ -103,6 +103,8 @@ mod tests {
             forced: Default::default(),
             forced_run: false,
             ngram: 0,
+            pace: Default::default(),
+            ngram_draft: false,
         }
     }
 

@@ -3,7 +3,7 @@
 //! and how a step's rows are verified (`verify`).
 
 use super::draft_model::{DraftModel, Want};
-use super::{draft, fail, on_token, sample, Active, Drafting, Slot};
+use super::{draft, fail, on_token, pace, sample, Active, Drafting, Slot};
 use crate::ffi::{Model, Row, Token};
 use crate::sampling::Choice;
 use runner_protocol::ErrorKind;
@@ -21,6 +21,7 @@ pub(super) fn verify(
     let a = slot.active.as_mut()?;
     let draft = std::mem::take(&mut a.draft);
     a.draft_rows.clear();
+    let from_ngram = std::mem::take(&mut a.ngram_draft);
     // The cache holds the sampled token, then the draft tokens.
     let base = slot.cache.len() - draft.len();
     let mut rows = rows.into_iter();
@@ -49,6 +50,9 @@ pub(super) fn verify(
         used += 1;
         choice = sample::one(a, &mut row);
     }
+    if let Some(a) = slot.active.as_mut().filter(|_| from_ngram) {
+        a.pace.observe(draft.len(), used);
+    }
     let cut = base + used;
     (cut < slot.cache.len()).then(|| {
         slot.cache.truncate(cut);
@@ -73,12 +77,13 @@ pub(super) fn equalize(slots: &mut [Slot]) {
 /// Fill each decoding slot's draft, sharing the batch room (`capacity`) left after every slot's
 /// sampled token equally among the decoding slots. Slots without a grammar or n-gram draft ask
 /// the draft model, all in one batched draft run (constrained ones only when drafting under
-/// grammar is on, as for the n-gram drafter).
+/// grammar is on, as for the n-gram drafter). `cost` sets how long an n-gram draft pays.
 pub(super) fn propose_all(
     model: &Model,
     slots: &mut [Slot],
     drafter: Option<&mut DraftModel>,
     d: &Drafting,
+    cost: &pace::StepCost,
     n_ctx_seq: usize,
     capacity: usize,
 ) {
@@ -90,8 +95,9 @@ pub(super) fn propose_all(
         return;
     }
     let share = capacity.saturating_sub(decoders) / decoders;
+    let rho = cost.rho(decoders);
     for slot in slots.iter_mut() {
-        let draft = propose(model, slot, d, n_ctx_seq, share);
+        let draft = propose(model, slot, d, n_ctx_seq, share, rho);
         if let Some(a) = slot.active.as_mut() {
             a.draft = draft;
         }
@@ -156,19 +162,21 @@ fn common_draft(slots: &[Slot]) -> usize {
 }
 
 /// Draft tokens for one decoding slot (engine/draft.rs): what its grammar forces, else its
-/// n-gram continuation, at most `share`. Also restricts the slot's next sample to the forced
-/// text's first token (`restrict`).
+/// n-gram continuation as long as it pays at step cost `rho` (engine/pace.rs), at most `share`.
+/// Also restricts the slot's next sample to the forced text's first token (`restrict`).
 fn propose(
     model: &Model,
     slot: &mut Slot,
     d: &Drafting,
     n_ctx_seq: usize,
     share: usize,
+    rho: f64,
 ) -> Vec<Token> {
     let Some(a) = slot.active.as_mut() else {
         return Vec::new();
     };
     a.forced_run = false;
+    a.ngram_draft = false;
     let Some(t) = a.next else {
         return Vec::new();
     };
@@ -187,8 +195,12 @@ fn propose(
     }
     if out.is_empty() && a.ngram > 0 {
         slot.cache.push(t);
-        out = draft::ngram(&slot.cache, a.ngram);
+        out = draft::ngram(&slot.cache, a.ngram.min(n));
         slot.cache.pop();
+        if !out.is_empty() {
+            out.truncate(a.pace.len(out.len(), rho));
+            a.ngram_draft = !out.is_empty();
+        }
     }
     out.truncate(n);
     out

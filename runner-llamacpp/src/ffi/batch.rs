@@ -23,6 +23,9 @@ impl Batch {
     pub fn is_empty(&self) -> bool {
         self.raw.n_tokens == 0
     }
+    pub fn len(&self) -> usize {
+        self.raw.n_tokens as usize
+    }
     pub fn capacity(&self) -> usize {
         self.capacity
     }

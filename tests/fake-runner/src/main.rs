@@ -19,6 +19,7 @@
 
 mod gpus;
 mod script;
+mod vocab;
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
@@ -26,8 +27,8 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming};
 use runner_protocol::{
     CompletionChunk, CompletionRequest, DetokenizeRequest, DetokenizeResponse, DoneReason,
-    EmbedRequest, EmbedResponse, ErrorBody, ErrorKind, Health, Info, Prompt, RunnerError, Timings,
-    TokenLogprob, TokenizeRequest, TokenizeResponse, TopLogprob,
+    EmbedRequest, ErrorBody, ErrorKind, Health, Info, Prompt, RunnerError, Timings, TokenLogprob,
+    TokenizeRequest, TokenizeResponse, TopLogprob,
 };
 use script::Script;
 use std::convert::Infallible;
@@ -39,11 +40,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::net::UnixListener;
 use tokio::sync::{mpsc, Semaphore};
-
-const BOS: i32 = 1;
-const EOS: i32 = 2;
-const BYTE_TOKEN_BASE: i32 = 3;
-const N_VOCAB: u32 = 256 + BYTE_TOKEN_BASE as u32;
+use vocab::{detokenize, embed, prompt_len, tokenize, EOS, N_VOCAB};
 
 struct State {
     script: Script,
@@ -292,13 +289,6 @@ fn error(kind: ErrorKind, message: &str) -> Response<BoxBody> {
     )
 }
 
-fn prompt_len(p: &Prompt, add_special: bool) -> u32 {
-    match p {
-        Prompt::Text(t) => tokenize(t, add_special).len() as u32,
-        Prompt::Tokens(t) => t.len() as u32,
-    }
-}
-
 /// Streams the scripted tokens while holding a slot; the slot is released when the stream ends
 /// or as soon as the client goes away (the body's receiver is dropped).
 async fn completion(state: Arc<State>, req: CompletionRequest) -> Response<BoxBody> {
@@ -488,72 +478,9 @@ impl Body for ChannelBody {
     }
 }
 
-fn tokenize(text: &str, add_special: bool) -> Vec<i32> {
-    let bos = add_special.then_some(BOS);
-    bos.into_iter()
-        .chain(text.bytes().map(|b| b as i32 + BYTE_TOKEN_BASE))
-        .collect()
-}
-
-fn detokenize(tokens: &[i32], render_special: bool) -> String {
-    let mut bytes = Vec::new();
-    for &t in tokens {
-        match t {
-            BOS if render_special => bytes.extend_from_slice(b"<s>"),
-            EOS if render_special => bytes.extend_from_slice(b"</s>"),
-            t if (BYTE_TOKEN_BASE..BYTE_TOKEN_BASE + 256).contains(&t) => {
-                bytes.push((t - BYTE_TOKEN_BASE) as u8)
-            }
-            _ => {}
-        }
-    }
-    String::from_utf8_lossy(&bytes).into_owned()
-}
-
-/// Deterministic pseudo-random vector seeded by FNV-1a of the input.
-fn embed(script: &Script, req: &EmbedRequest) -> EmbedResponse {
-    let mut count = 0;
-    let embeddings = req
-        .inputs
-        .iter()
-        .map(|p| {
-            count += prompt_len(p, false);
-            let bytes: Vec<u8> = match p {
-                Prompt::Text(t) => t.as_bytes().to_vec(),
-                Prompt::Tokens(t) => t.iter().flat_map(|x| x.to_le_bytes()).collect(),
-            };
-            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-            for b in bytes {
-                h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
-            }
-            (0..script.n_embd)
-                .map(|_| {
-                    h = h
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
-                    ((h >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-                })
-                .collect()
-        })
-        .collect();
-    EmbedResponse {
-        embeddings,
-        prompt_eval_count: count,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tokenize_round_trips_and_marks_specials() {
-        let t = tokenize("hé", true);
-        assert_eq!(t[0], BOS);
-        assert_eq!(t.len(), 1 + "hé".len());
-        assert_eq!(detokenize(&t, false), "hé");
-        assert_eq!(detokenize(&t, true), "<s>hé");
-    }
 
     #[test]
     fn output_honours_num_predict_and_stop_strings() {
@@ -590,20 +517,5 @@ mod tests {
             assert_eq!(out, *want, "stop {stop:?} n {n}");
             assert_eq!(r, *reason, "stop {stop:?} n {n}");
         }
-    }
-
-    #[test]
-    fn embeddings_are_deterministic_and_input_dependent() {
-        let s = Script::default();
-        let req = EmbedRequest {
-            inputs: vec![Prompt::Text("a".into()), Prompt::Text("b".into())],
-            truncate: true,
-        };
-        let a = embed(&s, &req);
-        let b = embed(&s, &req);
-        assert_eq!(a, b);
-        assert_eq!(a.embeddings[0].len(), 16);
-        assert_ne!(a.embeddings[0], a.embeddings[1]);
-        assert!(a.embeddings[0].iter().all(|x| (-1.0..=1.0).contains(x)));
     }
 }

@@ -1,0 +1,245 @@
+//! How long an n-gram draft is worth making (engine/draft.rs drafts it): pure policy from two
+//! measurements. A drafted step evaluates more tokens, which is nearly free on a GPU (one 8B
+//! step reads all weights for 1 token or 17) but not on a CPU, where a step's time grows with
+//! its tokens (SmolLM2 on one thread: a 9-token step took ~5x a 1-token one, so `--draft-ngram 8`
+//! made a copy task 0.90x as fast at 43 % acceptance). So:
+//! - [`StepCost`] fits decode-step time against token count (`a + b·n`, exponentially weighted
+//!   least squares over decode-only steps) and gives the relative cost of one more token;
+//! - [`Pace`] keeps a slot's per-position acceptance estimate (a decayed success count);
+//! - [`best_len`] picks the draft length that maximizes expected tokens per unit of step time.
+//!
+//! Invariant: drafting never changes output (verification does not depend on the length), so
+//! this only moves speed. With no cost measured yet (every step had one token count) a draft
+//! costs nothing by assumption, so drafting is tried and thereby measured; the fit forgets, so
+//! a runner that stopped drafting tries again after a few hundred steps.
+
+/// Weight kept by older steps per new one: ~100 steps dominate the fit.
+const COST_DECAY: f64 = 0.99;
+/// Token-count variance under which the fit cannot separate `a` from `b` (e.g. every step had
+/// the same count): the cost of a draft token is then taken as 0.
+const MIN_SPREAD: f64 = 0.1;
+
+/// Decode-step time as `a + b·n` for `n` tokens, fitted over decode-only steps.
+#[derive(Debug, Default, Clone)]
+pub struct StepCost {
+    w: f64,
+    sn: f64,
+    st: f64,
+    snn: f64,
+    snt: f64,
+}
+
+impl StepCost {
+    /// One decode-only step of `n` tokens that took `ns`.
+    pub fn observe(&mut self, n: usize, ns: u64) {
+        let (n, t) = (n as f64, ns as f64);
+        let d = COST_DECAY;
+        self.w = self.w * d + 1.0;
+        self.sn = self.sn * d + n;
+        self.st = self.st * d + t;
+        self.snn = self.snn * d + n * n;
+        self.snt = self.snt * d + n * t;
+    }
+
+    /// `(a, b)` of the fit, or None while the token counts seen do not separate them.
+    fn fit(&self) -> Option<(f64, f64)> {
+        if self.w <= 0.0 {
+            return None;
+        }
+        let (mn, mt) = (self.sn / self.w, self.st / self.w);
+        let var = self.snn / self.w - mn * mn;
+        if var < MIN_SPREAD {
+            return None;
+        }
+        let b = ((self.snt / self.w - mn * mt) / var).max(0.0);
+        Some((mt - b * mn, b))
+    }
+
+    /// What one more draft token in each of `slots` decoding slots adds to a step of theirs,
+    /// relative to that step's time without drafts (`b·slots / t(slots)`): every slot drafts the
+    /// step's common length, so a draft length L costs `slots·L` tokens. 0 when unknown.
+    pub fn rho(&self, slots: usize) -> f64 {
+        let Some((a, b)) = self.fit() else { return 0.0 };
+        let s = slots.max(1) as f64;
+        let base = a + b * s;
+        if base <= 0.0 {
+            return 0.0;
+        }
+        b * s / base
+    }
+}
+
+/// Decay of a slot's acceptance counts per verified draft: the last ~10 drafts decide.
+const PACE_DECAY: f64 = 0.9;
+/// Prior acceptance counts (p = 0.75): optimistic, so a new request drafts and is measured.
+const PRIOR_HITS: f64 = 1.5;
+const PRIOR_MISSES: f64 = 0.5;
+/// A slot whose drafts do not pay drafts one token every this many chances, so that text which
+/// starts repeating later (a quote, a code block) is noticed.
+const PROBE_EVERY: u32 = 16;
+
+/// The draft length in `0..=k` that maximizes expected tokens per step time: a draft of L tokens
+/// yields `1 + p + … + p^L` tokens (each position accepted with probability `p` once the ones
+/// before it were) for a step `1 + rho·L` times as long.
+pub fn best_len(p: f64, rho: f64, k: usize) -> usize {
+    let (mut best, mut best_rate) = (0, 1.0);
+    let (mut tokens, mut pi) = (1.0, 1.0);
+    for l in 1..=k {
+        pi *= p;
+        tokens += pi;
+        let rate = tokens / (1.0 + rho * l as f64);
+        if rate > best_rate * (1.0 + 1e-9) {
+            best = l;
+            best_rate = rate;
+        }
+    }
+    best
+}
+
+/// One slot's n-gram acceptance: positions accepted and drafts cut short, decayed.
+#[derive(Debug, Clone)]
+pub struct Pace {
+    hits: f64,
+    misses: f64,
+    /// Chances to draft passed up in a row (for [`PROBE_EVERY`]).
+    idle: u32,
+}
+
+impl Default for Pace {
+    fn default() -> Self {
+        Pace {
+            hits: PRIOR_HITS,
+            misses: PRIOR_MISSES,
+            idle: 0,
+        }
+    }
+}
+
+impl Pace {
+    /// The per-position acceptance estimate.
+    pub fn p(&self) -> f64 {
+        self.hits / (self.hits + self.misses)
+    }
+
+    /// How many of at most `k` n-gram tokens to draft now, given the step cost `rho`
+    /// ([`StepCost::rho`]); called when the drafter has a continuation to offer.
+    pub fn len(&mut self, k: usize, rho: f64) -> usize {
+        let l = best_len(self.p(), rho, k);
+        if l > 0 || k == 0 {
+            self.idle = 0;
+            return l;
+        }
+        self.idle += 1;
+        if self.idle >= PROBE_EVERY {
+            self.idle = 0;
+            return 1;
+        }
+        0
+    }
+
+    /// A verified draft: `drafted` tokens went in, the first `accepted` were kept.
+    pub fn observe(&mut self, drafted: usize, accepted: usize) {
+        if drafted == 0 {
+            return;
+        }
+        self.hits = self.hits * PACE_DECAY + accepted as f64;
+        self.misses = self.misses * PACE_DECAY + f64::from(accepted < drafted);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_best_length_weighs_acceptance_against_the_cost_of_a_token() {
+        let cases = [
+            // (p, rho, k) → length
+            // Free draft tokens: draft all k whenever any is accepted.
+            ((0.9, 0.0, 8), 8),
+            ((0.3, 0.0, 8), 8),
+            ((0.0, 0.0, 8), 0),
+            // A GPU-like step (17 tokens cost 10 % more): long drafts unless acceptance is poor.
+            ((0.95, 0.006, 16), 16),
+            ((0.3, 0.006, 16), 3),
+            // A CPU-like step (each token adds half a step): short drafts, none at 43 %.
+            ((0.95, 0.5, 8), 5),
+            ((0.8, 0.5, 8), 2),
+            ((0.43, 0.5, 8), 0),
+            // A token costs a whole step: no length pays unless every draft is certain.
+            ((0.99, 1.0, 8), 0),
+            ((1.0, 0.5, 8), 8),
+            ((0.9, 0.0, 0), 0),
+        ];
+        for ((p, rho, k), want) in cases {
+            assert_eq!(best_len(p, rho, k), want, "p {p} rho {rho} k {k}");
+        }
+    }
+
+    /// Steps of `n` tokens taking `a + b·n` ms.
+    fn cost_of(steps: &[usize], a: f64, b: f64) -> StepCost {
+        let mut c = StepCost::default();
+        for &n in steps {
+            c.observe(n, ((a + b * n as f64) * 1e6) as u64);
+        }
+        c
+    }
+
+    #[test]
+    fn the_step_cost_fit_recovers_the_marginal_cost_of_a_token() {
+        // CPU-like: 10 ms + 10 ms a token; one slot drafting 8 now and then.
+        let steps: Vec<usize> = (0..60).map(|i| if i % 3 == 0 { 9 } else { 1 }).collect();
+        let c = cost_of(&steps, 10.0, 10.0);
+        assert!((c.rho(1) - 0.5).abs() < 1e-6, "{}", c.rho(1));
+        // Three slots: a draft token in each adds 30 ms to a 40 ms step.
+        assert!((c.rho(3) - 0.75).abs() < 1e-6, "{}", c.rho(3));
+        // GPU-like: 4 ms + 0.025 ms a token.
+        let c = cost_of(&steps, 4.0, 0.025);
+        assert!(c.rho(1) < 0.01, "{}", c.rho(1));
+    }
+
+    #[test]
+    fn without_a_spread_of_token_counts_a_draft_token_is_taken_as_free() {
+        assert_eq!(StepCost::default().rho(1), 0.0);
+        assert_eq!(cost_of(&[1; 50], 10.0, 10.0).rho(1), 0.0);
+        // A fit whose drafted steps are long past forgets them and tries drafting again.
+        let mut steps = vec![9, 1, 9, 1];
+        assert!(cost_of(&steps, 10.0, 10.0).rho(1) > 0.4);
+        steps.extend([1; 1000]);
+        assert_eq!(cost_of(&steps, 10.0, 10.0).rho(1), 0.0);
+        // Noise that makes longer steps look cheaper is no negative cost.
+        let c = cost_of(&[1, 9, 1, 9], 10.0, -1.0);
+        assert_eq!(c.rho(1), 0.0);
+    }
+
+    #[test]
+    fn a_slot_drafts_while_its_drafts_pay_and_probes_when_they_do_not() {
+        let rho = 0.5;
+        let mut pace = Pace::default();
+        assert!(pace.len(8, rho) > 0, "a new request drafts");
+        // Drafts that are cut at their first token: acceptance falls and drafting stops...
+        for _ in 0..10 {
+            pace.observe(4, 0);
+        }
+        assert!(pace.p() < 0.2, "{}", pace.p());
+        let lens: Vec<usize> = (0..32).map(|_| pace.len(8, rho)).collect();
+        // ...but for one token every 16 chances.
+        let probes: Vec<usize> = (0..32).filter(|&i| lens[i] > 0).collect();
+        assert_eq!(probes, [15, 31]);
+        assert!(lens.iter().all(|&l| l <= 1));
+        // Text that starts repeating: accepted probes bring the drafts back, longer as they
+        // keep being accepted.
+        for _ in 0..6 {
+            pace.observe(1, 1);
+        }
+        assert_eq!(pace.len(8, rho), 1, "p {}", pace.p());
+        for _ in 0..20 {
+            pace.observe(8, 8);
+        }
+        assert!(pace.len(8, 0.0) == 8 && pace.len(8, rho) >= 5);
+        // No draft, no evidence.
+        let p = pace.p();
+        pace.observe(0, 0);
+        assert_eq!(pace.p(), p);
+    }
+}
