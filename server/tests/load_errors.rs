@@ -114,7 +114,7 @@ async fn a_failed_load_names_the_model_and_no_server_path() {
         }
     }
     // The operator still sees what failed, path included, in the server's own log.
-    let log = herd.log_text();
+    let log = herd.log_with("blobs");
     assert!(log.contains("blobs"), "the log keeps the detail:\n{log}");
 }
 

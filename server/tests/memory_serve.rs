@@ -162,11 +162,8 @@ async fn models_that_do_not_fit_together_swap_and_a_too_big_one_fails() {
         [format!("{small_next}:latest")],
         "swapped, not both loaded"
     );
-    assert!(
-        srv.log_text().contains("evicting model to make room"),
-        "{}",
-        srv.log_text()
-    );
+    let log = srv.log_with("evicting model to make room");
+    assert!(log.contains("evicting model to make room"), "{log}");
     drop(srv);
 
     // A budget below what SmolLM2 needs: Ollama's error, no runner started, server still up.

@@ -115,7 +115,7 @@ async fn a_model_that_fits_goes_to_the_freest_gpu_unless_spreading() {
         json!({"error": "main_gpu 2 is out of range: this server has 2 GPUs (main_gpu 0 to 1)"})
     );
     assert_eq!(runners_of(&herd, &c).len(), 1, "c's runner is untouched");
-    let log = herd.log_text();
+    let log = herd.log_with("OLLAMA_SCHED_SPREAD");
     assert!(log.contains("OLLAMA_SCHED_SPREAD"), "{log}");
     drop(herd);
 

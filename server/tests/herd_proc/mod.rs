@@ -100,6 +100,20 @@ impl HerdServe {
     pub fn log_text(&self) -> String {
         self.log.lock().unwrap().join("\n")
     }
+
+    /// The log once it contains `needle` (or after 10 s without it, for the caller's assertion
+    /// to show). A line the server writes just before it answers may reach this process's
+    /// reader thread after the answer does.
+    pub fn log_with(&self, needle: &str) -> String {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let text = self.log_text();
+            if text.contains(needle) || std::time::Instant::now() >= deadline {
+                return text;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 impl Drop for HerdServe {
