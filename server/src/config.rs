@@ -160,7 +160,9 @@ pub struct Config {
     #[arg(long, env = "OLLAMA_FORMAT_TWO_PASS", value_parser = parse::clap_bool, num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "false")]
     pub format_two_pass: bool,
-    /// Allow draft-model speculation while a grammar constrains output (MLX runner).
+    /// Ollama's MLX runner's switch for drafting while a grammar constrains output. Accepted for
+    /// Ollama's environments, but runner-mlx does not draft yet, so it has no effect (the server
+    /// says so at startup); runner-llamacpp's switch is HERD_DRAFT_UNDER_GRAMMAR.
     #[arg(long, env = "OLLAMA_MLX_DRAFT_UNDER_GRAMMAR", value_parser = parse::clap_bool, num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "false")]
     pub mlx_draft_under_grammar: bool,
