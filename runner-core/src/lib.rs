@@ -1,13 +1,15 @@
 //! runner-core: what every herd runner shares, whatever engine computes its logits.
 //!
 //! Owns the engine-independent half of a runner: token selection ([`sampling`], [`select`]),
-//! streamed text with stop strings and UTF-8 holdback ([`text`]), output constraints through
+//! streamed text with stop strings and UTF-8 holdback ([`text`]), speculative drafting policy
+//! ([`draft`]), output constraints through
 //! llguidance ([`grammar`]), the jobs the socket handlers hand to an engine thread ([`jobs`]), and
 //! the runner protocol on the Unix socket ([`http`], [`serve`]), slot policy ([`slots`]) and each
 //! request's answer stream ([`reply`]). An engine (runner-llamacpp,
 //! runner-mlx) supplies its vocabulary ([`Vocabulary`]), its sampler chain
 //! ([`sampling::Chain`]) and an engine thread that drains [`jobs::Job`]s.
 
+pub mod draft;
 pub mod grammar;
 pub mod http;
 pub mod jobs;

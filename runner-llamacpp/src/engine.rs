@@ -50,7 +50,6 @@ mod cancel;
 mod draft;
 pub mod draft_model;
 mod embedding;
-mod pace;
 mod sample;
 mod speculative;
 mod stats;
@@ -82,8 +81,8 @@ struct Active {
     forced_run: bool,
     /// Tokens the n-gram drafter may propose per step (0 = it is off for this request).
     ngram: usize,
-    /// How well this request's n-gram drafts are accepted (engine/pace.rs).
-    pace: pace::Pace,
+    /// How well this request's n-gram drafts are accepted (runner-core draft::pace).
+    pace: runner_core::draft::pace::Pace,
     /// This step's draft came from the n-gram drafter (its verification feeds `pace`).
     ngram_draft: bool,
 }
@@ -120,8 +119,8 @@ pub struct Engine {
     drafting: Drafting,
     /// The draft model (`--draft-model`), when the model has one.
     drafter: Option<draft_model::DraftModel>,
-    /// Decode-step time against token count, for the n-gram draft length (engine/pace.rs).
-    cost: pace::StepCost,
+    /// Decode-step time against token count, for the n-gram draft length (runner-core draft::pace).
+    cost: runner_core::draft::pace::StepCost,
 }
 
 /// How slots draft (engine/draft.rs): the runner's `--draft-*` flags.
@@ -174,7 +173,7 @@ impl Engine {
             projector: None,
             drafting: Drafting::default(),
             drafter: None,
-            cost: pace::StepCost::default(),
+            cost: runner_core::draft::pace::StepCost::default(),
         }
     }
 

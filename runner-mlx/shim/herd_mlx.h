@@ -67,13 +67,14 @@ int32_t herd_mlx_cache_len(const HerdMlxCache* c);
 void herd_mlx_cache_truncate(HerdMlxCache* c, int32_t len);
 
 // One step over `n_seg` segments: segment i appends its `n_tokens[i]` tokens (consecutive in
-// `tokens`) to `caches[i]` (distinct caches) and gets the logits of its last token in
-// `logits[i * n_vocab ..]` (float32). Returns 0, or -1 with `err` set: bad input (a token out
-// of range, an empty segment) leaves the caches unchanged; a failed evaluation empties them
-// (length 0), since their buffers are written in place.
+// `tokens`) to `caches[i]` (distinct caches) and gets the logits of its last `n_out[i]` tokens
+// (1 <= n_out[i] <= n_tokens[i]; all 1 when `n_out` is null), in segment and position order, as
+// float32 rows of `n_vocab` in `logits`. Returns 0, or -1 with `err` set: bad input (a token out
+// of range, an empty segment, a bad row count) leaves the caches unchanged; a failed evaluation
+// empties them (length 0), since their buffers are written in place.
 int32_t herd_mlx_forward(HerdMlxModel* m, int32_t n_seg, HerdMlxCache* const* caches,
-                         const int32_t* tokens, const int32_t* n_tokens, float* logits, char* err,
-                         size_t err_len);
+                         const int32_t* tokens, const int32_t* n_tokens, const int32_t* n_out,
+                         float* logits, char* err, size_t err_len);
 
 // Convert a llama-architecture GGUF to an MLX checkpoint: tensors under their Hugging Face
 // names (MLX affine-quantized where the GGUF is, Q/K rows un-permuted to the HF layout) in

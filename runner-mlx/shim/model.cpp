@@ -332,8 +332,8 @@ void herd_mlx_cache_truncate(HerdMlxCache* c, int32_t len) {
 }
 
 int32_t herd_mlx_forward(HerdMlxModel* m, int32_t n_seg, HerdMlxCache* const* caches,
-                         const int32_t* tokens, const int32_t* n_tokens, float* logits, char* err,
-                         size_t err_len) {
+                         const int32_t* tokens, const int32_t* n_tokens, const int32_t* n_out,
+                         float* logits, char* err, size_t err_len) {
   // Set once the caches' buffers start to be replaced: before that an error leaves them alone.
   bool writing = false;
   try {
@@ -342,10 +342,13 @@ int32_t herd_mlx_forward(HerdMlxModel* m, int32_t n_seg, HerdMlxCache* const* ca
     std::vector<int> starts, lasts;
     for (int s = 0; s < n_seg; s++) {
       if (n_tokens[s] <= 0) throw std::runtime_error("a segment has no tokens");
+      const int rows = n_out ? n_out[s] : 1;
+      if (rows < 1 || rows > n_tokens[s]) throw std::runtime_error("bad output row count");
       starts.push_back(total);
       total += n_tokens[s];
-      lasts.push_back(total - 1);
+      for (int r = total - rows; r < total; r++) lasts.push_back(r);
     }
+    const int n_rows = int(lasts.size());
     for (int i = 0; i < total; i++)
       if (tokens[i] < 0 || tokens[i] >= c.n_vocab) throw std::runtime_error("token id out of range");
     auto ids = mx::array(tokens, {total}, mx::int32);
@@ -436,7 +439,7 @@ int32_t herd_mlx_forward(HerdMlxModel* m, int32_t n_seg, HerdMlxCache* const* ca
     }
     x = mx::fast::rms_norm(x, m->norm, c.norm_eps);
     auto last = mx::take(mx::reshape(x, {total, c.n_embd}),
-                         mx::array(lasts.data(), {n_seg}, mx::int32), 0);
+                         mx::array(lasts.data(), {n_rows}, mx::int32), 0);
     auto out = mx::astype(m->head.apply(last), mx::float32);
     if (c.final_softcap > 0) {
       auto cap = mx::array(c.final_softcap);
@@ -448,7 +451,7 @@ int32_t herd_mlx_forward(HerdMlxModel* m, int32_t n_seg, HerdMlxCache* const* ca
       all.insert(all.end(), caches[s]->v.begin(), caches[s]->v.end());
     }
     mx::eval(all);
-    std::memcpy(logits, out.data<float>(), size_t(n_seg) * c.n_vocab * sizeof(float));
+    std::memcpy(logits, out.data<float>(), size_t(n_rows) * c.n_vocab * sizeof(float));
     for (int s = 0; s < n_seg; s++) {
       caches[s]->len += n_tokens[s];
       caches[s]->cap = caps[s];

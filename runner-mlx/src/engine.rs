@@ -16,9 +16,18 @@
 //!   (per-sequence attention; row-wise matmuls and norms), so a request's tokens do not depend
 //!   on its neighbours.
 //! - A request whose client has gone is dropped at the start of the next step.
+//!
+//! Drafting (`--draft-ngram K`, runner-core's [`draft`]): a generating slot may bring up to K
+//! tokens the n-gram drafter proposes after its sampled token, as many as pay at the measured
+//! step cost ([`draft::pace`]); the step returns a row for each, and the rows are sampled in
+//! order while the sampled token equals the drafted one. The cache and `tokens` are cut back to
+//! what was accepted. A row is computed the same in a drafted step as in a one-token step
+//! (runner-mlx/tests/golden.rs checks it bit for bit on CPU), so greedy output and seeded draws
+//! are the same with drafting on or off.
 
 use crate::ffi::{Cache, Model};
 use crate::sampling::Sampler;
+use runner_core::draft::{self, pace};
 use runner_core::jobs::{CompleteJob, Job};
 use runner_core::reply::Reply;
 use runner_core::{slots, Token, Vocabulary};
@@ -40,6 +49,20 @@ struct Active {
     top_logprobs: usize,
     shift: bool,
     num_keep: i32,
+    /// Draft tokens put into this step after `next`.
+    draft: Vec<Token>,
+    /// Tokens the n-gram drafter may propose per step (0 = off for this request).
+    ngram: usize,
+    pace: pace::Pace,
+}
+
+/// How slots draft: the runner's `--draft-ngram` and `--draft-under-grammar`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Drafting {
+    /// Tokens the n-gram drafter proposes per step at most; 0 = off.
+    pub ngram: usize,
+    /// Constrained requests draft too (`OLLAMA_MLX_DRAFT_UNDER_GRAMMAR`).
+    pub under_grammar: bool,
 }
 
 struct Slot {
@@ -53,6 +76,8 @@ struct Feed {
     slot: usize,
     tokens: Vec<Token>,
     prefill: bool,
+    /// Logits rows wanted: the last token's, and one per draft token.
+    rows: usize,
 }
 
 pub struct Engine {
@@ -65,6 +90,9 @@ pub struct Engine {
     n_batch: usize,
     n_vocab: usize,
     abort: Arc<AtomicBool>,
+    drafting: Drafting,
+    /// Decode-step time against token count, for the draft length.
+    cost: pace::StepCost,
 }
 
 impl Engine {
@@ -93,7 +121,14 @@ impl Engine {
             n_ctx_seq,
             n_batch: n_batch.max(1),
             abort,
+            drafting: Drafting::default(),
+            cost: pace::StepCost::default(),
         }
+    }
+
+    pub fn with_drafting(mut self, d: Drafting) -> Engine {
+        self.drafting = d;
+        self
     }
 
     fn busy(&self) -> bool {
@@ -192,6 +227,12 @@ impl Engine {
         let Some(reply) = Reply::new(job.out, &job.req, job.tokens.len(), reuse, n_ctx) else {
             return;
         };
+        let constrained = job.req.constraint.is_some();
+        let ngram = if constrained && !self.drafting.under_grammar {
+            0
+        } else {
+            self.drafting.ngram
+        };
         slot.active = Some(Active {
             reply,
             sampler: Sampler::new(&job.req.sampling, &job.tokens, n_ctx, job.mask),
@@ -201,6 +242,9 @@ impl Engine {
             top_logprobs: job.req.top_logprobs.min(20) as usize,
             shift: job.req.shift,
             num_keep: job.req.num_keep,
+            draft: Vec::new(),
+            ngram,
+            pace: pace::Pace::default(),
         });
     }
 
@@ -208,6 +252,13 @@ impl Engine {
     /// (its kept tail is evaluated again as a prompt) or ends with `length`.
     fn feeds(&mut self) -> Vec<Feed> {
         let mut feeds = Vec::new();
+        let decoders = self
+            .slots
+            .iter()
+            .filter_map(|s| s.active.as_ref())
+            .filter(|a| a.pending.is_empty() && a.next.is_some())
+            .count();
+        let rho = self.cost.rho(decoders);
         for (i, slot) in self.slots.iter_mut().enumerate() {
             let Some(a) = slot.active.as_mut() else {
                 continue;
@@ -230,11 +281,19 @@ impl Engine {
                     slot: i,
                     tokens: a.pending[..n].to_vec(),
                     prefill: true,
+                    rows: 1,
                 });
             } else if let Some(t) = a.next {
+                let draft = propose(slot, t, self.n_ctx_seq, self.n_batch, rho);
+                let mut tokens = vec![t];
+                tokens.extend_from_slice(&draft);
+                if let Some(a) = slot.active.as_mut() {
+                    a.draft = draft;
+                }
                 feeds.push(Feed {
                     slot: i,
-                    tokens: vec![t],
+                    rows: tokens.len(),
+                    tokens,
                     prefill: false,
                 });
             }
@@ -249,6 +308,7 @@ impl Engine {
             return;
         }
         let started = Instant::now();
+        let rows: Vec<usize> = feeds.iter().map(|f| f.rows).collect();
         let res = {
             let mut wanted = feeds.iter().map(|f| f.slot).peekable();
             let mut segs: Vec<(&mut Cache, &[i32])> = Vec::with_capacity(feeds.len());
@@ -260,9 +320,13 @@ impl Engine {
                     segs.push((&mut slot.cache, &feed.tokens));
                 }
             }
-            self.model.forward(&mut segs)
+            self.model.forward_rows(&mut segs, &rows)
         };
         let took = started.elapsed().as_nanos() as u64;
+        if res.is_ok() && feeds.iter().all(|f| !f.prefill) {
+            self.cost
+                .observe(feeds.iter().map(|f| f.tokens.len()).sum(), took);
+        }
         let mut logits = match res {
             Ok(l) => l,
             Err(e) => {
@@ -278,9 +342,12 @@ impl Engine {
                 return;
             }
         };
-        for (k, f) in feeds.into_iter().enumerate() {
-            let row = &mut logits[k * self.n_vocab..(k + 1) * self.n_vocab];
+        let mut at = 0;
+        for f in feeds {
+            let first = at;
+            at += f.rows;
             let slot = &mut self.slots[f.slot];
+            let before = slot.tokens.len();
             slot.tokens.extend_from_slice(&f.tokens);
             let Some(a) = slot.active.as_mut() else {
                 continue;
@@ -296,26 +363,95 @@ impl Engine {
                 a.next = None;
                 a.reply.timings.eval_duration_ns += took;
             }
-            let Some(c) = a.sampler.sample(row, a.logprobs, a.top_logprobs) else {
-                if let Some(a) = slot.active.take() {
-                    a.reply.fail(
-                        ErrorKind::Internal,
-                        "no token could be sampled (all masked)",
-                    );
-                }
-                continue;
-            };
-            let eog = self.eog.contains(&c.token);
-            match a.reply.token(&*self.vocab, eog, &c) {
-                None => a.next = Some(c.token),
-                Some(reason) => {
-                    if let Some(a) = slot.active.take() {
-                        a.reply.finish(reason);
-                    }
+            let rows = &mut logits[first * self.n_vocab..at * self.n_vocab];
+            let kept = verify(slot, rows, self.n_vocab, &*self.vocab, &self.eog);
+            if !f.prefill {
+                // The sampled token and the accepted draft tokens stay; rejected ones go.
+                let cut = before + 1 + kept;
+                if cut < slot.tokens.len() {
+                    slot.tokens.truncate(cut);
+                    slot.cache.truncate(cut);
                 }
             }
         }
     }
+}
+
+/// A generating slot's draft after its sampled token `t` (empty when the n-gram drafter is off
+/// for it, finds nothing, or a draft does not pay at step cost `rho`): at most what the request
+/// may still generate, what its context holds, and the step's batch.
+fn propose(
+    slot: &mut Slot,
+    t: Token,
+    n_ctx: usize,
+    n_batch: usize,
+    rho: Option<f64>,
+) -> Vec<Token> {
+    let Some(a) = slot.active.as_mut() else {
+        return Vec::new();
+    };
+    let room = n_ctx.saturating_sub(slot.tokens.len() + 1);
+    let n = draft::budget(a.ngram, a.reply.left(), room, n_batch.saturating_sub(1));
+    if n == 0 {
+        return Vec::new();
+    }
+    slot.tokens.push(t);
+    let mut out = draft::ngram(&slot.tokens, n);
+    slot.tokens.pop();
+    if !out.is_empty() {
+        out.truncate(a.pace.len(out.len(), rho));
+    }
+    out
+}
+
+/// Sample a slot's rows in order (its last token's, then each draft token's while the token
+/// sampled before it equals that draft token), streaming each choice. Returns how many draft
+/// tokens were accepted.
+fn verify(
+    slot: &mut Slot,
+    rows: &mut [f32],
+    n_vocab: usize,
+    vocab: &dyn Vocabulary,
+    eog: &HashSet<Token>,
+) -> usize {
+    let Some(a) = slot.active.as_mut() else {
+        return 0;
+    };
+    let draft = std::mem::take(&mut a.draft);
+    a.reply.timings.drafted += draft.len() as u32;
+    let mut used = 0;
+    while let Some(a) = slot.active.as_mut() {
+        let row = &mut rows[used * n_vocab..(used + 1) * n_vocab];
+        let Some(c) = a.sampler.sample(row, a.logprobs, a.top_logprobs) else {
+            if let Some(a) = slot.active.take() {
+                a.reply.fail(
+                    ErrorKind::Internal,
+                    "no token could be sampled (all masked)",
+                );
+            }
+            break;
+        };
+        match a.reply.token(vocab, eog.contains(&c.token), &c) {
+            None => a.next = Some(c.token),
+            Some(reason) => {
+                if let Some(a) = slot.active.take() {
+                    a.reply.finish(reason);
+                }
+                break;
+            }
+        }
+        if used == draft.len() || c.token != draft[used] {
+            break;
+        }
+        // The sampled token is the next draft token, already in the cache: its row is next.
+        a.next = None;
+        a.reply.timings.accepted += 1;
+        used += 1;
+    }
+    if let Some(a) = slot.active.as_mut() {
+        a.pace.observe(draft.len(), used);
+    }
+    used
 }
 
 /// Context shift for a full slot: keep `num_keep`, drop half of the rest. The cache keeps the

@@ -76,6 +76,7 @@ extern "C" {
         caches: *const *mut RawCache,
         tokens: *const i32,
         n_tokens: *const i32,
+        n_out: *const i32,
         logits: *mut f32,
         err: *mut c_char,
         n: usize,
@@ -176,16 +177,37 @@ impl Model {
     /// changed; when evaluation itself failed the segments' caches are empty (`len` 0), since
     /// their buffers are written in place.
     pub fn forward(&mut self, segments: &mut [(&mut Cache, &[i32])]) -> Result<Vec<f32>, String> {
+        let rows = vec![1; segments.len()];
+        self.forward_rows(segments, &rows)
+    }
+
+    /// [`Model::forward`] with the logits of each segment's last `rows[i]` tokens (1 up to the
+    /// segment's length), in segment and position order: a drafted step's verification rows.
+    pub fn forward_rows(
+        &mut self,
+        segments: &mut [(&mut Cache, &[i32])],
+        rows: &[usize],
+    ) -> Result<Vec<f32>, String> {
+        if rows.len() != segments.len()
+            || rows
+                .iter()
+                .zip(segments.iter())
+                .any(|(&r, (_, t))| r == 0 || r > t.len())
+        {
+            return Err("bad output row count".into());
+        }
         let caches: Vec<*mut RawCache> = segments.iter().map(|(c, _)| c.ptr.as_ptr()).collect();
         let counts: Vec<i32> = segments.iter().map(|(_, t)| t.len() as i32).collect();
+        let n_out: Vec<i32> = rows.iter().map(|&r| r as i32).collect();
         let tokens: Vec<i32> = segments
             .iter()
             .flat_map(|(_, t)| t.iter().copied())
             .collect();
-        let mut logits = vec![0f32; segments.len() * self.n_vocab];
+        let mut logits = vec![0f32; rows.iter().sum::<usize>() * self.n_vocab];
         let mut err = [0u8; ERR_LEN];
         // SAFETY: the caches are distinct (each borrowed `&mut` once), the arrays have the
-        // lengths the shim reads, and `logits` holds n_seg * n_vocab floats.
+        // lengths the shim reads (`n_out[i]` checked to be within 1..=n_tokens[i] above), and
+        // `logits` holds sum(n_out) * n_vocab floats.
         let rc = unsafe {
             herd_mlx_forward(
                 self.ptr.as_ptr(),
@@ -193,6 +215,7 @@ impl Model {
                 caches.as_ptr(),
                 tokens.as_ptr(),
                 counts.as_ptr(),
+                n_out.as_ptr(),
                 logits.as_mut_ptr(),
                 err.as_mut_ptr().cast(),
                 ERR_LEN,

@@ -123,10 +123,6 @@ fn unsupported(args: &Args) -> Option<String> {
         ),
         (!a.rpc.is_empty(), "ggml RPC workers".into()),
         (!a.tensor_split.is_empty(), "a tensor split".into()),
-        (
-            a.draft_ngram > 0 || a.draft_under_grammar,
-            "the n-gram drafter".into(),
-        ),
         (a.draft_model.is_some(), "draft models".into()),
     ];
     refused
@@ -192,7 +188,11 @@ fn load(args: &Args, state: &State) -> Result<(Loaded, runner_mlx::engine::Engin
         n_ctx,
         args.load.batch as usize,
         abort.clone(),
-    );
+    )
+    .with_drafting(runner_mlx::engine::Drafting {
+        ngram: args.load.draft_ngram as usize,
+        under_grammar: args.load.draft_under_grammar,
+    });
     let loaded = Loaded {
         vocab,
         info,
@@ -235,6 +235,17 @@ mod tests {
             (2048, 4, 256)
         );
         assert_eq!(unsupported(&plain), None);
+        // The n-gram drafter is runner-mlx's too.
+        let drafting = parse(&LoadOptions {
+            draft_ngram: 4,
+            draft_under_grammar: true,
+            ..LoadOptions::default()
+        });
+        assert_eq!(unsupported(&drafting), None);
+        assert_eq!(
+            (drafting.load.draft_ngram, drafting.load.draft_under_grammar),
+            (4, true)
+        );
         let cases = [
             (
                 LoadOptions {
@@ -270,13 +281,6 @@ mod tests {
                     ..LoadOptions::default()
                 },
                 "tensor split",
-            ),
-            (
-                LoadOptions {
-                    draft_ngram: 4,
-                    ..LoadOptions::default()
-                },
-                "n-gram",
             ),
             (
                 LoadOptions {

@@ -327,3 +327,53 @@ fn multi_sequence_steps_and_truncated_caches_match_solo_runs() {
     assert!(e.contains("out of range"), "{e}");
     assert_eq!(ca.len(), a.len());
 }
+
+/// A drafted step's rows (`forward_rows`: the logits of a segment's every token) are the rows
+/// one-token steps give, bit for bit: what makes drafting leave greedy output unchanged.
+#[test]
+fn drafted_rows_equal_one_token_steps_bit_for_bit() {
+    let mut m =
+        runner_mlx::load(&model_dir(), runner_mlx::Compute::F32).expect("load the MLX checkpoint");
+    let p = m
+        .vocab
+        .tokenize("def fibonacci(n):\n    if n < 2:", true, true)
+        .unwrap();
+    let v = m.vocab.n_vocab() as usize;
+    // Greedy, one token a step.
+    let mut c = m.model.new_cache();
+    let mut row = m.model.forward(&mut [(&mut c, &p)]).unwrap();
+    let (mut toks, mut rows) = (Vec::new(), Vec::new());
+    for _ in 0..12 {
+        let t = argmax(&row).unwrap();
+        rows.push(row.clone());
+        toks.push(t);
+        row = m.model.forward(&mut [(&mut c, &[t])]).unwrap();
+    }
+    // The prompt's last token and the first 8 generated in one segment, beside a one-token
+    // decode of another sequence: every row of the segment is the one-token step's.
+    let (mut d, mut o) = (m.model.new_cache(), m.model.new_cache());
+    m.model.forward(&mut [(&mut d, &p[..p.len() - 1])]).unwrap();
+    m.model.forward(&mut [(&mut o, &p[..3])]).unwrap();
+    let mut seg = vec![p[p.len() - 1]];
+    seg.extend_from_slice(&toks[..8]);
+    let got = m
+        .model
+        .forward_rows(&mut [(&mut d, &seg), (&mut o, &p[3..4])], &[seg.len(), 1])
+        .unwrap();
+    assert_eq!(got.len(), (seg.len() + 1) * v);
+    for (i, want) in rows.iter().take(seg.len()).enumerate() {
+        assert!(
+            got[i * v..(i + 1) * v] == want[..],
+            "row {i} differs by {}",
+            max_diff(&got[i * v..(i + 1) * v], want)
+        );
+    }
+    assert_eq!(d.len(), p.len() - 1 + seg.len());
+    // A bad row count is refused before anything is evaluated.
+    let e = m
+        .model
+        .forward_rows(&mut [(&mut d, &[toks[8]])], &[2])
+        .unwrap_err();
+    assert!(e.contains("row count"), "{e}");
+    assert_eq!(d.len(), p.len() - 1 + seg.len());
+}

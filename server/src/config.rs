@@ -160,13 +160,12 @@ pub struct Config {
     #[arg(long, env = "OLLAMA_FORMAT_TWO_PASS", value_parser = parse::clap_bool, num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "false")]
     pub format_two_pass: bool,
-    /// Ollama's MLX runner's switch for drafting while a grammar constrains output. Accepted for
-    /// Ollama's environments, but runner-mlx does not draft yet, so it has no effect (the server
-    /// says so at startup); runner-llamacpp's switch is HERD_DRAFT_UNDER_GRAMMAR.
+    /// runner-mlx drafts (HERD_DRAFT_NGRAM) for constrained requests too (Ollama's MLX
+    /// runner's switch; runner-llamacpp's is HERD_DRAFT_UNDER_GRAMMAR).
     #[arg(long, env = "OLLAMA_MLX_DRAFT_UNDER_GRAMMAR", value_parser = parse::clap_bool, num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "false")]
     pub mlx_draft_under_grammar: bool,
-    /// Draft tokens per step for the llama.cpp runner's n-gram (prompt lookup) speculative
+    /// Draft tokens per step (at most) for the runners' n-gram (prompt lookup) speculative
     /// drafter; 0 = off. Output is identical either way; it pays on copy-heavy work.
     #[arg(long, env = "HERD_DRAFT_NGRAM", value_parser = parse::clap_uint::<0>, default_value = "0")]
     pub draft_ngram: u32,

@@ -338,3 +338,72 @@ async fn a_tiny_gemma3_text_checkpoint_generates_the_reference_greedy_text() {
     assert_eq!(status, 200, "{v}\n{}", herd.log_text());
     assert_eq!(v["response"], text, "runner-llamacpp: {v}");
 }
+
+/// `HERD_DRAFT_NGRAM` reaches runner-mlx (and `OLLAMA_MLX_DRAFT_UNDER_GRAMMAR` its switch for
+/// constrained requests): a greedy copy and a JSON-schema answer through `/api/generate` are
+/// what a server without drafting answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ngram_drafting_reaches_runner_mlx_and_leaves_the_answers_unchanged() {
+    let ckpt = mlx_support::smollm2_mlx();
+    let runner = runner_mlx();
+    let passage = "The old lighthouse stood on the northern cliff for two hundred years. Every \
+                   night its keeper climbed one hundred and twelve steps to light the lamp.";
+    let copy = format!(
+        "<|im_start|>user\nRepeat this text exactly:\n{passage}<|im_end|>\n\
+         <|im_start|>assistant\nThe old lighthouse"
+    );
+    let schema = json!({"type": "object", "properties": {"steps": {"type": "integer"}},
+                        "required": ["steps"]});
+    let bodies = [
+        json!({"model": "smol-mlx", "raw": true, "prompt": copy, "stream": false,
+               "options": {"temperature": 0, "num_predict": 32}}),
+        json!({"model": "smol-mlx", "prompt": format!("{passage} How many steps?"),
+               "format": schema, "stream": false,
+               "options": {"temperature": 0, "num_predict": 24}}),
+    ];
+    let mut answers = Vec::new();
+    let mut flags = Vec::new();
+    for drafting in [false, true] {
+        let work = tempfile::tempdir().unwrap();
+        let mut env = vec![("HERD_MLX_RUNNER", runner.to_str().unwrap())];
+        if drafting {
+            env.extend([
+                ("HERD_DRAFT_NGRAM", "8"),
+                ("OLLAMA_MLX_DRAFT_UNDER_GRAMMAR", "1"),
+            ]);
+        }
+        let herd = HerdServe::start(&work.path().join("models"), &env);
+        create(&herd, "smol-mlx", &ckpt);
+        let http = reqwest::Client::new();
+        let mut got = Vec::new();
+        for body in &bodies {
+            let r = http
+                .post(herd.url("/api/generate"))
+                .json(body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200);
+            let v: Value = r.json().await.unwrap();
+            got.push((v["response"].clone(), v["eval_count"].clone()));
+        }
+        answers.push(got);
+        let pids = runners(&herd);
+        assert_eq!(pids.len(), 1, "one runner-mlx");
+        let cmdline = std::fs::read_to_string(format!("/proc/{}/cmdline", pids[0])).unwrap();
+        let args: Vec<&str> = cmdline.split('\0').collect();
+        flags.push((
+            args.windows(2).any(|w| w == ["--draft-ngram", "8"]),
+            args.contains(&"--draft-under-grammar"),
+        ));
+    }
+    assert_eq!(flags, [(false, false), (true, true)]);
+    assert_eq!(answers[0], answers[1], "drafting changed an answer");
+    let copied = answers[0][0].0.as_str().unwrap();
+    assert!(
+        copied.starts_with(" stood on the northern cliff"),
+        "{copied}"
+    );
+    let v: Value = serde_json::from_str(answers[0][1].0.as_str().unwrap()).unwrap();
+    assert!(v["steps"].is_i64(), "{v}");
+}

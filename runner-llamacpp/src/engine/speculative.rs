@@ -3,9 +3,10 @@
 //! and how a step's rows are verified (`verify`).
 
 use super::draft_model::{DraftModel, Want};
-use super::{draft, fail, on_token, pace, sample, Active, Drafting, Slot};
+use super::{draft, fail, on_token, sample, Active, Drafting, Slot};
 use crate::ffi::{Model, Row, Token};
 use crate::sampling::Choice;
+use runner_core::draft::pace;
 use runner_protocol::ErrorKind;
 
 /// Sample a decoding slot's rows in order: its first row (`first`, already sampled), then each
@@ -162,7 +163,8 @@ fn common_draft(slots: &[Slot]) -> usize {
 }
 
 /// Draft tokens for one decoding slot (engine/draft.rs): what its grammar forces, else its
-/// n-gram continuation as long as it pays at step cost `rho` (engine/pace.rs), at most `share`.
+/// n-gram continuation as long as it pays at step cost `rho` (runner-core's draft::pace), at
+/// most `share`.
 /// Also restricts the slot's next sample to the forced text's first token (`restrict`).
 fn propose(
     model: &Model,
@@ -170,7 +172,7 @@ fn propose(
     d: &Drafting,
     n_ctx_seq: usize,
     share: usize,
-    rho: f64,
+    rho: Option<f64>,
 ) -> Vec<Token> {
     let Some(a) = slot.active.as_mut() else {
         return Vec::new();

@@ -28,9 +28,6 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .map(|(k, v)| format!("{k}:{v}"))
         .collect();
     tracing::info!(target: "herd", "server config: {}", pairs.join(" "));
-    for what in without_effect(&config) {
-        tracing::warn!(target: "herd", "{what}");
-    }
     let nofile = match crate::api::serve::raise_nofile_limit() {
         Ok(n) => {
             tracing::debug!(limit = n, "open file limit");
@@ -153,43 +150,4 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     engine.scheduler().shutdown().await;
     tracing::info!(target: "herd", "server stopped");
     Ok(())
-}
-
-/// Settings that are accepted (Ollama's environment names) but change nothing in this build,
-/// one line each for the startup log: a setting a user sets should never be silently ignored.
-fn without_effect(config: &Config) -> Vec<&'static str> {
-    let mut out = Vec::new();
-    if config.mlx_draft_under_grammar {
-        out.push(
-            "OLLAMA_MLX_DRAFT_UNDER_GRAMMAR has no effect: runner-mlx does not draft; \
-             runner-llamacpp drafts under a grammar with HERD_DRAFT_UNDER_GRAMMAR",
-        );
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::{Cli, Command};
-    use clap::Parser;
-
-    #[test]
-    fn settings_without_effect_are_named() {
-        let cases: &[(&[&str], usize)] = &[
-            (&["herd", "serve"], 0),
-            (&["herd", "serve", "--mlx-draft-under-grammar"], 1),
-            (&["herd", "serve", "--mlx-draft-under-grammar=false"], 0),
-        ];
-        for (args, want) in cases {
-            let Some(Command::Serve(cfg)) = Cli::try_parse_from(*args).unwrap().command else {
-                panic!("serve")
-            };
-            let got = without_effect(&cfg);
-            assert_eq!(got.len(), *want, "{args:?}");
-            assert!(got
-                .iter()
-                .all(|l| l.contains("OLLAMA_MLX_DRAFT_UNDER_GRAMMAR")));
-        }
-    }
 }

@@ -160,6 +160,7 @@ pub fn start(config: &crate::config::Config) -> std::io::Result<(Engine, tempfil
         tensor_split: config.rpc.tensor_split.clone(),
         draft_ngram: config.draft_ngram,
         draft_under_grammar: config.draft_under_grammar,
+        mlx_draft_under_grammar: config.mlx_draft_under_grammar,
         default_num_ctx,
         fit_budget,
     };

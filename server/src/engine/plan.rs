@@ -25,9 +25,12 @@ pub struct Settings {
     pub rpc: Option<std::sync::Arc<crate::worker::RpcWorkers>>,
     /// `HERD_TENSOR_SPLIT`, passed to every load.
     pub tensor_split: String,
-    /// `HERD_DRAFT_NGRAM` and `HERD_DRAFT_UNDER_GRAMMAR` (runner-llamacpp's drafting).
+    /// `HERD_DRAFT_NGRAM` (both runners' n-gram drafting), `HERD_DRAFT_UNDER_GRAMMAR`
+    /// (runner-llamacpp's drafting under a grammar) and `OLLAMA_MLX_DRAFT_UNDER_GRAMMAR`
+    /// (runner-mlx's).
     pub draft_ngram: u32,
     pub draft_under_grammar: bool,
+    pub mlx_draft_under_grammar: bool,
     /// GPU memory (less `OLLAMA_GPU_OVERHEAD`) that caps the tier default context
     /// (`memory::fit_num_ctx`); `None` = no GPUs, no cap.
     pub fit_budget: Option<u64>,
@@ -45,6 +48,7 @@ impl Default for Settings {
             tensor_split: String::new(),
             draft_ngram: 0,
             draft_under_grammar: false,
+            mlx_draft_under_grammar: false,
             fit_budget: None,
         }
     }
@@ -118,11 +122,14 @@ pub fn load_options(opts: &Options, model: &Model, settings: &Settings) -> LoadO
     load
 }
 
-/// The server-wide llama.cpp settings (RPC workers, tensor split, n-gram drafting) for a model
-/// served by `runner`: runner-llamacpp's only, so an MLX model loads without them rather than
-/// failing on flags its engine does not have.
+/// The server-wide engine settings for a model served by `runner`: n-gram drafting for both
+/// (each runner with its own switch for drafting under a grammar); RPC workers and the tensor
+/// split are runner-llamacpp's only, so an MLX model loads without them rather than failing on
+/// flags its engine does not have.
 fn engine_wide(load: &mut LoadOptions, settings: &Settings, runner: RunnerKind) {
+    load.draft_ngram = settings.draft_ngram;
     if runner != RunnerKind::Llamacpp {
+        load.draft_under_grammar = settings.mlx_draft_under_grammar;
         return;
     }
     load.rpc = settings
@@ -130,7 +137,6 @@ fn engine_wide(load: &mut LoadOptions, settings: &Settings, runner: RunnerKind) 
         .as_ref()
         .map_or_else(Vec::new, |w| w.endpoints());
     load.tensor_split = settings.tensor_split.clone();
-    load.draft_ngram = settings.draft_ngram;
     load.draft_under_grammar = settings.draft_under_grammar;
 }
 
@@ -176,14 +182,21 @@ mod tests {
             draft_under_grammar: true,
             ..Settings::default()
         };
-        // runner → (tensor_split, draft_ngram, draft_under_grammar)
+        let mlx_under = Settings {
+            mlx_draft_under_grammar: true,
+            draft_under_grammar: false,
+            ..s.clone()
+        };
+        // (settings, runner) → (tensor_split, draft_ngram, draft_under_grammar)
         let cases = [
-            (RunnerKind::Llamacpp, ("3,1", 6, true)),
-            (RunnerKind::Mlx, ("", 0, false)),
+            (&s, RunnerKind::Llamacpp, ("3,1", 6, true)),
+            (&s, RunnerKind::Mlx, ("", 6, false)),
+            (&mlx_under, RunnerKind::Mlx, ("", 6, true)),
+            (&mlx_under, RunnerKind::Llamacpp, ("3,1", 6, false)),
         ];
-        for (runner, (split, ngram, under)) in cases {
+        for (s, runner, (split, ngram, under)) in cases {
             let mut load = LoadOptions::default();
-            engine_wide(&mut load, &s, runner);
+            engine_wide(&mut load, s, runner);
             assert_eq!(
                 (
                     load.tensor_split.as_str(),

@@ -1,22 +1,24 @@
-//! How long an n-gram draft is worth making (engine/draft.rs drafts it): pure policy from two
-//! measurements. A drafted step evaluates more tokens, which is nearly free on a GPU (one 8B
-//! step reads all weights for 1 token or 17) but not on a CPU, where a step's time grows with
-//! its tokens (SmolLM2 on one thread: a 9-token step took ~5x a 1-token one, so `--draft-ngram 8`
-//! made a copy task 0.90x as fast at 43 % acceptance). So:
+//! How long an n-gram draft is worth making (`super::ngram` drafts it, each engine verifies):
+//! pure policy from two measurements. A drafted step evaluates more tokens, which is nearly free
+//! on a GPU (one 8B step reads all weights for 1 token or 17) but not on a CPU, where a step's
+//! time grows with its tokens (SmolLM2 on one thread: a 9-token step took ~5x a 1-token one, so
+//! `--draft-ngram 8` made a copy task 0.90x as fast at 43 % acceptance). So:
 //! - [`StepCost`] fits decode-step time against token count (`a + b·n`, exponentially weighted
 //!   least squares over decode-only steps) and gives the relative cost of one more token;
 //! - [`Pace`] keeps a slot's per-position acceptance estimate (a decayed success count);
 //! - [`best_len`] picks the draft length that maximizes expected tokens per unit of step time.
 //!
 //! Invariant: drafting never changes output (verification does not depend on the length), so
-//! this only moves speed. With no cost measured yet (every step had one token count) a draft
-//! costs nothing by assumption, so drafting is tried and thereby measured; the fit forgets, so
-//! a runner that stopped drafting tries again after a few hundred steps.
+//! this only moves speed. While the cost is unknown (every step had one token count) slots
+//! draft their whole continuation and half of it by turns, so the fit sees two counts within a
+//! few steps (runner-mlx on CPU drafted a whole 200-token copy at full length at 0.57x before
+//! this, since every step had the same count); the fit forgets, so a runner that stopped
+//! drafting tries again after a few hundred steps.
 
 /// Weight kept by older steps per new one: ~100 steps dominate the fit.
 const COST_DECAY: f64 = 0.99;
 /// Token-count variance under which the fit cannot separate `a` from `b` (e.g. every step had
-/// the same count): the cost of a draft token is then taken as 0.
+/// the same count): the cost of a draft token is then unknown.
 const MIN_SPREAD: f64 = 0.1;
 
 /// Decode-step time as `a + b·n` for `n` tokens, fitted over decode-only steps.
@@ -57,15 +59,12 @@ impl StepCost {
 
     /// What one more draft token in each of `slots` decoding slots adds to a step of theirs,
     /// relative to that step's time without drafts (`b·slots / t(slots)`): every slot drafts the
-    /// step's common length, so a draft length L costs `slots·L` tokens. 0 when unknown.
-    pub fn rho(&self, slots: usize) -> f64 {
-        let Some((a, b)) = self.fit() else { return 0.0 };
+    /// step's common length, so a draft length L costs `slots·L` tokens. None while unknown.
+    pub fn rho(&self, slots: usize) -> Option<f64> {
+        let (a, b) = self.fit()?;
         let s = slots.max(1) as f64;
         let base = a + b * s;
-        if base <= 0.0 {
-            return 0.0;
-        }
-        b * s / base
+        Some(if base <= 0.0 { 0.0 } else { b * s / base })
     }
 }
 
@@ -103,6 +102,8 @@ pub struct Pace {
     misses: f64,
     /// Chances to draft passed up in a row (for [`PROBE_EVERY`]).
     idle: u32,
+    /// The last draft at unknown cost was the whole continuation (the next is half of it).
+    whole: bool,
 }
 
 impl Default for Pace {
@@ -111,6 +112,7 @@ impl Default for Pace {
             hits: PRIOR_HITS,
             misses: PRIOR_MISSES,
             idle: 0,
+            whole: false,
         }
     }
 }
@@ -122,8 +124,13 @@ impl Pace {
     }
 
     /// How many of at most `k` n-gram tokens to draft now, given the step cost `rho`
-    /// ([`StepCost::rho`]); called when the drafter has a continuation to offer.
-    pub fn len(&mut self, k: usize, rho: f64) -> usize {
+    /// ([`StepCost::rho`]; None = unknown: all `k` and half of them by turns); called when the
+    /// drafter has a continuation to offer.
+    pub fn len(&mut self, k: usize, rho: Option<f64>) -> usize {
+        let Some(rho) = rho else {
+            self.whole = !self.whole;
+            return if self.whole { k } else { k.div_ceil(2) };
+        };
         let l = best_len(self.p(), rho, k);
         if l > 0 || k == 0 {
             self.idle = 0;
@@ -190,39 +197,52 @@ mod tests {
         // CPU-like: 10 ms + 10 ms a token; one slot drafting 8 now and then.
         let steps: Vec<usize> = (0..60).map(|i| if i % 3 == 0 { 9 } else { 1 }).collect();
         let c = cost_of(&steps, 10.0, 10.0);
-        assert!((c.rho(1) - 0.5).abs() < 1e-6, "{}", c.rho(1));
+        let rho = |c: &StepCost, s| c.rho(s).expect("known");
+        assert!((rho(&c, 1) - 0.5).abs() < 1e-6, "{}", rho(&c, 1));
         // Three slots: a draft token in each adds 30 ms to a 40 ms step.
-        assert!((c.rho(3) - 0.75).abs() < 1e-6, "{}", c.rho(3));
+        assert!((rho(&c, 3) - 0.75).abs() < 1e-6, "{}", rho(&c, 3));
         // GPU-like: 4 ms + 0.025 ms a token.
         let c = cost_of(&steps, 4.0, 0.025);
-        assert!(c.rho(1) < 0.01, "{}", c.rho(1));
+        assert!(rho(&c, 1) < 0.01, "{}", rho(&c, 1));
     }
 
     #[test]
-    fn without_a_spread_of_token_counts_a_draft_token_is_taken_as_free() {
-        assert_eq!(StepCost::default().rho(1), 0.0);
-        assert_eq!(cost_of(&[1; 50], 10.0, 10.0).rho(1), 0.0);
+    fn without_a_spread_of_token_counts_the_cost_is_unknown_and_measured_by_turns() {
+        assert_eq!(StepCost::default().rho(1), None);
+        assert_eq!(cost_of(&[1; 50], 10.0, 10.0).rho(1), None);
+        assert_eq!(cost_of(&[9; 50], 10.0, 10.0).rho(1), None);
         // A fit whose drafted steps are long past forgets them and tries drafting again.
         let mut steps = vec![9, 1, 9, 1];
-        assert!(cost_of(&steps, 10.0, 10.0).rho(1) > 0.4);
+        assert!(cost_of(&steps, 10.0, 10.0).rho(1) > Some(0.4));
         steps.extend([1; 1000]);
-        assert_eq!(cost_of(&steps, 10.0, 10.0).rho(1), 0.0);
+        assert_eq!(cost_of(&steps, 10.0, 10.0).rho(1), None);
         // Noise that makes longer steps look cheaper is no negative cost.
         let c = cost_of(&[1, 9, 1, 9], 10.0, -1.0);
-        assert_eq!(c.rho(1), 0.0);
+        assert_eq!(c.rho(1), Some(0.0));
+        // At unknown cost a slot drafts its whole continuation and half of it by turns, so two
+        // steps give the fit two token counts.
+        let mut pace = Pace::default();
+        let lens: Vec<usize> = (0..4).map(|_| pace.len(8, None)).collect();
+        assert_eq!(lens, [8, 4, 8, 4]);
+        assert_eq!(pace.len(1, None), 1);
+        let mut c = StepCost::default();
+        for &l in &lens[..2] {
+            c.observe(1 + l, ((10.0 + 10.0 * (1 + l) as f64) * 1e6) as u64);
+        }
+        assert!((c.rho(1).expect("known after two steps") - 0.5).abs() < 1e-6);
     }
 
     #[test]
     fn a_slot_drafts_while_its_drafts_pay_and_probes_when_they_do_not() {
         let rho = 0.5;
         let mut pace = Pace::default();
-        assert!(pace.len(8, rho) > 0, "a new request drafts");
+        assert!(pace.len(8, Some(rho)) > 0, "a new request drafts");
         // Drafts that are cut at their first token: acceptance falls and drafting stops...
         for _ in 0..10 {
             pace.observe(4, 0);
         }
         assert!(pace.p() < 0.2, "{}", pace.p());
-        let lens: Vec<usize> = (0..32).map(|_| pace.len(8, rho)).collect();
+        let lens: Vec<usize> = (0..32).map(|_| pace.len(8, Some(rho))).collect();
         // ...but for one token every 16 chances.
         let probes: Vec<usize> = (0..32).filter(|&i| lens[i] > 0).collect();
         assert_eq!(probes, [15, 31]);
@@ -232,11 +252,11 @@ mod tests {
         for _ in 0..6 {
             pace.observe(1, 1);
         }
-        assert_eq!(pace.len(8, rho), 1, "p {}", pace.p());
+        assert_eq!(pace.len(8, Some(rho)), 1, "p {}", pace.p());
         for _ in 0..20 {
             pace.observe(8, 8);
         }
-        assert!(pace.len(8, 0.0) == 8 && pace.len(8, rho) >= 5);
+        assert!(pace.len(8, Some(0.0)) == 8 && pace.len(8, Some(rho)) >= 5);
         // No draft, no evidence.
         let p = pace.p();
         pace.observe(0, 0);
