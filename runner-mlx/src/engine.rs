@@ -258,7 +258,7 @@ impl Engine {
             .filter_map(|s| s.active.as_ref())
             .filter(|a| a.pending.is_empty() && a.next.is_some())
             .count();
-        let rho = self.cost.rho(decoders);
+        let pace = (self.cost.rho(decoders), self.cost.steps());
         for (i, slot) in self.slots.iter_mut().enumerate() {
             let Some(a) = slot.active.as_mut() else {
                 continue;
@@ -284,7 +284,7 @@ impl Engine {
                     rows: 1,
                 });
             } else if let Some(t) = a.next {
-                let draft = propose(slot, t, self.n_ctx_seq, self.n_batch, rho);
+                let draft = propose(slot, t, self.n_ctx_seq, self.n_batch, pace);
                 let mut tokens = vec![t];
                 tokens.extend_from_slice(&draft);
                 if let Some(a) = slot.active.as_mut() {
@@ -378,14 +378,14 @@ impl Engine {
 }
 
 /// A generating slot's draft after its sampled token `t` (empty when the n-gram drafter is off
-/// for it, finds nothing, or a draft does not pay at step cost `rho`): at most what the request
-/// may still generate, what its context holds, and the step's batch.
+/// for it, finds nothing, or a draft does not pay at step cost `rho` on step clock `step`): at
+/// most what the request may still generate, what its context holds, and the step's batch.
 fn propose(
     slot: &mut Slot,
     t: Token,
     n_ctx: usize,
     n_batch: usize,
-    rho: Option<f64>,
+    (rho, step): (Option<f64>, u64),
 ) -> Vec<Token> {
     let Some(a) = slot.active.as_mut() else {
         return Vec::new();
@@ -399,7 +399,7 @@ fn propose(
     let mut out = draft::ngram(&slot.tokens, n);
     slot.tokens.pop();
     if !out.is_empty() {
-        out.truncate(a.pace.len(out.len(), rho));
+        out.truncate(a.pace.len(out.len(), rho, step));
     }
     out
 }

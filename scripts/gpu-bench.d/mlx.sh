@@ -204,5 +204,31 @@ hb_mlx() {
     done
   done
   hb_stop
+  hb_mlx_real "$W/smol.gguf"
   hb_stamp "mlx phase done"
+}
+
+# hb_mlx_real GGUF: the copy task on runner-mlx, after phase real left SmolLM2's GGUF at GGUF:
+# converted to an MLX checkpoint by runner-mlx itself (convert-gguf, as
+# scripts/make-mlx-test-model does), served without and with 16-token n-gram drafts. Labels
+# mlx-real-x1, mlx-real-x1-ngram16 (rcopy, greedy).
+hb_mlx_real() {
+  # The plain runner (hb_mlx's loop leaves HB_MLX_RUNNER at its last wrapper, --compute bf16).
+  local gguf=$1 dir=$W/mlx-real w HB_MLX_RUNNER=$HB_MLX_BIN
+  [ -s "$gguf" ] || { hb_na mlx-real-x1 rcopy "no real model: phase real did not run"; return 0; }
+  rm -rf "$dir" && mkdir -p "$dir"
+  "$HB_MLX_BIN" convert-gguf "$gguf" "$dir/smol" > "$W/logs/mlx-real-convert.log" 2>&1 \
+    || { hb_na mlx-real-x1 rcopy "convert-gguf: $(tail -1 "$W/logs/mlx-real-convert.log")"; return 0; }
+  hb_serve 1 "$HB_CTX1" "$HB_RUNNER" || return 0
+  printf 'FROM %s\n' "$dir/smol" > "$dir/Modelfile"
+  [ -z "${HB_THREADS:-}" ] || echo "PARAMETER num_thread $HB_THREADS" >> "$dir/Modelfile"
+  OLLAMA_HOST="127.0.0.1:$HB_PORT" "$HB_HERD" create smol-mlx --experimental -f "$dir/Modelfile" \
+    > "$dir/create.log" 2>&1 || { hb_na mlx-real-x1 rcopy "herd create smol-mlx: $(tail -1 "$dir/create.log")"; hb_stop; return 0; }
+  hb_client mlx-real-x1 1 --model smol-mlx --num-ctx "$HB_CTX1" rcopy:"$HB_R"
+  if w=$(HB_RUNNER=$HB_MLX_BIN hb_wrapper ngram16 --draft-ngram 16) && HB_MLX_RUNNER=$w hb_serve 1 "$HB_CTX1" "$HB_RUNNER"; then
+    hb_client mlx-real-x1-ngram16 1 --model smol-mlx --num-ctx "$HB_CTX1" rcopy:"$HB_R"
+  else
+    hb_na mlx-real-x1-ngram16 rcopy "runner-mlx has no --draft-ngram"
+  fi
+  hb_stop
 }

@@ -23,6 +23,7 @@ mlx-int4-x1 ... mlx-bf16-x16, against runner-llamacpp's Q4_K_M, labels herd-x1 /
   (q: int4, bf16, and int4c, bf16c for the same models computing in bfloat16)
 and the real-model copy task (phase real: SmolLM2 from the dev box, labels real-x1 / real-x1-ngram):
   real_ngram_speedup  copy task tokens/s (engine rate) with the n-gram drafter / without, x1
+  mlx_real_ngram16_speedup  the same on runner-mlx (phase mlx, SmolLM2 converted to MLX), K=16
   real_ngram16_speedup, real_ngram16_pershape_speedup  the same with 16-token drafts, and with
                       GGML_CUDA_GRAPH_PER_SHAPE=1 (patch 0005); x16_pershape_over_bb16 and
                       fmt_over_free_x16_pershape the x16 ratios with it
@@ -240,11 +241,17 @@ def main():
         "real_ngram16_speedup": ratio(run.req_mean("real-x1-ngram16", "rcopy", "erate"), run.req_mean("real-x1", "rcopy", "erate")),
         "real_ngram16_pershape_speedup": ratio(run.req_mean("real-x1-ngram16-pershape", "rcopy", "erate"),
                                                run.req_mean("real-x1", "rcopy", "erate")),
+        "mlx_real_ngram16_speedup": ratio(run.req_mean("mlx-real-x1-ngram16", "rcopy", "erate"),
+                                          run.req_mean("mlx-real-x1", "rcopy", "erate")),
         "x16_pershape_over_bb16": ratio(agg("herd-x16-pershape", "gen"), bbv(16)),
         "fmt_over_free_x16_pershape": ratio(med("herd-x16-pershape", "fmt"), med("herd-x16-pershape", "gen")),
         "real_ngram_greedy_identical": (sorted(q["digest"] for q in run.reqs("real-x1-ngram", "rcopy"))
                                         == sorted(q["digest"] for q in run.reqs("real-x1", "rcopy"))
                                         if run.reqs("real-x1-ngram", "rcopy") and run.reqs("real-x1", "rcopy") else "n/a"),
+        "mlx_real_ngram_greedy_identical": (sorted(q["digest"] for q in run.reqs("mlx-real-x1-ngram16", "rcopy"))
+                                            == sorted(q["digest"] for q in run.reqs("mlx-real-x1", "rcopy"))
+                                            if run.reqs("mlx-real-x1-ngram16", "rcopy") and run.reqs("mlx-real-x1", "rcopy")
+                                            else "n/a"),
         "sd_acceptance_x1": sd_accept("herd-x1-sd"),
         "sd_acceptance_x16": sd_accept("herd-x16-sd"),
         # Without drafted counts nothing shows the draft model was used (DRAFT parsed and dropped

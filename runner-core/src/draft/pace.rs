@@ -24,6 +24,8 @@ const MIN_SPREAD: f64 = 0.1;
 /// Decode-step time as `a + b·n` for `n` tokens, fitted over decode-only steps.
 #[derive(Debug, Default, Clone)]
 pub struct StepCost {
+    /// Decode-only steps observed: the engine's step clock.
+    steps: u64,
     w: f64,
     sn: f64,
     st: f64,
@@ -34,6 +36,7 @@ pub struct StepCost {
 impl StepCost {
     /// One decode-only step of `n` tokens that took `ns`.
     pub fn observe(&mut self, n: usize, ns: u64) {
+        self.steps += 1;
         let (n, t) = (n as f64, ns as f64);
         let d = COST_DECAY;
         self.w = self.w * d + 1.0;
@@ -41,6 +44,11 @@ impl StepCost {
         self.st = self.st * d + t;
         self.snn = self.snn * d + n * n;
         self.snt = self.snt * d + n * t;
+    }
+
+    /// Decode-only steps observed so far.
+    pub fn steps(&self) -> u64 {
+        self.steps
     }
 
     /// `(a, b)` of the fit, or None while the token counts seen do not separate them.
@@ -73,9 +81,10 @@ const PACE_DECAY: f64 = 0.9;
 /// Prior acceptance counts (p = 0.75): optimistic, so a new request drafts and is measured.
 const PRIOR_HITS: f64 = 1.5;
 const PRIOR_MISSES: f64 = 0.5;
-/// A slot whose drafts do not pay drafts one token every this many chances, so that text which
-/// starts repeating later (a quote, a code block) is noticed.
-const PROBE_EVERY: u32 = 16;
+/// A slot whose drafts do not pay drafts one token on every this many-th step (by the engine's
+/// step clock, [`StepCost::steps`], so that the slots of a step probe together: a step keeps
+/// its slots' shortest draft), so that text which starts repeating later is noticed.
+const PROBE_EVERY: u64 = 16;
 
 /// The draft length in `0..=k` that maximizes expected tokens per step time: a draft of L tokens
 /// yields `1 + p + … + p^L` tokens (each position accepted with probability `p` once the ones
@@ -100,8 +109,6 @@ pub fn best_len(p: f64, rho: f64, k: usize) -> usize {
 pub struct Pace {
     hits: f64,
     misses: f64,
-    /// Chances to draft passed up in a row (for [`PROBE_EVERY`]).
-    idle: u32,
     /// The last draft at unknown cost was the whole continuation (the next is half of it).
     whole: bool,
 }
@@ -111,7 +118,6 @@ impl Default for Pace {
         Pace {
             hits: PRIOR_HITS,
             misses: PRIOR_MISSES,
-            idle: 0,
             whole: false,
         }
     }
@@ -124,24 +130,17 @@ impl Pace {
     }
 
     /// How many of at most `k` n-gram tokens to draft now, given the step cost `rho`
-    /// ([`StepCost::rho`]; None = unknown: all `k` and half of them by turns); called when the
-    /// drafter has a continuation to offer.
-    pub fn len(&mut self, k: usize, rho: Option<f64>) -> usize {
+    /// ([`StepCost::rho`]; None = unknown: all `k` and half of them by turns) and the step clock
+    /// `step` ([`StepCost::steps`]); called when the drafter has a continuation to offer.
+    pub fn len(&mut self, k: usize, rho: Option<f64>, step: u64) -> usize {
         let Some(rho) = rho else {
             self.whole = !self.whole;
             return if self.whole { k } else { k.div_ceil(2) };
         };
-        let l = best_len(self.p(), rho, k);
-        if l > 0 || k == 0 {
-            self.idle = 0;
-            return l;
+        match best_len(self.p(), rho, k) {
+            0 if step.is_multiple_of(PROBE_EVERY) => k.min(1),
+            l => l,
         }
-        self.idle += 1;
-        if self.idle >= PROBE_EVERY {
-            self.idle = 0;
-            return 1;
-        }
-        0
     }
 
     /// A verified draft: `drafted` tokens went in, the first `accepted` were kept.
@@ -222,9 +221,9 @@ mod tests {
         // At unknown cost a slot drafts its whole continuation and half of it by turns, so two
         // steps give the fit two token counts.
         let mut pace = Pace::default();
-        let lens: Vec<usize> = (0..4).map(|_| pace.len(8, None)).collect();
+        let lens: Vec<usize> = (0..4).map(|step| pace.len(8, None, step)).collect();
         assert_eq!(lens, [8, 4, 8, 4]);
-        assert_eq!(pace.len(1, None), 1);
+        assert_eq!(pace.len(1, None, 5), 1);
         let mut c = StepCost::default();
         for &l in &lens[..2] {
             c.observe(1 + l, ((10.0 + 10.0 * (1 + l) as f64) * 1e6) as u64);
@@ -236,27 +235,27 @@ mod tests {
     fn a_slot_drafts_while_its_drafts_pay_and_probes_when_they_do_not() {
         let rho = 0.5;
         let mut pace = Pace::default();
-        assert!(pace.len(8, Some(rho)) > 0, "a new request drafts");
+        assert!(pace.len(8, Some(rho), 1) > 0, "a new request drafts");
         // Drafts that are cut at their first token: acceptance falls and drafting stops...
         for _ in 0..10 {
             pace.observe(4, 0);
         }
         assert!(pace.p() < 0.2, "{}", pace.p());
-        let lens: Vec<usize> = (0..32).map(|_| pace.len(8, Some(rho))).collect();
-        // ...but for one token every 16 chances.
-        let probes: Vec<usize> = (0..32).filter(|&i| lens[i] > 0).collect();
-        assert_eq!(probes, [15, 31]);
+        let lens: Vec<usize> = (1..=40).map(|step| pace.len(8, Some(rho), step)).collect();
+        // ...but for one token on every 16th step of the engine's clock (all slots alike).
+        let probes: Vec<usize> = (0..40).filter(|&i| lens[i] > 0).map(|i| i + 1).collect();
+        assert_eq!(probes, [16, 32]);
         assert!(lens.iter().all(|&l| l <= 1));
         // Text that starts repeating: accepted probes bring the drafts back, longer as they
         // keep being accepted.
         for _ in 0..6 {
             pace.observe(1, 1);
         }
-        assert_eq!(pace.len(8, Some(rho)), 1, "p {}", pace.p());
+        assert_eq!(pace.len(8, Some(rho), 41), 1, "p {}", pace.p());
         for _ in 0..20 {
             pace.observe(8, 8);
         }
-        assert!(pace.len(8, Some(0.0)) == 8 && pace.len(8, Some(rho)) >= 5);
+        assert!(pace.len(8, Some(0.0), 42) == 8 && pace.len(8, Some(rho), 43) >= 5);
         // No draft, no evidence.
         let p = pace.p();
         pace.observe(0, 0);

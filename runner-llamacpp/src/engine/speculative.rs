@@ -96,9 +96,9 @@ pub(super) fn propose_all(
         return;
     }
     let share = capacity.saturating_sub(decoders) / decoders;
-    let rho = cost.rho(decoders);
+    let (rho, step) = (cost.rho(decoders), cost.steps());
     for slot in slots.iter_mut() {
-        let draft = propose(model, slot, d, n_ctx_seq, share, rho);
+        let draft = propose(model, slot, d, n_ctx_seq, share, (rho, step));
         if let Some(a) = slot.active.as_mut() {
             a.draft = draft;
         }
@@ -163,8 +163,8 @@ fn common_draft(slots: &[Slot]) -> usize {
 }
 
 /// Draft tokens for one decoding slot (engine/draft.rs): what its grammar forces, else its
-/// n-gram continuation as long as it pays at step cost `rho` (runner-core's draft::pace), at
-/// most `share`.
+/// n-gram continuation as long as it pays at step cost `rho` on the engine's step clock `step`
+/// (runner-core's draft::pace), at most `share`.
 /// Also restricts the slot's next sample to the forced text's first token (`restrict`).
 fn propose(
     model: &Model,
@@ -172,7 +172,7 @@ fn propose(
     d: &Drafting,
     n_ctx_seq: usize,
     share: usize,
-    rho: Option<f64>,
+    (rho, step): (Option<f64>, u64),
 ) -> Vec<Token> {
     let Some(a) = slot.active.as_mut() else {
         return Vec::new();
@@ -200,7 +200,7 @@ fn propose(
         out = draft::ngram(&slot.cache, a.ngram.min(n));
         slot.cache.pop();
         if !out.is_empty() {
-            out.truncate(a.pace.len(out.len(), rho));
+            out.truncate(a.pace.len(out.len(), rho, step));
             a.ngram_draft = !out.is_empty();
         }
     }
