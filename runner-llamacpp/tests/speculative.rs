@@ -6,16 +6,12 @@
 mod common;
 
 use common::*;
-use runner_protocol::{CompletionChunk, DoneReason, ErrorKind, Health};
+use runner_protocol::{DoneReason, ErrorKind, Health};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
 fn smollm() -> PathBuf {
     gemma().with_file_name("SmolLM2-135M-Instruct.Q4_1.gguf")
-}
-
-fn chatml(user: &str) -> String {
-    format!("<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n")
 }
 
 /// A copy task: the answer repeats the prompt's text, so the n-gram drafter finds it.
@@ -48,15 +44,6 @@ fn requests() -> Vec<(&'static str, Value)> {
     ]
 }
 
-/// Every chunk except Done's timings (those differ by duration and draft counts).
-fn shape(c: &Completion) -> Vec<Value> {
-    c.chunks
-        .iter()
-        .filter(|c| !matches!(c, CompletionChunk::Done { .. }))
-        .map(|c| serde_json::to_value(c).unwrap())
-        .collect()
-}
-
 /// `requests()` on a runner without drafting (which then drafts nothing).
 async fn undrafted() -> Vec<Completion> {
     let r = Runner::spawn(&smollm(), &["--ctx-size", "1024"]);
@@ -77,7 +64,11 @@ async fn same_as_undrafted(r: &Runner, base: &[Completion]) -> Vec<(&'static str
     for ((name, req), want) in requests().into_iter().zip(base) {
         let got = complete(&r.socket, req).await;
         assert_eq!(got.text, want.text, "{name}: text differs with drafting");
-        assert_eq!(shape(&got), shape(want), "{name}: chunks differ");
+        assert_eq!(
+            output_chunks(&got),
+            output_chunks(want),
+            "{name}: chunks differ"
+        );
         assert_eq!(got.reason, want.reason, "{name}");
         assert_eq!(got.timings.eval_count, want.timings.eval_count, "{name}");
         assert!(got.timings.accepted <= got.timings.drafted, "{name}");
@@ -161,28 +152,12 @@ async fn draft_model_drafting_leaves_every_output_byte_identical() {
     r.wait_ready().await;
     // (Solo on this runner: its KV's size, unlike the batch beside a request, may move
     // rounding.)
-    let reqs: Vec<Value> = requests()
-        .into_iter()
-        .take(3)
-        .map(|(_, mut r)| {
-            r["cache_prompt"] = json!(false);
-            r
-        })
-        .collect();
-    let mut solo = Vec::new();
-    for req in &reqs {
-        solo.push(complete(&r.socket, req.clone()).await.text);
-    }
-    let handles: Vec<_> = reqs
+    let reqs: Vec<Value> = requests().into_iter().take(3).map(|(_, r)| r).collect();
+    for (i, c) in concurrent_equal_solo(&r.socket, &reqs)
+        .await
         .iter()
-        .map(|req| {
-            let (socket, req) = (r.socket.clone(), req.clone());
-            tokio::spawn(async move { complete(&socket, req).await })
-        })
-        .collect();
-    for (i, h) in handles.into_iter().enumerate() {
-        let c = h.await.unwrap();
-        assert_eq!(c.text, solo[i], "request {i} beside two others");
+        .enumerate()
+    {
         assert!(c.timings.drafted > 0, "request {i} drafted");
     }
 }
@@ -219,25 +194,9 @@ async fn concurrent_drafting_streams_equal_their_solo_runs() {
     );
     r.wait_ready().await;
     let reqs: Vec<Value> = requests().into_iter().take(3).map(|(_, r)| r).collect();
-    let mut solo = Vec::new();
-    for req in &reqs {
-        let mut req = req.clone();
-        req["cache_prompt"] = json!(false);
-        solo.push(complete(&r.socket, req).await.text);
-    }
     let mut accepted = 0;
-    for round in 0..2 {
-        let handles: Vec<_> = reqs
-            .iter()
-            .map(|req| {
-                let (socket, mut req) = (r.socket.clone(), req.clone());
-                req["cache_prompt"] = json!(false);
-                tokio::spawn(async move { complete(&socket, req).await })
-            })
-            .collect();
-        for (i, h) in handles.into_iter().enumerate() {
-            let c = h.await.unwrap();
-            assert_eq!(c.text, solo[i], "round {round}, request {i}");
+    for _round in 0..2 {
+        for c in concurrent_equal_solo(&r.socket, &reqs).await {
             accepted += c.timings.accepted;
         }
     }
@@ -304,7 +263,7 @@ async fn grammar_fast_forward_gives_the_token_by_token_bytes() {
         let got = complete(&r.socket, e.clone()).await;
         assert_eq!(got.text, want.text, "{e}");
         assert_eq!(got.reason, want.reason, "{e}");
-        assert_eq!(shape(&got), shape(want), "{e}");
+        assert_eq!(output_chunks(&got), output_chunks(want), "{e}");
         assert!(got.timings.accepted > 0, "{e}: {:?}", got.timings);
     }
     assert_eq!(off_edges[0].reason, DoneReason::Stop);

@@ -8,13 +8,8 @@ mod common;
 mod support;
 
 use common::*;
-use runner_protocol::CompletionChunk;
 use serde_json::{json, Value};
 use support::model_dir;
-
-fn chatml(user: &str) -> String {
-    format!("<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n")
-}
 
 /// A copy task: the answer repeats the prompt's text, so the n-gram drafter finds it.
 const PASSAGE: &str = "The old lighthouse stood on the northern cliff for two hundred years. \
@@ -59,15 +54,6 @@ fn requests() -> Vec<(&'static str, Value)> {
     ]
 }
 
-/// Every chunk except Done's timings (those differ by duration and draft counts).
-fn shape(c: &Completion) -> Vec<Value> {
-    c.chunks
-        .iter()
-        .filter(|c| !matches!(c, CompletionChunk::Done { .. }))
-        .map(|c| serde_json::to_value(c).unwrap())
-        .collect()
-}
-
 async fn run_all(extra: &[&str]) -> Vec<Completion> {
     let mut args = vec!["--ctx-size", "1024"];
     args.extend_from_slice(extra);
@@ -91,7 +77,11 @@ async fn ngram_drafting_leaves_every_output_byte_identical_and_accepts_copies() 
             "{name}: drafting is off by default"
         );
         assert_eq!(got.text, want.text, "{name}: text differs with drafting");
-        assert_eq!(shape(got), shape(want), "{name}: chunks differ");
+        assert_eq!(
+            output_chunks(got),
+            output_chunks(want),
+            "{name}: chunks differ"
+        );
         assert_eq!(got.reason, want.reason, "{name}");
         assert_eq!(got.timings.eval_count, want.timings.eval_count, "{name}");
         assert!(got.timings.accepted <= got.timings.drafted, "{name}");
@@ -132,30 +122,8 @@ async fn concurrent_drafting_streams_equal_their_solo_runs() {
         &["--ctx-size", "512", "--parallel", "3", "--draft-ngram", "4"],
     );
     r.wait_ready().await;
-    let reqs: Vec<Value> = requests()
-        .into_iter()
-        .take(3)
-        .map(|(_, mut r)| {
-            r["cache_prompt"] = json!(false);
-            r
-        })
-        .collect();
-    let mut solo = Vec::new();
-    for req in &reqs {
-        solo.push(complete(&r.socket, req.clone()).await.text);
-    }
-    let mut accepted = 0;
-    let handles: Vec<_> = reqs
-        .iter()
-        .map(|req| {
-            let (socket, req) = (r.socket.clone(), req.clone());
-            tokio::spawn(async move { complete(&socket, req).await })
-        })
-        .collect();
-    for (i, h) in handles.into_iter().enumerate() {
-        let c = h.await.unwrap();
-        assert_eq!(c.text, solo[i], "request {i} beside two others");
-        accepted += c.timings.accepted;
-    }
+    let reqs: Vec<Value> = requests().into_iter().take(3).map(|(_, r)| r).collect();
+    let runs = concurrent_equal_solo(&r.socket, &reqs).await;
+    let accepted: u32 = runs.iter().map(|c| c.timings.accepted).sum();
     assert!(accepted > 0, "concurrent copies draft");
 }

@@ -280,6 +280,52 @@ pub fn greedy(prompt: &str, n: i32) -> Value {
     json!({"prompt": prompt, "num_predict": n, "sampling": {"temperature": 0.0}})
 }
 
+/// SmolLM2's chat format around one user turn, the assistant's turn open.
+pub fn chatml(user: &str) -> String {
+    format!("<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n")
+}
+
+/// Every chunk of `c` except Done's timings (those differ by duration and draft counts): what
+/// must not change with drafting.
+pub fn output_chunks(c: &Completion) -> Vec<Value> {
+    c.chunks
+        .iter()
+        .filter(|c| !matches!(c, CompletionChunk::Done { .. }))
+        .map(|c| serde_json::to_value(c).unwrap())
+        .collect()
+}
+
+/// Each of `reqs` alone on `socket` (`cache_prompt` off), then all at once: each concurrent
+/// run's text must be its solo run's. Returns the concurrent runs.
+pub async fn concurrent_equal_solo(socket: &Path, reqs: &[Value]) -> Vec<Completion> {
+    let reqs: Vec<Value> = reqs
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            r["cache_prompt"] = json!(false);
+            r
+        })
+        .collect();
+    let mut solo = Vec::new();
+    for req in &reqs {
+        solo.push(complete(socket, req.clone()).await.text);
+    }
+    let handles: Vec<_> = reqs
+        .iter()
+        .map(|req| {
+            let (socket, req) = (socket.to_path_buf(), req.clone());
+            tokio::spawn(async move { complete(&socket, req).await })
+        })
+        .collect();
+    let mut out = Vec::new();
+    for (i, h) in handles.into_iter().enumerate() {
+        let c = h.await.unwrap();
+        assert_eq!(c.text, solo[i], "request {i} beside the others");
+        out.push(c);
+    }
+    out
+}
+
 /// Start a long greedy generation on `r` (whose only slot it takes), read a few chunks, close
 /// the connection, and check that the next request gets the slot at once.
 pub async fn closing_frees_the_slot(r: &Runner, prompt: &str) {
