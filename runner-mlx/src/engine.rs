@@ -49,8 +49,6 @@ struct Active {
     top_logprobs: usize,
     shift: bool,
     num_keep: i32,
-    /// Draft tokens put into this step after `next`.
-    draft: Vec<Token>,
     /// Tokens the n-gram drafter may propose per step (0 = off for this request).
     ngram: usize,
     pace: pace::Pace,
@@ -71,13 +69,27 @@ struct Slot {
     active: Option<Active>,
 }
 
-/// What one slot feeds into a step.
+/// What one slot feeds into a step: a prompt chunk, or its sampled token and then its draft.
 struct Feed {
     slot: usize,
     tokens: Vec<Token>,
     prefill: bool,
+}
+
+impl Feed {
+    /// The draft tokens after the sampled one (none in a prompt chunk).
+    fn draft(&self) -> &[Token] {
+        if self.prefill {
+            &[]
+        } else {
+            &self.tokens[1..]
+        }
+    }
+
     /// Logits rows wanted: the last token's, and one per draft token.
-    rows: usize,
+    fn rows(&self) -> usize {
+        1 + self.draft().len()
+    }
 }
 
 pub struct Engine {
@@ -242,7 +254,6 @@ impl Engine {
             top_logprobs: job.req.top_logprobs.min(20) as usize,
             shift: job.req.shift,
             num_keep: job.req.num_keep,
-            draft: Vec::new(),
             ngram,
             pace: pace::Pace::default(),
         });
@@ -258,7 +269,7 @@ impl Engine {
             .filter_map(|s| s.active.as_ref())
             .filter(|a| a.pending.is_empty() && a.next.is_some())
             .count();
-        let pace = (self.cost.rho(decoders), self.cost.steps());
+
         for (i, slot) in self.slots.iter_mut().enumerate() {
             let Some(a) = slot.active.as_mut() else {
                 continue;
@@ -281,18 +292,19 @@ impl Engine {
                     slot: i,
                     tokens: a.pending[..n].to_vec(),
                     prefill: true,
-                    rows: 1,
                 });
             } else if let Some(t) = a.next {
-                let draft = propose(slot, t, self.n_ctx_seq, self.n_batch, pace);
+                let draft = propose(
+                    slot,
+                    t,
+                    self.n_ctx_seq,
+                    self.n_batch,
+                    (&self.cost, decoders),
+                );
                 let mut tokens = vec![t];
-                tokens.extend_from_slice(&draft);
-                if let Some(a) = slot.active.as_mut() {
-                    a.draft = draft;
-                }
+                tokens.extend(draft);
                 feeds.push(Feed {
                     slot: i,
-                    rows: tokens.len(),
                     tokens,
                     prefill: false,
                 });
@@ -308,7 +320,7 @@ impl Engine {
             return;
         }
         let started = Instant::now();
-        let rows: Vec<usize> = feeds.iter().map(|f| f.rows).collect();
+        let rows: Vec<usize> = feeds.iter().map(Feed::rows).collect();
         let res = {
             let mut wanted = feeds.iter().map(|f| f.slot).peekable();
             let mut segs: Vec<(&mut Cache, &[i32])> = Vec::with_capacity(feeds.len());
@@ -345,7 +357,7 @@ impl Engine {
         let mut at = 0;
         for f in feeds {
             let first = at;
-            at += f.rows;
+            at += f.rows();
             let slot = &mut self.slots[f.slot];
             let before = slot.tokens.len();
             slot.tokens.extend_from_slice(&f.tokens);
@@ -364,7 +376,7 @@ impl Engine {
                 a.reply.timings.eval_duration_ns += took;
             }
             let rows = &mut logits[first * self.n_vocab..at * self.n_vocab];
-            let kept = verify(slot, rows, self.n_vocab, &*self.vocab, &self.eog);
+            let kept = verify(slot, rows, f.draft(), self.n_vocab, &*self.vocab, &self.eog);
             if !f.prefill {
                 // The sampled token and the accepted draft tokens stay; rejected ones go.
                 let cut = before + 1 + kept;
@@ -378,14 +390,15 @@ impl Engine {
 }
 
 /// A generating slot's draft after its sampled token `t` (empty when the n-gram drafter is off
-/// for it, finds nothing, or a draft does not pay at step cost `rho` on step clock `step`): at
-/// most what the request may still generate, what its context holds, and the step's batch.
+/// for it, finds nothing, or a draft does not pay at the step's cost with `decoders` decoding
+/// slots): at most what the request may still generate, what its context holds, and the
+/// step's batch.
 fn propose(
     slot: &mut Slot,
     t: Token,
     n_ctx: usize,
     n_batch: usize,
-    (rho, step): (Option<f64>, u64),
+    (cost, decoders): (&pace::StepCost, usize),
 ) -> Vec<Token> {
     let Some(a) = slot.active.as_mut() else {
         return Vec::new();
@@ -395,21 +408,16 @@ fn propose(
     if n == 0 {
         return Vec::new();
     }
-    slot.tokens.push(t);
-    let mut out = draft::ngram(&slot.tokens, n);
-    slot.tokens.pop();
-    if !out.is_empty() {
-        out.truncate(a.pace.len(out.len(), rho, step));
-    }
-    out
+    draft::ngram_paced(&mut slot.tokens, t, n, &mut a.pace, cost, decoders)
 }
 
-/// Sample a slot's rows in order (its last token's, then each draft token's while the token
-/// sampled before it equals that draft token), streaming each choice. Returns how many draft
-/// tokens were accepted.
+/// Sample a slot's rows in order (its last token's, then each token's of `draft` while the
+/// token sampled before it equals that draft token), streaming each choice. Returns how many
+/// draft tokens were accepted.
 fn verify(
     slot: &mut Slot,
     rows: &mut [f32],
+    draft: &[Token],
     n_vocab: usize,
     vocab: &dyn Vocabulary,
     eog: &HashSet<Token>,
@@ -417,7 +425,6 @@ fn verify(
     let Some(a) = slot.active.as_mut() else {
         return 0;
     };
-    let draft = std::mem::take(&mut a.draft);
     a.reply.timings.drafted += draft.len() as u32;
     let mut used = 0;
     while let Some(a) = slot.active.as_mut() {

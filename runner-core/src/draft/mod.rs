@@ -10,6 +10,7 @@
 pub mod pace;
 
 use crate::Token;
+use pace::{Pace, StepCost};
 
 /// Shortest and longest suffix the n-gram drafter matches. One token matches too often to be a
 /// good guess (every `the`), so matches start at two.
@@ -34,6 +35,26 @@ pub fn ngram(hist: &[Token], k: usize) -> Vec<Token> {
         }
     }
     Vec::new()
+}
+
+/// A slot's n-gram draft after its sampled token `next`: up to `k` tokens continuing `hist`
+/// then `next` ([`ngram`]), cut to the length that pays at the measured step cost with
+/// `slots` decoding slots in the step ([`Pace::len`]). `hist` is left as it was.
+pub fn ngram_paced(
+    hist: &mut Vec<Token>,
+    next: Token,
+    k: usize,
+    pace: &mut Pace,
+    cost: &StepCost,
+    slots: usize,
+) -> Vec<Token> {
+    hist.push(next);
+    let mut out = ngram(hist, k);
+    hist.pop();
+    if !out.is_empty() {
+        out.truncate(pace.len(out.len(), cost.rho(slots), cost.steps()));
+    }
+    out
 }
 
 /// How many draft tokens a slot may put into a step: what the drafter asked for, bounded by the

@@ -15,7 +15,7 @@
 //! standard acceptance rule). So greedy output is the same bytes with drafting on or off, and a
 //! seeded request draws the same tokens.
 
-pub use runner_core::draft::{budget, ngram};
+pub use runner_core::draft::{budget, ngram_paced};
 
 /// The draft length every decoding slot of a step keeps, given what each drafted (`lens`, one
 /// per decoding slot): the shortest, so every sequence brings the same token count and the step

@@ -96,9 +96,8 @@ pub(super) fn propose_all(
         return;
     }
     let share = capacity.saturating_sub(decoders) / decoders;
-    let (rho, step) = (cost.rho(decoders), cost.steps());
     for slot in slots.iter_mut() {
-        let draft = propose(model, slot, d, n_ctx_seq, share, (rho, step));
+        let draft = propose(model, slot, d, n_ctx_seq, share, (cost, decoders));
         if let Some(a) = slot.active.as_mut() {
             a.draft = draft;
         }
@@ -163,8 +162,8 @@ fn common_draft(slots: &[Slot]) -> usize {
 }
 
 /// Draft tokens for one decoding slot (engine/draft.rs): what its grammar forces, else its
-/// n-gram continuation as long as it pays at step cost `rho` on the engine's step clock `step`
-/// (runner-core's draft::pace), at most `share`.
+/// n-gram continuation as long as it pays at the step's cost with `decoders` decoding slots
+/// (runner-core's `draft::ngram_paced`), at most `share`.
 /// Also restricts the slot's next sample to the forced text's first token (`restrict`).
 fn propose(
     model: &Model,
@@ -172,7 +171,7 @@ fn propose(
     d: &Drafting,
     n_ctx_seq: usize,
     share: usize,
-    (rho, step): (Option<f64>, u64),
+    (cost, decoders): (&pace::StepCost, usize),
 ) -> Vec<Token> {
     let Some(a) = slot.active.as_mut() else {
         return Vec::new();
@@ -196,13 +195,9 @@ fn propose(
         a.forced_run = !(a.req.logprobs || a.req.top_logprobs > 0);
     }
     if out.is_empty() && a.ngram > 0 {
-        slot.cache.push(t);
-        out = draft::ngram(&slot.cache, a.ngram.min(n));
-        slot.cache.pop();
-        if !out.is_empty() {
-            out.truncate(a.pace.len(out.len(), rho, step));
-            a.ngram_draft = !out.is_empty();
-        }
+        let k = a.ngram.min(n);
+        out = draft::ngram_paced(&mut slot.cache, t, k, &mut a.pace, cost, decoders);
+        a.ngram_draft = !out.is_empty();
     }
     out.truncate(n);
     out
