@@ -8,6 +8,7 @@
 use crate::grammar;
 use crate::jobs::{CompleteJob, EmbedJob, Job};
 use crate::sampling::{NoMask, TokenMask};
+use crate::slots::{Cut, Overflow};
 use crate::{Token, Vocabulary};
 use bytes::Bytes;
 use http_body_util::{combinators::BoxBody, BodyExt, Full, Limited, StreamBody};
@@ -32,9 +33,10 @@ pub type Body = BoxBody<Bytes, Infallible>;
 // Images travel as RGB (the server bounds them at 64 Mpx a request: 256 MiB of base64).
 const MAX_BODY: usize = 320 << 20;
 
-/// How an engine fits a prompt into a slot of `n_ctx` positions (`num_keep`, `truncate` from the
-/// request): the tokens to evaluate, or `(prompt, limit)` when it does not fit and may not be cut.
-pub type FitPrompt = fn(Vec<Token>, usize, i32, bool) -> Result<Vec<Token>, (usize, usize)>;
+/// How an engine fits a prompt into a slot of `n_ctx` positions (`num_keep`, and what the
+/// request's `truncate`/`shift` allow): the tokens to evaluate, or the overflow when it does not
+/// fit and may not be cut.
+pub type FitPrompt = fn(Vec<Token>, usize, i32, Cut) -> Result<Vec<Token>, Overflow>;
 
 /// What a loaded runner knows; set once when the load succeeds.
 pub struct Loaded {
@@ -192,16 +194,15 @@ async fn completion(req: Request<Incoming>, state: &State) -> Res {
             "the prompt is empty",
         ));
     }
-    // A prompt with images is never cut (half an image means nothing to the model).
-    let truncate = r.truncate && media.is_empty();
-    let tokens = (loaded.fit_prompt)(tokens, loaded.n_ctx_seq, r.num_keep, truncate).map_err(
-        |(prompt, limit)| {
-            RunnerError::new(
-                ErrorKind::ContextOverflow,
-                format!("prompt is {prompt} tokens, the context holds {limit}"),
-            )
-        },
-    )?;
+    // A prompt with images is never cut (half an image means nothing to the model): like
+    // Ollama, which sends it whole, it is refused as llama-server refuses it when too long.
+    let cut = if media.is_empty() {
+        Cut::for_request(r.truncate, r.shift)
+    } else {
+        Cut::Refuse
+    };
+    let tokens =
+        (loaded.fit_prompt)(tokens, loaded.n_ctx_seq, r.num_keep, cut).map_err(|o| o.error())?;
     let mask = constraint_mask(&loaded.vocab, r.constraint.clone()).await?;
     let (tx, rx) = mpsc::unbounded_channel();
     send(

@@ -4,6 +4,7 @@
 //! them in its tables beside its own batch composition.
 
 use crate::Token;
+use runner_protocol::RunnerError;
 
 /// Length of the common prefix of two token lists.
 pub fn common_prefix(a: &[Token], b: &[Token]) -> usize {
@@ -31,30 +32,67 @@ pub fn pick_slot<'a>(
         .map(|(i, _, _)| i)
 }
 
+/// What a request lets the runner do with a prompt longer than its slot (`truncate`, `shift`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    /// Keep the first `num_keep` tokens and the newest tail (Ollama's default).
+    Truncate,
+    /// `truncate: false`: refuse, as llama-server refuses a prompt that does not fit.
+    Refuse,
+    /// `shift: false` with truncation on: Ollama refuses too, since its runner, launched
+    /// without context shift, cannot take a truncated prompt either.
+    RefuseWithoutShift,
+}
+
+impl Cut {
+    pub fn for_request(truncate: bool, shift: bool) -> Cut {
+        match (truncate, shift) {
+            (false, _) => Cut::Refuse,
+            (true, false) => Cut::RefuseWithoutShift,
+            (true, true) => Cut::Truncate,
+        }
+    }
+}
+
 /// A prompt that does not fit a slot and may not be truncated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Overflow {
     pub prompt: usize,
+    /// Most prompt tokens the slot takes (its positions less one for the generated token).
     pub limit: usize,
+    pub cut: Cut,
+}
+
+impl Overflow {
+    /// The refusal a client of Ollama gets for this overflow (runner-protocol's texts).
+    pub fn error(&self) -> RunnerError {
+        match self.cut {
+            Cut::RefuseWithoutShift => RunnerError::longer_than_context(),
+            Cut::Refuse | Cut::Truncate => {
+                RunnerError::exceeds_context(self.prompt, self.limit + 1)
+            }
+        }
+    }
 }
 
 /// Fit `prompt` into a slot of `n_ctx` positions, leaving room for one generated token: unchanged
-/// if it fits; else, when `truncate`, the first `num_keep` tokens plus the newest tail; else an
-/// error.
+/// if it fits; else, when `cut` is [`Cut::Truncate`], the first `num_keep` tokens plus the newest
+/// tail; else an error.
 pub fn fit_prompt(
     prompt: Vec<Token>,
     n_ctx: usize,
     num_keep: i32,
-    truncate: bool,
+    cut: Cut,
 ) -> Result<Vec<Token>, Overflow> {
     let limit = n_ctx.saturating_sub(1).max(1);
     if prompt.len() <= limit {
         return Ok(prompt);
     }
-    if !truncate {
+    if cut != Cut::Truncate {
         return Err(Overflow {
             prompt: prompt.len(),
             limit,
+            cut,
         });
     }
     let keep = keep_len(num_keep, prompt.len(), limit);
@@ -79,13 +117,44 @@ pub fn shift(len: usize, num_keep: i32) -> (usize, usize) {
     (keep, discard)
 }
 
-/// [`fit_prompt`] as the socket handlers take it (`http::FitPrompt`): the overflow as
-/// `(prompt, limit)`.
-pub fn fit(
-    prompt: Vec<Token>,
-    n_ctx: usize,
-    num_keep: i32,
-    truncate: bool,
-) -> Result<Vec<Token>, (usize, usize)> {
-    fit_prompt(prompt, n_ctx, num_keep, truncate).map_err(|o| (o.prompt, o.limit))
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncate_and_shift_choose_how_a_long_prompt_is_cut() {
+        let cases = [
+            (true, true, Cut::Truncate),
+            (true, false, Cut::RefuseWithoutShift),
+            (false, true, Cut::Refuse),
+            (false, false, Cut::Refuse),
+        ];
+        for (truncate, shift, want) in cases {
+            assert_eq!(
+                Cut::for_request(truncate, shift),
+                want,
+                "{truncate} {shift}"
+            );
+        }
+    }
+
+    #[test]
+    fn overflows_read_as_ollama_reports_them() {
+        let o = |cut| Overflow {
+            prompt: 410,
+            limit: 255,
+            cut,
+        };
+        // llama-server's body, which Ollama forwards as its error string (fields in its order).
+        assert_eq!(
+            o(Cut::Refuse).error().message,
+            r#"{"error":{"code":400,"message":"request (410 tokens) exceeds the available context size (256 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":410,"n_ctx":256}}"#
+        );
+        assert_eq!(
+            o(Cut::RefuseWithoutShift).error().message,
+            "the prompt is longer than the context length currently available to the model; \
+             shorten the prompt, adjust the context length in settings, or use a model with a \
+             longer context length"
+        );
+    }
 }

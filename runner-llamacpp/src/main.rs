@@ -303,7 +303,7 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
         Loaded {
             vocab: model,
             info,
-            fit_prompt: runner_core::slots::fit,
+            fit_prompt: runner_core::slots::fit_prompt,
             n_ctx_seq,
             embed_limit,
             abort,

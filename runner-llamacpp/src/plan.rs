@@ -213,7 +213,7 @@ pub fn mixed(slots: &[Work], capacity: usize, held_steps: usize) -> Step {
 mod tests {
     use super::*;
     use crate::ffi::Token;
-    use runner_core::slots::{fit_prompt, Overflow};
+    use runner_core::slots::{fit_prompt, Cut, Overflow};
 
     #[test]
     fn reuse_keeps_the_common_prefix_but_reevaluates_the_last_prompt_token() {
@@ -481,23 +481,29 @@ mod tests {
     #[test]
     fn long_prompts_are_truncated_keeping_head_and_tail_or_refused() {
         let p: Vec<Token> = (0..10).collect();
-        assert_eq!(fit_prompt(p.clone(), 16, 4, true).unwrap(), p);
+        let cut = Cut::Truncate;
+        assert_eq!(fit_prompt(p.clone(), 16, 4, cut).unwrap(), p);
         assert_eq!(
-            fit_prompt(p.clone(), 8, 2, true).unwrap(),
+            fit_prompt(p.clone(), 8, 2, cut).unwrap(),
             vec![0, 1, 5, 6, 7, 8, 9]
         );
         // num_keep larger than half the room is bounded.
         assert_eq!(
-            fit_prompt(p.clone(), 8, 100, true).unwrap(),
+            fit_prompt(p.clone(), 8, 100, cut).unwrap(),
             vec![0, 1, 2, 6, 7, 8, 9]
         );
-        assert_eq!(
-            fit_prompt(p.clone(), 8, 2, false),
-            Err(Overflow {
-                prompt: 10,
-                limit: 7
-            })
-        );
+        // A prompt that fits is never refused, whatever the request allows.
+        assert_eq!(fit_prompt(p.clone(), 11, 2, Cut::Refuse).unwrap(), p);
+        for refuse in [Cut::Refuse, Cut::RefuseWithoutShift] {
+            assert_eq!(
+                fit_prompt(p.clone(), 8, 2, refuse),
+                Err(Overflow {
+                    prompt: 10,
+                    limit: 7,
+                    cut: refuse
+                })
+            );
+        }
     }
 
     #[test]

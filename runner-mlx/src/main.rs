@@ -196,7 +196,7 @@ fn load(args: &Args, state: &State) -> Result<(Loaded, runner_mlx::engine::Engin
     let loaded = Loaded {
         vocab,
         info,
-        fit_prompt: runner_core::slots::fit,
+        fit_prompt: runner_core::slots::fit_prompt,
         n_ctx_seq: n_ctx,
         embed_limit: n_ctx,
         abort,

@@ -125,6 +125,10 @@ impl Error {
     /// The log keeps the unscrubbed `to_string()`.
     pub fn client_message(&self) -> String {
         match self {
+            // Ollama's own overflow texts, shown exactly: clients match on them.
+            Error::Runner(e) if e.kind == runner_protocol::ErrorKind::ContextOverflow => {
+                e.message.clone()
+            }
             Error::Runner(_)
             | Error::RunnerExited(_)
             | Error::Load { .. }

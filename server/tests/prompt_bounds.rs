@@ -166,7 +166,10 @@ async fn huge_prompts_and_contexts_answer_within_a_bound_of_a_normal_request() {
         eprintln!("truncate:false {what}: {s} {v} in {took:?}");
         assert_eq!(s, 400, "{what}: {v}");
         assert!(
-            v["error"].as_str().unwrap().contains("context"),
+            v["error"]
+                .as_str()
+                .unwrap()
+                .contains("exceed_context_size_error"),
             "{what}: {v}"
         );
         assert!(took < bound, "{what} took {took:?}");

@@ -76,6 +76,38 @@ impl RunnerError {
     }
 }
 
+/// Ollama's refusal of a prompt when its runner runs without context shift
+/// (`llm/llama_server.go`, `completionPromptForRequest`).
+pub const NO_SHIFT_OVERFLOW: &str = "the prompt is longer than the context length currently \
+available to the model; shorten the prompt, adjust the context length in settings, or use a \
+model with a longer context length";
+
+/// `ContextOverflow` errors carry the exact text Ollama's clients get (clients match on it to
+/// tell a context overflow from other failures), and the server shows it as it is.
+impl RunnerError {
+    /// A prompt of `n_prompt` tokens refused by a slot of `n_ctx` positions while truncation is
+    /// off: llama-server's error body (`exceed_context_size_error` with both counts; it refuses
+    /// `n_prompt >= n_ctx`), which Ollama forwards verbatim as its error string.
+    pub fn exceeds_context(n_prompt: usize, n_ctx: usize) -> RunnerError {
+        let body = serde_json::json!({"error": {
+            "code": 400,
+            "message": format!(
+                "request ({n_prompt} tokens) exceeds the available context size ({n_ctx} \
+                 tokens), try increasing it"
+            ),
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": n_prompt,
+            "n_ctx": n_ctx,
+        }});
+        RunnerError::new(ErrorKind::ContextOverflow, body.to_string())
+    }
+
+    /// A prompt longer than the context while context shift is off ([`NO_SHIFT_OVERFLOW`]).
+    pub fn longer_than_context() -> RunnerError {
+        RunnerError::new(ErrorKind::ContextOverflow, NO_SHIFT_OVERFLOW)
+    }
+}
+
 /// Body of every non-2xx response: `{"error":{"kind":…,"message":…}}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {

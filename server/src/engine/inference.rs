@@ -485,12 +485,11 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| Error::Internal(format!("prompt rendering task: {e}")))?
 }
 
-/// The 400 for a prompt that certainly does not fit the context while truncation is off.
-fn overflow(tokens: usize, limit: usize) -> Error {
-    Error::Runner(runner_protocol::RunnerError::new(
-        ErrorKind::ContextOverflow,
-        format!("prompt is at least {tokens} tokens, the context holds {limit}"),
-    ))
+/// The 400 for a prompt that certainly does not fit a context of `n_ctx` while truncation is
+/// off, before it is tokenized: the runner's refusal text, with the fewest tokens the prompt
+/// can be (it is never tokenized whole, so the count is a lower bound, still over `n_ctx`).
+fn overflow(tokens: usize, n_ctx: usize) -> Error {
+    Error::Runner(runner_protocol::RunnerError::exceeds_context(tokens, n_ctx))
 }
 
 async fn embed(engine: Engine, job: EmbedJob) -> Result<EmbedOutput> {

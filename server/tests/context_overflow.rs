@@ -1,0 +1,103 @@
+//! A prompt longer than the context, on the real `herd serve` with SmolLM2, refused in Ollama's
+//! words: clients tell a context overflow from other failures by these texts (llama-server's
+//! `exceed_context_size_error` body, which Ollama forwards as its error string, with
+//! `truncate: false`; Ollama's own sentence with `shift: false`), from chat and generate,
+//! streamed or not. With both on (the defaults), the prompt is truncated and answered.
+//! Needs `cargo build -p runner-llamacpp` and `scripts/fetch-test-models`.
+
+mod herd_proc;
+mod serve_support;
+
+use herd_proc::HerdServe;
+use serde_json::{json, Value};
+use serve_support::api_support::TestStore;
+use serve_support::{native_runner, register_file, test_model};
+
+const SMOL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+const NO_SHIFT: &str = "the prompt is longer than the context length currently available to the \
+                        model; shorten the prompt, adjust the context length in settings, or use \
+                        a model with a longer context length";
+
+async fn post(http: &reqwest::Client, url: String, body: Value) -> (u16, String) {
+    let r = http.post(url).json(&body).send().await.unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_longer_than_the_context_is_refused_in_ollamas_words() {
+    let (Some(runner), Some(model)) = (native_runner(), test_model(SMOL)) else {
+        return;
+    };
+    let ts = TestStore::new();
+    register_file(&ts, "smol", &model, &[]);
+    let runner = runner.display().to_string();
+    let herd = HerdServe::start(ts.root(), &[("HERD_RUNNER", runner.as_str())]);
+    let http = reqwest::Client::new();
+    let long = "word ".repeat(400);
+    let chat = |ctl: Value, num_ctx: u64| {
+        let mut b = json!({"model": "smol", "stream": false,
+            "messages": [{"role": "user", "content": long}],
+            "options": {"num_ctx": num_ctx, "num_predict": 1, "temperature": 0}});
+        b.as_object_mut()
+            .unwrap()
+            .extend(ctl.as_object().unwrap().clone());
+        b
+    };
+
+    // The prompt's exact length, from a context it fits in.
+    let (s, t) = post(&http, herd.url("/api/chat"), chat(json!({}), 1024)).await;
+    assert_eq!(s, 200, "{t}");
+    let n = serde_json::from_str::<Value>(&t).unwrap()["prompt_eval_count"]
+        .as_u64()
+        .unwrap();
+    assert!(n > 256, "the prompt must overflow 256 positions: {n}");
+
+    let exceeds = json!({"error": {"code": 400,
+        "message": format!("request ({n} tokens) exceeds the available context size (256 tokens), try increasing it"),
+        "type": "exceed_context_size_error", "n_prompt_tokens": n, "n_ctx": 256}})
+    .to_string();
+    for (ctl, want) in [
+        (json!({"truncate": false}), exceeds.as_str()),
+        (json!({"truncate": false, "shift": false}), exceeds.as_str()),
+        (json!({"shift": false}), NO_SHIFT),
+        (json!({"shift": false, "stream": true}), NO_SHIFT),
+        (json!({"truncate": false, "stream": true}), exceeds.as_str()),
+    ] {
+        let (s, t) = post(&http, herd.url("/api/chat"), chat(ctl.clone(), 256)).await;
+        assert_eq!(s, 400, "{ctl}: {t}");
+        let v: Value = serde_json::from_str(&t).unwrap();
+        assert_eq!(v["error"], want, "{ctl}");
+        // The same from /api/generate with the prompt as is.
+        let mut g = json!({"model": "smol", "prompt": long, "stream": false,
+            "options": {"num_ctx": 256, "num_predict": 1}});
+        g.as_object_mut()
+            .unwrap()
+            .extend(ctl.as_object().unwrap().clone());
+        let (s, t) = post(&http, herd.url("/api/generate"), g).await;
+        assert_eq!(s, 400, "generate {ctl}: {t}");
+        let e = serde_json::from_str::<Value>(&t).unwrap()["error"].clone();
+        let e = e.as_str().unwrap();
+        if want == NO_SHIFT {
+            assert_eq!(e, NO_SHIFT);
+        } else {
+            assert!(e.contains("exceed_context_size_error"), "{e}");
+            assert!(e.contains("(256 tokens)"), "{e}");
+        }
+    }
+
+    // Both on (Ollama's defaults): the prompt is cut to the context and answered.
+    let (s, t) = post(&http, herd.url("/api/chat"), chat(json!({}), 256)).await;
+    assert_eq!(s, 200, "{t}");
+    let kept = serde_json::from_str::<Value>(&t).unwrap()["prompt_eval_count"]
+        .as_u64()
+        .unwrap();
+    assert!(kept < 256, "{t}");
+    // A prompt that fits is answered with shift off.
+    let (s, t) = post(
+        &http,
+        herd.url("/api/chat"),
+        chat(json!({"shift": false}), 1024),
+    )
+    .await;
+    assert_eq!(s, 200, "{t}");
+}
