@@ -2,14 +2,13 @@
 //! real `herd list` / `herd show` / `herd cp` / `herd rm` talk to it over HTTP as users would.
 
 mod api_support;
+mod herd_proc;
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use api_support::*;
-
-const HERD: &str = env!("CARGO_BIN_EXE_herd");
+use herd_proc::{listen, Listening, HERD};
 
 /// A running `herd serve`, stopped with SIGTERM on drop.
 struct Server {
@@ -22,34 +21,15 @@ struct Server {
 impl Server {
     fn start(models: &std::path::Path) -> Server {
         let home = tempfile::tempdir().unwrap();
-        let mut child = Command::new(HERD)
-            .arg("serve")
+        let mut cmd = Command::new(HERD);
+        cmd.arg("serve")
             .env("HOME", home.path())
             .env("OLLAMA_HOST", "127.0.0.1:0")
             .env("OLLAMA_MODELS", models)
             .env("OLLAMA_DEBUG", "0")
             .env_remove("HERD_LOG_FORMAT")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn herd serve");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(rest) = line.split("Listening on ").nth(1) {
-                    let addr = rest
-                        .split_whitespace()
-                        .next()
-                        .unwrap_or_default()
-                        .to_owned();
-                    let _ = tx.send(addr);
-                }
-            }
-        });
-        let addr = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("herd serve did not report its address");
+            .stdout(Stdio::null());
+        let Listening { child, addr, .. } = listen(&mut cmd, Duration::from_secs(30), None);
         Server {
             child,
             addr,

@@ -9,20 +9,20 @@
 //! Needs `cargo build --workspace --bins` and `scripts/fetch-test-models`; a missing prerequisite
 //! fails the test unless HERD_ALLOW_SKIP=1.
 
+mod herd_proc;
 mod serve_support;
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use herd_proc::{listen, Listening, HERD};
 use serde_json::{json, Value};
 use serve_support::*;
 
-const HERD: &str = env!("CARGO_BIN_EXE_herd");
 const SMOL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 const GEMMA: &str = "gemma-3-270m-q4_k_m.gguf";
 
@@ -69,26 +69,12 @@ impl Serve {
             .env("OLLAMA_DEBUG", "0")
             .env_remove("HERD_LOG_FORMAT")
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+            .stdout(Stdio::null());
         cmd.envs(env.iter().copied());
         if let Some(r) = native_runner() {
             cmd.env("HERD_RUNNER", r);
         }
-        let mut child = cmd.spawn().expect("spawn herd serve");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(rest) = line.split("Listening on ").nth(1) {
-                    let addr = rest.split_whitespace().next().unwrap_or_default();
-                    let _ = tx.send(addr.to_owned());
-                }
-            }
-        });
-        let addr = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("herd serve did not report its address");
+        let Listening { child, addr, .. } = listen(&mut cmd, Duration::from_secs(30), None);
         Serve {
             child,
             addr,

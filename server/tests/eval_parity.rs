@@ -8,17 +8,17 @@
 //! Needs `cargo build --workspace --bins` and `scripts/fetch-test-models`; builds llama-server
 //! when it is not cached yet (minutes). A missing prerequisite fails unless HERD_ALLOW_SKIP=1.
 
+mod herd_proc;
 mod serve_support;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use herd_proc::{listen, Listening, HERD};
 use serde_json::Value;
 use serve_support::*;
 
-const HERD: &str = env!("CARGO_BIN_EXE_herd");
 const GEMMA: &str = "gemma-3-270m-q4_k_m.gguf";
 
 /// A child process killed on drop.
@@ -128,29 +128,11 @@ fn start_herd(models: &Path, home: &Path) -> (Killed, String) {
         .env("OLLAMA_NUM_PARALLEL", "1")
         .env_remove("HERD_LOG_FORMAT")
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+        .stdout(Stdio::null());
     if let Some(r) = native_runner() {
         cmd.env("HERD_RUNNER", r);
     }
-    let mut child = cmd.spawn().expect("spawn herd serve");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(rest) = line.split("Listening on ").nth(1) {
-                let _ = tx.send(
-                    rest.split_whitespace()
-                        .next()
-                        .unwrap_or_default()
-                        .to_owned(),
-                );
-            }
-        }
-    });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("herd serve did not report its address");
+    let Listening { child, addr, .. } = listen(&mut cmd, Duration::from_secs(30), None);
     (Killed(child), addr)
 }
 

@@ -8,18 +8,19 @@
 //! Needs `cargo build --workspace --bins`, `scripts/fetch-test-models` and `scripts/setup`
 //! (promtool); a missing prerequisite fails the test unless HERD_ALLOW_SKIP=1.
 
+mod herd_proc;
 mod serve_support;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use herd_proc::{listen, Listening, HERD};
 use serde_json::{json, Value};
 use serve_support::api_support::TestStore;
 use serve_support::{native_runner, prereq, register_file, rfc3339, test_model};
 
-const HERD: &str = env!("CARGO_BIN_EXE_herd");
 const SMOL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 const GEMMA: &str = "gemma-3-270m-q4_k_m.gguf";
 const KEY: &str = "sk-metrics-test-41c2";
@@ -42,8 +43,8 @@ impl Drop for Server {
 fn serve(ts: &TestStore, runner: &std::path::Path, env: &[(&str, &str)]) -> Server {
     let home = ts.root().join("home");
     std::fs::create_dir_all(&home).unwrap();
-    let mut child = Command::new(HERD)
-        .arg("serve")
+    let mut cmd = Command::new(HERD);
+    cmd.arg("serve")
         .env("HOME", &home)
         .env("OLLAMA_HOST", "127.0.0.1:0")
         .env("OLLAMA_MODELS", ts.root())
@@ -52,25 +53,8 @@ fn serve(ts: &TestStore, runner: &std::path::Path, env: &[(&str, &str)]) -> Serv
         .env_remove("HERD_LOG_FORMAT")
         .envs(env.iter().copied())
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn herd serve");
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stderr = child.stderr.take().unwrap();
-    let sink = log.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            // Logged before the address goes out: the holder of the address sees the line.
-            sink.lock().unwrap().push(line.clone());
-            if let Some(rest) = line.split("Listening on ").nth(1) {
-                let addr = rest.split_whitespace().next().unwrap_or_default();
-                let _ = tx.send(addr.to_owned());
-            }
-        }
-    });
-    let addr = rx.recv_timeout(Duration::from_secs(30)).expect("address");
+        .stdout(Stdio::null());
+    let Listening { child, addr, log } = listen(&mut cmd, Duration::from_secs(30), None);
     Server {
         child,
         base: format!("http://{addr}"),

@@ -2,18 +2,18 @@
 //! `herd run` with piped stdin and in a pseudo-terminal (REPL via util-linux `script`), `herd ps`
 //! and `herd stop` (the model leaves `herd ps`). Needs `cargo build -p fake-runner`.
 
+mod herd_proc;
 mod serve_support;
 mod terminal_support;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use herd_proc::{listen, Listening, HERD};
 use serve_support::api_support::{ago, TestStore, MT_SYSTEM, MT_TEMPLATE};
 use serve_support::scheduler_support;
 use terminal_support::Terminal;
-
-const HERD: &str = env!("CARGO_BIN_EXE_herd");
 
 struct Server {
     child: Child,
@@ -25,34 +25,15 @@ impl Server {
     fn start(ts: &TestStore) -> Server {
         // herd serve creates ~/.ollama/id_ed25519: keep it out of the real home.
         let home = tempfile::tempdir().unwrap();
-        let mut child = Command::new(HERD)
-            .arg("serve")
+        let mut cmd = Command::new(HERD);
+        cmd.arg("serve")
             .env("HOME", home.path())
             .env("OLLAMA_HOST", "127.0.0.1:0")
             .env("OLLAMA_MODELS", ts.root())
             .env("HERD_RUNNER", scheduler_support::fake_runner())
             .env_remove("HERD_LOG_FORMAT")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn herd serve");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(rest) = line.split("Listening on ").nth(1) {
-                    let _ = tx.send(
-                        rest.split_whitespace()
-                            .next()
-                            .unwrap_or_default()
-                            .to_owned(),
-                    );
-                }
-            }
-        });
-        let addr = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("herd serve address");
+            .stdout(Stdio::null());
+        let Listening { child, addr, .. } = listen(&mut cmd, Duration::from_secs(30), None);
         Server { child, addr, home }
     }
 
@@ -436,23 +417,14 @@ fn nofile_limits(pid: u32) -> (String, String) {
 fn serve_raises_the_open_file_limit() {
     let ts = store();
     let home = tempfile::tempdir().unwrap();
-    let mut child = Command::new("sh")
-        .args(["-c", "ulimit -Sn 256 && exec \"$0\" serve", HERD])
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "ulimit -Sn 256 && exec \"$0\" serve", HERD])
         .env("HOME", home.path())
         .env("OLLAMA_HOST", "127.0.0.1:0")
         .env("OLLAMA_MODELS", ts.root())
         .env("HERD_RUNNER", scheduler_support::fake_runner())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    let listening = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .any(|l| l.contains("Listening on "));
-    assert!(listening, "herd serve did not start");
+        .stdout(Stdio::null());
+    let Listening { mut child, .. } = listen(&mut cmd, Duration::from_secs(30), None);
     let (soft, hard) = nofile_limits(child.id());
     let _ = child.kill();
     let _ = child.wait();

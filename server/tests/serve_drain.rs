@@ -6,19 +6,18 @@
 //! Needs `cargo build --workspace --bins` and `scripts/fetch-test-models`; a missing
 //! prerequisite fails the test unless HERD_ALLOW_SKIP=1.
 
+mod herd_proc;
 mod serve_support;
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
+use herd_proc::{listen, Listening, HERD};
 use serde_json::{json, Value};
 use serve_support::api_support::TestStore;
 use serve_support::{native_runner, register_file, test_model};
 
-const HERD: &str = env!("CARGO_BIN_EXE_herd");
 const SMOL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 const KEY: &str = "sk-drain-test-7f3a9c";
 
@@ -59,8 +58,8 @@ async fn sigterm_drains_in_flight_streams_and_refuses_new_work() {
     let ts = TestStore::new();
     register_file(&ts, "smol", &model, &[]);
     let home = tempfile::tempdir().unwrap();
-    let mut child = Command::new(HERD)
-        .arg("serve")
+    let mut cmd = Command::new(HERD);
+    cmd.arg("serve")
         .env("HOME", home.path())
         .env("OLLAMA_HOST", "127.0.0.1:0")
         .env("OLLAMA_MODELS", ts.root())
@@ -69,29 +68,12 @@ async fn sigterm_drains_in_flight_streams_and_refuses_new_work() {
         .env("HERD_SHUTDOWN_GRACE", "60s")
         .env_remove("HERD_LOG_FORMAT")
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn herd serve");
-    let log = Arc::new(Mutex::new(Vec::<String>::new()));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stderr = child.stderr.take().unwrap();
-    let sink = log.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            // Logged before the address goes out: the holder of the address sees the line.
-            sink.lock().unwrap().push(line.clone());
-            if let Some(rest) = line.split("Listening on ").nth(1) {
-                let _ = tx.send(
-                    rest.split_whitespace()
-                        .next()
-                        .unwrap_or_default()
-                        .to_owned(),
-                );
-            }
-        }
-    });
-    let addr = rx.recv_timeout(Duration::from_secs(30)).expect("address");
+        .stdout(Stdio::null());
+    let Listening {
+        mut child,
+        addr,
+        log,
+    } = listen(&mut cmd, Duration::from_secs(30), None);
     let base = format!("http://{addr}");
     {
         let lines = log.lock().unwrap();

@@ -1,6 +1,7 @@
 //! A real `herd serve` child process for the hardening tests: started with a temp HOME, the
 //! given store and extra environment, on an ephemeral loopback port; its stderr is kept (for
 //! assertions on the log) and its address read from the "Listening on" line. Killed on drop.
+//! [`listen`] is that start-up for any command line, used by every test that runs the binary.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
@@ -18,6 +19,56 @@ pub struct HerdServe {
     _home: tempfile::TempDir,
 }
 
+/// A spawned process that reported "Listening on ADDR" on stderr.
+pub struct Listening {
+    pub child: Child,
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+    /// Its stderr lines, so far and to come.
+    pub log: Arc<Mutex<Vec<String>>>,
+}
+
+/// Spawns `cmd` with stderr piped and waits up to `wait` for its "Listening on ADDR" line;
+/// panics with the log so far when none comes. `echo` also copies each line to the test's
+/// stderr behind that prefix. A line is stored in the log before the address is sent, so
+/// whoever holds the address sees the "Listening on" line there (CI once read the log in
+/// between).
+pub fn listen(cmd: &mut Command, wait: Duration, echo: Option<&'static str>) -> Listening {
+    let mut child = cmd.stderr(Stdio::piped()).spawn().expect("spawn herd");
+    let log = Arc::new(Mutex::new(Vec::<String>::new()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    let sink = log.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(prefix) = echo {
+                eprintln!("{prefix}{line}");
+            }
+            let addr = line.split("Listening on ").nth(1).map(|rest| {
+                rest.split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned()
+            });
+            sink.lock().unwrap().push(line);
+            if let Some(addr) = addr {
+                let _ = tx.send(addr);
+            }
+        }
+    });
+    match rx.recv_timeout(wait) {
+        Ok(addr) => Listening { child, addr, log },
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "the process did not report its address; log:\n{}",
+                log.lock().unwrap().join("\n")
+            )
+        }
+    }
+}
+
 impl HerdServe {
     /// Starts `herd serve` on `models` with `env` added (and `HERD_LOG_FORMAT` removed).
     pub fn start(models: &std::path::Path, env: &[(&str, &str)]) -> HerdServe {
@@ -29,39 +80,11 @@ impl HerdServe {
             .env("OLLAMA_MODELS", models)
             .env_remove("HERD_LOG_FORMAT")
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+            .stdout(Stdio::null());
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let mut child = cmd.spawn().expect("spawn herd serve");
-        let log = Arc::new(Mutex::new(Vec::<String>::new()));
-        let (tx, rx) = std::sync::mpsc::channel();
-        let stderr = child.stderr.take().unwrap();
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            // The line is logged before the address is sent, so whoever holds the address
-            // sees the "Listening on" line in the log (CI once read the log in between).
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let addr = line.split("Listening on ").nth(1).map(|rest| {
-                    rest.split_whitespace()
-                        .next()
-                        .unwrap_or_default()
-                        .to_owned()
-                });
-                sink.lock().unwrap().push(line);
-                if let Some(addr) = addr {
-                    let _ = tx.send(addr);
-                }
-            }
-        });
-        let addr = match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(a) => a,
-            Err(_) => panic!(
-                "herd serve did not report its address; log:\n{}",
-                log.lock().unwrap().join("\n")
-            ),
-        };
+        let Listening { child, addr, log } = listen(&mut cmd, Duration::from_secs(60), None);
         HerdServe {
             child,
             addr,

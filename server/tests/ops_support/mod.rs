@@ -2,7 +2,9 @@
 //! port and learn its address from the startup log; GET a JSON endpoint.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
+#[path = "../herd_proc/mod.rs"]
+mod herd_proc;
+use herd_proc::{listen, Listening};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -31,30 +33,11 @@ pub fn serve(herd: &Path, env: &[(&str, &Path)]) -> Served {
         .env_remove("HERD_API_KEYS")
         .env_remove("HERD_LOG_FORMAT")
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+        .stdout(Stdio::null());
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let mut child = cmd.spawn().expect("spawn herd serve");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("[herd] {line}");
-            if let Some(rest) = line.split("Listening on ").nth(1) {
-                let _ = tx.send(
-                    rest.split_whitespace()
-                        .next()
-                        .unwrap_or_default()
-                        .to_owned(),
-                );
-            }
-        }
-    });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("herd serve printed no address");
+    let Listening { child, addr, .. } = listen(&mut cmd, Duration::from_secs(60), Some("[herd] "));
     Served {
         child,
         base: format!("http://{addr}"),

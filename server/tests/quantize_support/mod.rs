@@ -3,9 +3,11 @@
 //! runner lookup and a tiny HTTP helper. Skips (returns `None`) when the runner is not built.
 #![allow(dead_code)]
 
+#[path = "../herd_proc/mod.rs"]
+mod herd_proc;
 #[path = "../prereq/mod.rs"]
 pub mod prereq;
-use std::io::{BufRead, BufReader};
+use herd_proc::{listen, Listening};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -64,28 +66,11 @@ impl Serve {
             .env("HERD_RUNNER", runner)
             .env("OLLAMA_NUM_PARALLEL", "1")
             .env_remove("HERD_LOG_FORMAT")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+            .stdout(Stdio::null());
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let mut child = cmd.spawn().expect("spawn herd serve");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push(line.clone());
-                if let Some(rest) = line.split("Listening on ").nth(1) {
-                    let addr = rest.split_whitespace().next().unwrap_or_default();
-                    let _ = tx.send(addr.to_owned());
-                }
-            }
-        });
-        let addr = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("herd serve address");
+        let Listening { child, addr, log } = listen(&mut cmd, Duration::from_secs(60), None);
         Serve {
             child,
             base: format!("http://{addr}"),

@@ -2,14 +2,16 @@
 //! loopback port with filesystem storage in a temp dir, and builds tiny models in a temp store.
 #![allow(dead_code)]
 
+#[path = "../herd_proc/mod.rs"]
+mod herd_proc;
 #[path = "../prereq/mod.rs"]
 pub mod prereq;
-use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use herd_proc::{listen, Listening};
 use server::store::manifest::{MEDIA_TYPE_CONFIG, MEDIA_TYPE_MODEL, MEDIA_TYPE_TEMPLATE};
 use server::store::registry::{Progress, ProgressFn, Registry, RegistryOptions};
 use server::store::{Layer, Manifest, ModelName, Store};
@@ -190,27 +192,15 @@ pub struct Serve {
 
 impl Serve {
     pub fn start(models: &Path, home: &Path) -> Serve {
-        let mut child = Command::new(HERD)
-            .arg("serve")
+        let mut cmd = Command::new(HERD);
+        cmd.arg("serve")
             .env("OLLAMA_HOST", "127.0.0.1:0")
             .env("OLLAMA_MODELS", models)
             .env("HOME", home)
             .env("OLLAMA_NOPRUNE", "1")
             .env_remove("HERD_LOG_FORMAT")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(rest) = line.split("Listening on ").nth(1) {
-                    let _ = tx.send(rest.split_whitespace().next().unwrap_or("").to_owned());
-                }
-            }
-        });
-        let addr = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+            .stdout(Stdio::null());
+        let Listening { child, addr, .. } = listen(&mut cmd, Duration::from_secs(30), None);
         Serve { child, addr }
     }
 
