@@ -176,6 +176,62 @@ def ollama_errors():
         assert e.status_code in (400, 500), e
 
 
+@check
+def ollama_logprobs():
+    r = oc.generate(model=CHAT, prompt="Why is the sky blue?", logprobs=True, top_logprobs=3,
+                    options={"temperature": 0, "num_predict": 4}, stream=False)
+    assert len(r.logprobs) == r.eval_count, (len(r.logprobs), r.eval_count)
+    assert "".join(lp.token for lp in r.logprobs) == r.response
+    for lp in r.logprobs:
+        tops = [t.logprob for t in lp.top_logprobs]
+        assert lp.logprob <= 0 and 0 < len(tops) <= 3 and tops == sorted(tops, reverse=True), lp
+        assert lp.top_logprobs[0].logprob == lp.logprob, "greedy picks the most likely token"
+    plain = oc.generate(model=CHAT, prompt="Why is the sky blue?", logprobs=True,
+                        options={"temperature": 0, "num_predict": 4}, stream=False)
+    assert all(not lp.top_logprobs for lp in plain.logprobs), "no top_logprobs unless asked"
+    none = oc.generate(model=CHAT, prompt="Why is the sky blue?", options={"temperature": 0, "num_predict": 4})
+    assert not none.logprobs
+
+
+@check
+def ollama_load_and_unload():
+    r = oc.generate(model=CHAT)
+    assert r.done and r.done_reason == "load" and r.response == "", r
+    assert CHAT in {m.model for m in oc.ps().models}
+    r = oc.generate(model=CHAT, keep_alive=0)
+    assert r.done_reason == "unload", r
+    assert CHAT not in {m.model for m in oc.ps().models}
+
+
+@check
+def ollama_embed_dimensions():
+    r = oc.embed(model=TEXT, input=["hello world", "goodbye"], dimensions=8)
+    assert [len(e) for e in r.embeddings] == [8, 8], r
+    for e in r.embeddings:
+        assert abs(sum(x * x for x in e) - 1) < 1e-3, "cut, then normalized again"
+    full = oc.embed(model=TEXT, input="hello world").embeddings[0]
+    assert r.embeddings[0][0] * full[0] > 0, "the first dimensions are the full vector's"
+
+
+@check
+def ollama_refusals():
+    for call, want in [
+        (lambda: oc.chat(model=CHAT, messages=[{"role": "user", "content": "hi"}], think=True),
+         '"smollm2:135m" does not support thinking'),
+        (lambda: oc.generate(model=CHAT, prompt="hi", think="high"),
+         '"smollm2:135m" does not support thinking'),
+        (lambda: oc.chat(model=CHAT, messages=[{"role": "user", "content": "what is this?",
+                                                "images": [base64.b64encode(b"not an image").decode()]}]),
+         "this model is missing data required for image input"),
+        (lambda: oc.generate(model=TEXT, prompt="x", suffix="y"), "does not support insert"),
+    ]:
+        try:
+            call()
+            raise AssertionError(f"expected a 400: {want}")
+        except ollama.ResponseError as e:
+            assert e.status_code == 400 and want in e.error, (e.status_code, e.error)
+
+
 # ---------------------------------------------------------------- openai-python
 
 
