@@ -132,6 +132,16 @@ fn send(state: &State, job: Job) -> Result<(), RunnerError> {
 }
 
 /// Tokens of a prompt: text is tokenized off the async threads; ids are range-checked.
+/// Whether `tokens`, the tokenized prompt of `r`, begin with a BOS the tokenizer added.
+fn adds_bos(vocab: &Arc<dyn Vocabulary>, r: &CompletionRequest, tokens: &[Token]) -> bool {
+    if !r.add_special || matches!(r.prompt, Prompt::Tokens(_)) {
+        return false;
+    }
+    // What the tokenizer adds to an empty text is its BOS (or nothing).
+    let added = vocab.tokenize("", true, false).unwrap_or_default();
+    added.len() == 1 && tokens.first() == added.first()
+}
+
 async fn prompt_tokens(
     model: &Arc<dyn Vocabulary>,
     p: Prompt,
@@ -193,6 +203,11 @@ async fn completion(req: Request<Incoming>, state: &State) -> Res {
             ErrorKind::BadRequest,
             "the prompt is empty",
         ));
+    }
+    // `num_keep` counts the prompt's tokens after the BOS the tokenizer adds, which is kept as
+    // well (Ollama and llama-server add one for it, when truncating and when shifting).
+    if r.num_keep >= 0 && adds_bos(&loaded.vocab, &r, &tokens) {
+        r.num_keep = r.num_keep.saturating_add(1);
     }
     // A prompt with images is never cut (half an image means nothing to the model): like
     // Ollama, which sends it whole, it is refused as llama-server refuses it when too long.

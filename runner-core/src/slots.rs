@@ -75,9 +75,11 @@ impl Overflow {
     }
 }
 
-/// Fit `prompt` into a slot of `n_ctx` positions, leaving room for one generated token: unchanged
-/// if it fits; else, when `cut` is [`Cut::Truncate`], the first `num_keep` tokens plus the newest
-/// tail; else an error.
+/// Fit `prompt` into a slot of `n_ctx` positions, as Ollama does (`completionPromptForRequest`):
+/// unchanged if it leaves room for one generated token; else, when `cut` is [`Cut::Truncate`],
+/// the first `num_keep` tokens (negative = all, at most the slot less one) and the newest tail,
+/// cut to what the old runners' first context shift left: `n_ctx - (n_ctx - keep) / 2`
+/// tokens, so half of the rest is free for the answer; else an error.
 pub fn fit_prompt(
     prompt: Vec<Token>,
     n_ctx: usize,
@@ -95,10 +97,13 @@ pub fn fit_prompt(
             cut,
         });
     }
-    let keep = keep_len(num_keep, prompt.len(), limit);
-    let tail = limit - keep;
+    let keep = usize::try_from(num_keep).unwrap_or(prompt.len()).min(limit);
+    let kept = n_ctx
+        .saturating_sub((n_ctx.saturating_sub(keep) / 2).max(1))
+        .max(1);
+    let discard = prompt.len() - kept;
     let mut out = prompt[..keep].to_vec();
-    out.extend_from_slice(&prompt[prompt.len() - tail..]);
+    out.extend_from_slice(&prompt[keep + discard..]);
     Ok(out)
 }
 

@@ -483,15 +483,25 @@ mod tests {
         let p: Vec<Token> = (0..10).collect();
         let cut = Cut::Truncate;
         assert_eq!(fit_prompt(p.clone(), 16, 4, cut).unwrap(), p);
+        // Ollama's cut: num_keep, then the newest tail, `n_ctx - (n_ctx - keep) / 2` tokens in
+        // all, so half of the rest of the slot is left to generate in.
         assert_eq!(
             fit_prompt(p.clone(), 8, 2, cut).unwrap(),
-            vec![0, 1, 5, 6, 7, 8, 9]
+            vec![0, 1, 7, 8, 9]
         );
-        // num_keep larger than half the room is bounded.
-        assert_eq!(
-            fit_prompt(p.clone(), 8, 100, cut).unwrap(),
-            vec![0, 1, 2, 6, 7, 8, 9]
-        );
+        assert_eq!(fit_prompt(p.clone(), 8, 0, cut).unwrap(), vec![6, 7, 8, 9]);
+        // num_keep is bounded by the slot less one; negative keeps as much of the head.
+        for keep in [100, -1] {
+            assert_eq!(
+                fit_prompt(p.clone(), 8, keep, cut).unwrap(),
+                vec![0, 1, 2, 3, 4, 5, 6]
+            );
+        }
+        // Ollama's own case: 410 tokens into 256 positions with num_keep 4 and a BOS.
+        let long: Vec<Token> = (0..410).collect();
+        let cut410 = fit_prompt(long, 256, 5, cut).unwrap();
+        assert_eq!(cut410.len(), 131);
+        assert_eq!(&cut410[..6], &[0, 1, 2, 3, 4, 284]);
         // A prompt that fits is never refused, whatever the request allows.
         assert_eq!(fit_prompt(p.clone(), 11, 2, Cut::Refuse).unwrap(), p);
         for refuse in [Cut::Refuse, Cut::RefuseWithoutShift] {

@@ -23,10 +23,10 @@ pub struct Window {
 
 impl Window {
     /// The window of a context of `num_ctx` with `num_keep` (negative = keep all, bounded to
-    /// half the context like the runner's `keep_len`).
+    /// the context like the runner's `fit_prompt`).
     pub fn new(num_ctx: u32, num_keep: i64) -> Window {
         let limit = (num_ctx as usize).max(1);
-        let keep = usize::try_from(num_keep).unwrap_or(limit).min(limit / 2);
+        let keep = usize::try_from(num_keep).unwrap_or(limit).min(limit);
         Window { limit, keep }
     }
 
@@ -83,9 +83,9 @@ mod tests {
         // (num_ctx, num_keep) → (limit, keep)
         let table = [
             ((512, 4), (512, 4)),
-            ((512, -1), (512, 256)),
-            ((512, 10_000), (512, 256)),
-            ((0, 4), (1, 0)),
+            ((512, -1), (512, 512)),
+            ((512, 10_000), (512, 512)),
+            ((0, 4), (1, 1)),
         ];
         for ((ctx, keep), want) in table {
             let w = Window::new(ctx, keep);
