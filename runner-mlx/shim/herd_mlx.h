@@ -48,15 +48,27 @@ typedef struct HerdMlxConfig {
   float final_softcap;
 } HerdMlxConfig;
 
+// The declared format of one quantized weight, `prefix`.weight (e.g. model.layers.0.mlp.up_proj):
+// MLX's `mode` ("affine", "nvfp4", "mxfp4", "mxfp8"), bits and group size. bits 0 (affine only)
+// means undeclared: bits and group follow from the shapes the config fixes.
+typedef struct HerdMlxQuant {
+  const char* prefix;
+  const char* mode;
+  int32_t bits;
+  int32_t group;
+} HerdMlxQuant;
+
 const char* herd_mlx_version(void);
 // "cuda" or "cpu": where the loaded libmlx computes.
 const char* herd_mlx_backend(void);
 
 // Load the tensors of `n_paths` safetensors files (merged by name; a name in two files is an
 // error) checked against `cfg`, computing in bfloat16 when `compute_bf16` is nonzero, else in
-// float32.
-HerdMlxModel* herd_mlx_load(const char* const* paths, int32_t n_paths, const HerdMlxConfig* cfg,
-                            int32_t compute_bf16, char* err, size_t err_len);
+// float32. Every quantized weight (one with scales) must have its format among the `n_quants`
+// `quants`; a weight whose shapes disagree with its format is an error naming it.
+HerdMlxModel* herd_mlx_load(const char* const* paths, int32_t n_paths, const HerdMlxQuant* quants,
+                            int32_t n_quants, const HerdMlxConfig* cfg, int32_t compute_bf16,
+                            char* err, size_t err_len);
 void herd_mlx_model_free(HerdMlxModel* m);
 uint64_t herd_mlx_model_bytes(const HerdMlxModel* m);
 

@@ -1,5 +1,6 @@
 // The llama-family forward pass against mlx::core (llama, qwen3, gemma3 text): weights
-// (bf16/f16/f32 or MLX affine quantized, any bits/group per tensor), per-sequence KV caches,
+// (bf16/f16/f32, MLX affine quantized with any bits/group per tensor, or nvfp4/mxfp4/mxfp8;
+// linear.h), per-sequence KV caches,
 // one step over many sequences.
 //
 // Invariants: activations, weights (but packed quantized ones), scales, biases, norms and KV
@@ -10,6 +11,7 @@
 // truncating a cache for prefix reuse stays exact); a failed step empties the caches it was
 // given (their buffers were being written in place) and leaves the others as they were.
 #include "herd_mlx.h"
+#include "linear.h"
 #include "util.h"
 
 #include <cmath>
@@ -28,27 +30,8 @@ namespace mx = mlx::core;
 namespace {
 
 
-// A linear layer y = x W^T: dense, or MLX affine quantized (bits/group inferred per tensor).
-struct Linear {
-  mx::array w = mx::array(0.0f);
-  std::optional<mx::array> scales, biases;
-  int bits = 0, group = 0;
-  // The dtype the checkpoint stores it in (the scales' for a quantized tensor).
-  mx::Dtype stored = mx::float32;
-
-  mx::array apply(const mx::array& x) const {
-    if (scales) return mx::quantized_matmul(x, w, *scales, biases, true, group, bits);
-    return mx::matmul(x, mx::transpose(w));
-  }
-  // Rows `ids` as dense [n, in] in the compute dtype `dt` (the embedding lookup).
-  mx::array rows(const mx::array& ids, mx::Dtype dt) const {
-    if (!scales) return mx::astype(mx::take(w, ids, 0), dt);
-    std::optional<mx::array> b;
-    if (biases) b = mx::take(*biases, ids, 0);
-    return mx::dequantize(mx::take(w, ids, 0), mx::take(*scales, ids, 0), b, group, bits,
-                          "affine", std::nullopt, dt);
-  }
-};
+using herd::Linear;
+using herd::take_linear;
 
 struct Layer {
   // ffn_norm: before the MLP (llama's post_attention_layernorm, gemma3's
@@ -85,7 +68,8 @@ struct HerdMlxCache {
 
 namespace {
 
-using Weights = std::unordered_map<std::string, mx::array>;
+using herd::Formats;
+using herd::Weights;
 
 mx::array take_dense(Weights& w, const std::string& name, const mx::Shape& shape) {
   auto it = w.find(name);
@@ -101,46 +85,6 @@ mx::array take_dense(Weights& w, const std::string& name, const mx::Shape& shape
 mx::array take_norm(Weights& w, const std::string& name, int dim, bool gemma, mx::Dtype dt) {
   auto a = take_dense(w, name, {dim});
   return mx::astype(gemma ? mx::add(a, mx::array(1.0f)) : a, dt);
-}
-
-// `prefix`.weight [out, in] (dense) or packed uint32 [out, in*bits/32] with .scales/.biases.
-Linear take_linear(Weights& w, const std::string& prefix, int out, int in, mx::Dtype dt) {
-  Linear l;
-  auto it = w.find(prefix + ".weight");
-  if (it == w.end()) throw std::runtime_error("missing tensor " + prefix + ".weight");
-  auto wt = it->second;
-  w.erase(it);
-  auto s = w.find(prefix + ".scales");
-  if (s == w.end()) {
-    if (wt.shape() != mx::Shape{out, in})
-      throw std::runtime_error("tensor " + prefix + ".weight has the wrong shape");
-    l.stored = wt.dtype();
-    l.w = mx::astype(wt, dt);
-    return l;
-  }
-  if (wt.dtype() != mx::uint32 || wt.ndim() != 2 || wt.shape(0) != out || s->second.ndim() != 2 ||
-      s->second.shape(0) != out || s->second.shape(1) == 0 || in % s->second.shape(1) != 0 ||
-      (wt.shape(1) * 32) % in != 0)
-    throw std::runtime_error("quantized tensor " + prefix + " does not match its shape");
-  l.bits = wt.shape(1) * 32 / in;
-  l.group = in / s->second.shape(1);
-  l.w = wt;
-  l.stored = s->second.dtype();
-  l.scales = mx::astype(s->second, dt);
-  w.erase(s);
-  auto b = w.find(prefix + ".biases");
-  if (b != w.end()) {
-    l.biases = mx::astype(b->second, dt);
-    w.erase(b);
-  }
-  return l;
-}
-
-std::vector<mx::array> linear_arrays(const Linear& l) {
-  std::vector<mx::array> v{l.w};
-  if (l.scales) v.push_back(*l.scales);
-  if (l.biases) v.push_back(*l.biases);
-  return v;
 }
 
 // Which keys each query may see, [n, len]: query i is at position off + i and sees key j when
@@ -223,16 +167,22 @@ const char* herd_mlx_version(void) { return mx::version(); }
 // wheel's library.
 const char* herd_mlx_backend(void) { return mx::cu::is_available() ? "cuda" : "cpu"; }
 
-HerdMlxModel* herd_mlx_load(const char* const* paths, int32_t n_paths, const HerdMlxConfig* cfg,
-                            int32_t compute_bf16, char* err, size_t err_len) {
+HerdMlxModel* herd_mlx_load(const char* const* paths, int32_t n_paths, const HerdMlxQuant* quants,
+                            int32_t n_quants, const HerdMlxConfig* cfg, int32_t compute_bf16,
+                            char* err, size_t err_len) {
   try {
+    Formats formats;
+    for (int32_t i = 0; i < n_quants; i++)
+      formats[quants[i].prefix] = {quants[i].mode, quants[i].bits, quants[i].group};
     Weights weights;
     for (int32_t i = 0; i < n_paths; i++) {
       auto [part, meta] = mx::load_safetensors(paths[i]);
+      // The blobs' quant_type metadata was read by the Rust side into `quants`.
       (void)meta;
       for (auto& [raw, a] : part) {
-        // Ollama's packed quantized blobs name a weight's companions X.weight.scale and
-        // X.weight.bias; MLX (and this forward) call them X.scales and X.biases.
+        // Ollama's packed quantized blobs name a weight's companions X.weight.scale,
+        // X.weight.bias and X.weight.global_scale; MLX (and this forward) call them X.scales,
+        // X.biases and X.global_scale.
         std::string name = raw;
         auto ends = [&](const std::string& suf) {
           return name.size() > suf.size() &&
@@ -242,6 +192,8 @@ HerdMlxModel* herd_mlx_load(const char* const* paths, int32_t n_paths, const Her
           name = name.substr(0, name.size() - 13) + ".scales";
         else if (ends(".weight.bias"))
           name = name.substr(0, name.size() - 12) + ".biases";
+        else if (ends(".weight.global_scale"))
+          name = name.substr(0, name.size() - 20) + ".global_scale";
         if (!weights.emplace(name, a).second)
           throw std::runtime_error("tensor " + name + " appears in more than one weight file");
       }
@@ -253,7 +205,7 @@ HerdMlxModel* herd_mlx_load(const char* const* paths, int32_t n_paths, const Her
       const auto dt = compute_bf16 ? mx::bfloat16 : mx::float32;
       m->dt = dt;
       int q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
-      m->embed = take_linear(weights, "model.embed_tokens", c.n_vocab, c.n_embd, dt);
+      m->embed = take_linear(weights, formats, "model.embed_tokens", c.n_vocab, c.n_embd, dt);
       for (int i = 0; i < c.n_layer; i++) {
         std::string p = "model.layers." + std::to_string(i);
         Layer l;
@@ -270,13 +222,13 @@ HerdMlxModel* herd_mlx_load(const char* const* paths, int32_t n_paths, const Her
           l.q_norm = take_norm(weights, p + ".self_attn.q_norm.weight", c.head_dim, g, dt);
           l.k_norm = take_norm(weights, p + ".self_attn.k_norm.weight", c.head_dim, g, dt);
         }
-        l.q = take_linear(weights, p + ".self_attn.q_proj", q_dim, c.n_embd, dt);
-        l.k = take_linear(weights, p + ".self_attn.k_proj", kv_dim, c.n_embd, dt);
-        l.v = take_linear(weights, p + ".self_attn.v_proj", kv_dim, c.n_embd, dt);
-        l.o = take_linear(weights, p + ".self_attn.o_proj", c.n_embd, q_dim, dt);
-        l.gate = take_linear(weights, p + ".mlp.gate_proj", c.n_ff, c.n_embd, dt);
-        l.up = take_linear(weights, p + ".mlp.up_proj", c.n_ff, c.n_embd, dt);
-        l.down = take_linear(weights, p + ".mlp.down_proj", c.n_embd, c.n_ff, dt);
+        l.q = take_linear(weights, formats, p + ".self_attn.q_proj", q_dim, c.n_embd, dt);
+        l.k = take_linear(weights, formats, p + ".self_attn.k_proj", kv_dim, c.n_embd, dt);
+        l.v = take_linear(weights, formats, p + ".self_attn.v_proj", kv_dim, c.n_embd, dt);
+        l.o = take_linear(weights, formats, p + ".self_attn.o_proj", c.n_embd, q_dim, dt);
+        l.gate = take_linear(weights, formats, p + ".mlp.gate_proj", c.n_ff, c.n_embd, dt);
+        l.up = take_linear(weights, formats, p + ".mlp.up_proj", c.n_ff, c.n_embd, dt);
+        l.down = take_linear(weights, formats, p + ".mlp.down_proj", c.n_embd, c.n_ff, dt);
         m->layers.push_back(std::move(l));
       }
       m->norm = take_norm(weights, "model.norm.weight", c.n_embd, c.gemma != 0, dt);
@@ -290,13 +242,13 @@ HerdMlxModel* herd_mlx_load(const char* const* paths, int32_t n_paths, const Her
       if (c.tied_embeddings) {
         m->head = m->embed;
       } else {
-        m->head = take_linear(weights, "lm_head", c.n_vocab, c.n_embd, dt);
+        m->head = take_linear(weights, formats, "lm_head", c.n_vocab, c.n_embd, dt);
       }
       if (!weights.empty())
         throw std::runtime_error("unexpected tensor " + weights.begin()->first);
       std::vector<mx::array> all{m->norm};
       auto add = [&](const Linear& l) {
-        for (auto& a : linear_arrays(l)) all.push_back(a);
+        for (auto& a : l.arrays()) all.push_back(a);
       };
       add(m->embed);
       if (!c.tied_embeddings) add(m->head);

@@ -12,7 +12,7 @@
 
 use crate::ffi::Shape;
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug)]
@@ -24,9 +24,12 @@ pub struct Checkpoint {
     pub n_ctx_train: u32,
     /// config.json's eos_token_id (one or a list).
     pub eos: Vec<i32>,
+    /// The format of every quantized weight (quant.rs), in name order.
+    pub quants: Vec<quant::Format>,
 }
 
 mod gemma;
+pub mod quant;
 
 /// A positive number at `k`, `default` when absent or null.
 fn positive(c: &Value, k: &str, default: f64) -> Result<f64, String> {
@@ -70,6 +73,13 @@ fn dtype_size(dtype: &str) -> Option<u64> {
 /// each checked against the file: a known dtype, data offsets inside the data section and a
 /// byte length equal to its shape's.
 pub fn header(path: &Path) -> Result<Vec<TensorInfo>, String> {
+    Ok(header_and_metadata(path)?.0)
+}
+
+/// [`header`] and the file's `__metadata__` strings (a non-string value is skipped).
+pub fn header_and_metadata(
+    path: &Path,
+) -> Result<(Vec<TensorInfo>, BTreeMap<String, String>), String> {
     use std::io::Read;
     let at = |e: String| format!("{}: {e}", path.display());
     let mut f = std::fs::File::open(path).map_err(|e| at(e.to_string()))?;
@@ -88,6 +98,15 @@ pub fn header(path: &Path) -> Result<Vec<TensorInfo>, String> {
         .as_object()
         .ok_or_else(|| at("the safetensors header is not an object".into()))?;
     let data_len = file_len - 8 - n;
+    let metadata = obj
+        .get("__metadata__")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default();
     let mut out = Vec::new();
     for (name, t) in obj.iter().filter(|(k, _)| *k != "__metadata__") {
         let bad = |what: &str| at(format!("tensor {name}: {what}"));
@@ -118,7 +137,7 @@ pub fn header(path: &Path) -> Result<Vec<TensorInfo>, String> {
             shape,
         });
     }
-    Ok(out)
+    Ok((out, metadata))
 }
 
 /// The tensor names in a safetensors file.
@@ -146,11 +165,17 @@ fn weight_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
     Ok(out)
 }
 
-/// The checkpoint's tensors by name, over all its weight files; a name in two files is an error.
-fn tensors(files: &[PathBuf]) -> Result<HashMap<String, TensorInfo>, String> {
-    let mut all: HashMap<String, TensorInfo> = HashMap::new();
+/// The checkpoint's tensors by name, over all its weight files (a name in two files is an
+/// error), each with the index of its file in the returned metadata list.
+type Tensors = HashMap<String, (TensorInfo, usize)>;
+
+fn tensors(files: &[PathBuf]) -> Result<(Tensors, Vec<BTreeMap<String, String>>), String> {
+    let mut all: Tensors = HashMap::new();
+    let mut metas = Vec::new();
     for f in files {
-        for t in header(f)? {
+        let (ts, meta) = header_and_metadata(f)?;
+        metas.push(meta);
+        for t in ts {
             if all.contains_key(&t.name) {
                 return Err(format!(
                     "tensor {} appears in more than one weight file (again in {})",
@@ -158,17 +183,62 @@ fn tensors(files: &[PathBuf]) -> Result<HashMap<String, TensorInfo>, String> {
                     f.display()
                 ));
             }
-            all.insert(t.name.clone(), t);
+            all.insert(t.name.clone(), (t, metas.len() - 1));
         }
     }
-    Ok(all)
+    Ok((all, metas))
+}
+
+/// A tensor's name as MLX (and the shim) calls it: Ollama's blob companions `X.weight.scale`,
+/// `X.weight.bias` and `X.weight.global_scale` are `X.scales`, `X.biases`, `X.global_scale`.
+pub fn mlx_name(name: &str) -> String {
+    for (ollama, mlx) in [
+        (".weight.scale", ".scales"),
+        (".weight.bias", ".biases"),
+        (".weight.global_scale", ".global_scale"),
+    ] {
+        if let Some(base) = name.strip_suffix(ollama).filter(|b| !b.is_empty()) {
+            return format!("{base}{mlx}");
+        }
+    }
+    name.to_owned()
+}
+
+/// The format of every quantized weight (a `X.weight` with `X.scales`), in name order.
+fn quant_formats(
+    t: &Tensors,
+    metas: &[BTreeMap<String, String>],
+    config: &Value,
+) -> Result<Vec<quant::Format>, String> {
+    let by_mlx: HashMap<String, &(TensorInfo, usize)> =
+        t.iter().map(|(k, v)| (mlx_name(k), v)).collect();
+    let mut prefixes: Vec<&str> = by_mlx
+        .keys()
+        .filter_map(|k| k.strip_suffix(".scales"))
+        .collect();
+    prefixes.sort();
+    let mut out = Vec::new();
+    for prefix in prefixes {
+        let get = |suffix: &str| by_mlx.get(&format!("{prefix}{suffix}")).copied();
+        let (weight, file) = get(".weight")
+            .ok_or_else(|| format!("tensor {prefix}.scales has no {prefix}.weight"))?;
+        let parts = quant::Parts {
+            weight,
+            scales: &get(".scales").expect("listed").0,
+            biases: get(".biases").map(|(t, _)| t),
+            global: get(".global_scale").map(|(t, _)| t),
+            metadata: &metas[*file],
+        };
+        out.push(quant::resolve(prefix, &parts, config)?);
+    }
+    Ok(out)
 }
 
 /// The shapes config.json fixes before the loader sees a single weight: the embedding's rows
 /// (vocab_size) and each norm's width (hidden_size), for every layer it names.
-fn check_shapes(t: &HashMap<String, TensorInfo>, s: &Shape) -> Result<(), String> {
+fn check_shapes(t: &Tensors, s: &Shape) -> Result<(), String> {
     let want = |name: &str, dims: &[Option<u64>]| -> Result<(), String> {
-        let t = t
+        let (t, _) = t
             .get(name)
             .ok_or_else(|| format!("the weights lack tensor {name}"))?;
         let ok = t.shape.len() == dims.len()
@@ -251,7 +321,8 @@ impl Checkpoint {
         if files.is_empty() {
             return Err(format!("{} holds no *.safetensors weights", dir.display()));
         }
-        let tensors = tensors(&files)?;
+        let (tensors, metas) = tensors(&files)?;
+        let quants = quant_formats(&tensors, &metas, &c)?;
         let tied_cfg = c.get("tie_word_embeddings").and_then(Value::as_bool);
         let has_head = tensors.contains_key("lm_head.weight");
         if tied_cfg == Some(has_head) {
@@ -319,6 +390,7 @@ impl Checkpoint {
                 .and_then(Value::as_u64)
                 .unwrap_or(0) as u32,
             eos,
+            quants,
         })
     }
 }

@@ -53,12 +53,23 @@ pub struct Shape {
     pub final_softcap: f32,
 }
 
+/// shim's `HerdMlxQuant`: one quantized weight's declared format.
+#[repr(C)]
+struct RawQuant {
+    prefix: *const c_char,
+    mode: *const c_char,
+    bits: i32,
+    group: i32,
+}
+
 extern "C" {
     fn herd_mlx_version() -> *const c_char;
     fn herd_mlx_backend() -> *const c_char;
     fn herd_mlx_load(
         paths: *const *const c_char,
         n_paths: i32,
+        quants: *const RawQuant,
+        n_quants: i32,
         cfg: *const Shape,
         compute_bf16: i32,
         err: *mut c_char,
@@ -129,22 +140,40 @@ pub struct Model {
 unsafe impl Send for Model {}
 
 impl Model {
-    /// Load the tensors of `files` (safetensors, merged by name) checked against `shape`, to
-    /// compute in `compute`.
+    /// Load the tensors of `files` (safetensors, merged by name) checked against `shape`, each
+    /// quantized weight in its format among `quants`, to compute in `compute`.
     pub fn load(
         files: &[std::path::PathBuf],
+        quants: &[crate::checkpoint::quant::Format],
         shape: &Shape,
         compute: crate::Compute,
     ) -> Result<Model, String> {
         let owned: Vec<CString> = files.iter().map(|p| c_path(p)).collect::<Result<_, _>>()?;
         let ptrs: Vec<*const c_char> = owned.iter().map(|p| p.as_ptr()).collect();
+        let c_str = |s: &str| CString::new(s).map_err(|_| format!("{s:?} has a NUL byte"));
+        let names: Vec<(CString, CString)> = quants
+            .iter()
+            .map(|q| Ok((c_str(&q.prefix)?, c_str(q.mode.name())?)))
+            .collect::<Result<_, String>>()?;
+        let raw: Vec<RawQuant> = quants
+            .iter()
+            .zip(&names)
+            .map(|(q, (p, m))| RawQuant {
+                prefix: p.as_ptr(),
+                mode: m.as_ptr(),
+                bits: q.bits as i32,
+                group: q.group as i32,
+            })
+            .collect();
         let mut err = [0u8; ERR_LEN];
-        // SAFETY: `ptrs` holds ptrs.len() NUL-terminated paths that outlive the call, a live
-        // Shape, an ERR_LEN buffer.
+        // SAFETY: `ptrs` holds ptrs.len() NUL-terminated paths and `raw` raw.len() formats whose
+        // strings (`names`) outlive the call, a live Shape, an ERR_LEN buffer.
         let ptr = unsafe {
             herd_mlx_load(
                 ptrs.as_ptr(),
                 ptrs.len() as i32,
+                raw.as_ptr(),
+                raw.len() as i32,
                 shape,
                 i32::from(compute == crate::Compute::Bf16),
                 err.as_mut_ptr().cast(),

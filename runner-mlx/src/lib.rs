@@ -50,7 +50,12 @@ pub fn load(dir: &std::path::Path, compute: Compute) -> Result<Loaded, String> {
         checkpoint.shape.n_vocab as usize,
         &checkpoint.eos,
     )?;
-    let model = ffi::Model::load(&checkpoint.files, &checkpoint.shape, compute)?;
+    let model = ffi::Model::load(
+        &checkpoint.files,
+        &checkpoint.quants,
+        &checkpoint.shape,
+        compute,
+    )?;
     Ok(Loaded {
         checkpoint,
         model,

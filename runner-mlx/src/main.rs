@@ -26,15 +26,19 @@ enum Cmd {
     /// Convert a llama-architecture GGUF into an MLX checkpoint directory (model.safetensors,
     /// config.json, tokenizer.json, tokenizer_config.json).
     ConvertGguf { gguf: PathBuf, dir: PathBuf },
-    /// Quantize a safetensors checkpoint directory with MLX's affine quantization (herd create
-    /// --experimental -q int4|int8) into the new directory OUT_DIR.
+    /// Quantize a safetensors checkpoint directory with MLX's quantization (herd create
+    /// --experimental -q int4|int8|nvfp4|mxfp4|mxfp8) into the new directory OUT_DIR.
     Quantize {
         src: PathBuf,
         out: PathBuf,
+        /// MLX's mode: affine (needs --bits), nvfp4, mxfp4 or mxfp8 (fixed bits and group).
+        #[arg(long, default_value = "affine")]
+        mode: String,
         #[arg(long)]
-        bits: u32,
-        #[arg(long, default_value_t = 64)]
-        group_size: u32,
+        bits: Option<u32>,
+        /// Affine's group size (default 64); the fp modes' is fixed.
+        #[arg(long)]
+        group_size: Option<u32>,
     },
     /// Print the MLX version this binary runs against.
     Version,
@@ -99,10 +103,13 @@ fn tool(cmd: Cmd) {
         Cmd::Quantize {
             src,
             out,
+            mode,
             bits,
             group_size,
         } => {
-            if let Err(e) = runner_mlx::quantize::run(&src, &out, bits, group_size) {
+            let r = runner_mlx::quantize::Scheme::new(&mode, bits, group_size)
+                .and_then(|s| runner_mlx::quantize::run(&src, &out, s));
+            if let Err(e) = r {
                 eprintln!("runner-mlx: quantize: {e}");
                 std::process::exit(1);
             }

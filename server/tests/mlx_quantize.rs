@@ -1,9 +1,17 @@
-//! `herd create --experimental -q int4|int8`: the float checkpoint is quantized by the real
-//! `runner-mlx quantize` (MLX's affine quantization, group 64) and stored in Ollama's packed
-//! layout. Checked by decoding a stored 4-bit weight against the source (every element within
-//! one quantization step), and by the refusals: a quantized source, and a quantizer that
-//! cannot run (nothing stored, no work directory left). Needs `cargo build -p runner-mlx`.
+//! `herd create --experimental -q int4|int8|nvfp4|mxfp8`: the float checkpoint is quantized by
+//! the real `runner-mlx quantize` (MLX's affine quantization, group 64, or its fp block
+//! formats) and stored in Ollama's packed layout. Checked by decoding a stored 4-bit weight
+//! against the source (every element within one quantization step), by the refusals (a
+//! quantized source, a quantizer that cannot run: nothing stored, no work directory left), and
+//! end to end through the real `herd serve` and runner-mlx: SmolLM2 (dequantized to bf16 here)
+//! created as nvfp4 and mxfp8 stores Ollama's blobs (metadata, U8 scales, nvfp4's F32 global
+//! multiplier), `/api/show` names the level, `/api/generate` answers as the bf16 model does,
+//! and a stored blob whose nvfp4 scales have the wrong shape is a load error naming the tensor.
+//! Needs `cargo build -p runner-mlx` and scripts/make-mlx-test-model's checkpoint.
 
+#[path = "mlx_quantize/fp.rs"]
+mod fp;
+mod herd_proc;
 mod mlx_support;
 
 use serde_json::{json, Value};
@@ -13,6 +21,9 @@ use server::store::{ModelName, Store};
 use mlx_support::*;
 
 fn runner_mlx() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("HERD_MLX_RUNNER") {
+        return std::path::PathBuf::from(p);
+    }
     let exe = std::env::current_exe().unwrap();
     let p = exe.parent().unwrap().parent().unwrap().join("runner-mlx");
     assert!(

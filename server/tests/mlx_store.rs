@@ -377,7 +377,7 @@ async fn experimental_quantize_names_are_ollamas() {
     let app = app(AppState::new(store.clone()));
     for (q, want) in [
         ("q4_K_M", "unsupported --quantize \"q4_K_M\": supported types are int4, int8, nvfp4, mxfp4, mxfp8"),
-        ("mxfp8", "herd's MLX runner supports int4 and int8"),
+        ("nvfp8", "unsupported --quantize \"nvfp8\""),
     ] {
         let mut body = serde_json::to_value(request("q", files.clone())).unwrap();
         body["quantize"] = json!(q);

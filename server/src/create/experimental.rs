@@ -2,9 +2,10 @@
 //! checkpoint directory (the CLI's `files` map, Ollama's `filesForModel` rules) stored in
 //! Ollama's MLX layout (`x/create`) for runner-mlx instead of converted to GGUF:
 //! - one `application/vnd.ollama.image.tensor` layer per tensor, named by the tensor; an MLX
-//!   affine-quantized weight with its `.scales`/`.biases` is one packed blob `X.weight`
-//!   (tensors `X.weight`, `X.weight.scale`, `X.weight.bias`, `__metadata__` `quant_type` and
-//!   `group_size`), as Ollama's prequantized import writes it;
+//!   quantized weight with its `.scales` (and `.biases` for affine, `.global_scale` for nvfp4)
+//!   is one packed blob `X.weight` (tensors `X.weight`, `X.weight.scale`, `X.weight.bias`,
+//!   `X.weight.global_scale`, `__metadata__` `quant_type` — `int4`, `int8`, `nvfp4`, `mxfp4`,
+//!   `mxfp8` — and `group_size`), as Ollama's prequantized import writes it;
 //! - one `application/vnd.ollama.image.json` layer per top-level `*.json` (the shard index
 //!   excepted) and `chat_template.jinja`, named by the file — the uploaded blob itself;
 //! - config blob `model_format: "safetensors"`, `file_type` the quantization, `capabilities`.
@@ -26,15 +27,16 @@ use crate::mlx::info;
 use crate::store::manifest::{MEDIA_TYPE_JSON, MEDIA_TYPE_TENSOR};
 use crate::store::{BlobStore, Digest, Layer};
 
-/// The quantization types `--experimental -q` takes (Ollama's names and aliases), and the
-/// canonical type; Ollama's other MLX types are refused by name until the runner serves them.
+/// The quantization types `--experimental -q` takes, as Ollama's x/quant names them: the
+/// canonical type of a name or alias (`q4`/`fp4` are int4 and `q8`/`fp8` int8 there, affine —
+/// not the fp formats).
 pub fn parse_mlx_quantize(q: &str) -> Result<&'static str> {
-    match q.to_ascii_lowercase().as_str() {
-        "int4" | "q4" => Ok("int4"),
-        "int8" | "q8" => Ok("int8"),
-        "nvfp4" | "mxfp4" | "mxfp8" | "fp4" | "fp8" => Err(Error::BadRequest(format!(
-            "unsupported --quantize {q:?}: herd's MLX runner supports int4 and int8"
-        ))),
+    match q.trim().to_ascii_lowercase().as_str() {
+        "int4" | "q4" | "fp4" => Ok("int4"),
+        "int8" | "q8" | "fp8" => Ok("int8"),
+        "nvfp4" => Ok("nvfp4"),
+        "mxfp4" => Ok("mxfp4"),
+        "mxfp8" => Ok("mxfp8"),
         _ => Err(Error::BadRequest(format!(
             "unsupported --quantize {q:?}: supported types are int4, int8, nvfp4, mxfp4, mxfp8"
         ))),
@@ -54,7 +56,8 @@ pub(crate) struct Checkpoint {
     files: Vec<PathBuf>,
     blobs: Vec<BlobPlan>,
     json_files: Vec<(String, Option<Digest>, PathBuf)>,
-    /// `int4`/`int8` when the checkpoint is MLX-quantized (the lowest bits present).
+    /// The quant type (`int4`, `nvfp4`, ...) when the checkpoint is MLX-quantized: the one with
+    /// the fewest bits present (an nvfp4 model's mxfp8 embedding leaves it nvfp4).
     pub quantization: String,
     /// The Jinja chat template's tools/thinking (Ollama infers these at create).
     pub capabilities: Vec<String>,
@@ -236,7 +239,7 @@ fn plan(
     tensors: &BTreeMap<String, (Entry, usize)>,
 ) -> Result<(Vec<BlobPlan>, String)> {
     let mut out = Vec::new();
-    let mut min_bits: Option<u64> = None;
+    let mut level: Option<(u64, String)> = None;
     for (name, (t, file)) in tensors {
         let companion_of = |suffix: &str| {
             name.strip_suffix(suffix).is_some_and(|base| {
@@ -244,7 +247,7 @@ fn plan(
                     && tensors.contains_key(&format!("{base}.scales"))
             })
         };
-        if companion_of(".scales") || companion_of(".biases") {
+        if companion_of(".scales") || companion_of(".biases") || companion_of(".global_scale") {
             continue;
         }
         let base = name.strip_suffix(".weight");
@@ -264,10 +267,10 @@ fn plan(
                 t.dtype
             )));
         }
-        let (bits, group) = info::affine_params(config, base, t, s).ok_or_else(|| {
+        let (ty, bits, group) = info::quant_params(config, base, t, s).ok_or_else(|| {
             bad(format!(
-                "cannot determine the quantization of {name} from its shape {:?} and scales {:?}",
-                t.shape, s.shape
+                "cannot determine the quantization of {name} from its shape {:?} and {} scales {:?} (fp formats need config.json's quantization mode)",
+                t.shape, s.dtype, s.shape
             ))
         })?;
         if bits != 4 && bits != 8 {
@@ -275,21 +278,45 @@ fn plan(
                 "tensor {name} is {bits}-bit: herd's MLX runner supports 4- and 8-bit weights"
             )));
         }
-        min_bits = Some(min_bits.map_or(bits, |m| m.min(bits)));
+        if level.as_ref().is_none_or(|(b, _)| bits < *b) {
+            level = Some((bits, ty.clone()));
+        }
         let mut parts = vec![
             (name.clone(), t.clone(), *file),
             (format!("{name}.scale"), s.clone(), *sfile),
         ];
-        if let Some((b, bfile)) = tensors.get(&format!("{base}.biases")) {
+        let bias = tensors.get(&format!("{base}.biases"));
+        let global = tensors.get(&format!("{base}.global_scale"));
+        let affine = ty.starts_with("int");
+        if affine != bias.is_some() || (global.is_some() && ty != "nvfp4") {
+            return Err(bad(format!(
+                "quantized tensor {name} ({ty}) {}",
+                if affine {
+                    "needs its .biases and has no .global_scale"
+                } else {
+                    "has no .biases (and only nvfp4 has a .global_scale)"
+                }
+            )));
+        }
+        if let Some((b, bfile)) = bias {
             parts.push((format!("{name}.bias"), b.clone(), *bfile));
+        }
+        if let Some((g, gfile)) = global {
+            if g.elements() != 1 || g.dtype != "F32" {
+                return Err(bad(format!(
+                    "the global scale of {name} must be one F32 value, not {} {:?}",
+                    g.dtype, g.shape
+                )));
+            }
+            parts.push((format!("{name}.global_scale"), g.clone(), *gfile));
         }
         out.push(BlobPlan {
             name: name.clone(),
             parts,
-            metadata: info::quant_metadata(bits, group),
+            metadata: info::quant_metadata(&ty, group),
         });
     }
-    Ok((out, min_bits.map(|b| format!("int{b}")).unwrap_or_default()))
+    Ok((out, level.map(|(_, t)| t).unwrap_or_default()))
 }
 
 impl Checkpoint {
@@ -387,18 +414,24 @@ mod tests {
         for (q, want) in [
             ("int4", "int4"),
             ("Q4", "int4"),
+            ("fp4", "int4"),
             ("q8", "int8"),
             ("INT8", "int8"),
+            ("FP8", "int8"),
+            ("nvfp4", "nvfp4"),
+            ("NVFP4", "nvfp4"),
+            ("mxfp4", "mxfp4"),
+            ("MxFp8", "mxfp8"),
         ] {
             assert_eq!(parse_mlx_quantize(q).unwrap(), want, "{q}");
         }
-        let e = parse_mlx_quantize("q4_K_M").unwrap_err().to_string();
-        assert!(
-            e.contains("supported types are int4, int8, nvfp4, mxfp4, mxfp8"),
-            "{e}"
-        );
-        let e = parse_mlx_quantize("nvfp4").unwrap_err().to_string();
-        assert!(e.contains("supports int4 and int8"), "{e}");
+        for q in ["q4_K_M", "fp16", "nvfp8", "mxfp6", ""] {
+            let e = parse_mlx_quantize(q).unwrap_err().to_string();
+            assert!(
+                e.contains("supported types are int4, int8, nvfp4, mxfp4, mxfp8"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! `-q int4|int8` for an experimental create: the uploaded float checkpoint is quantized by
-//! `runner-mlx quantize SRC_DIR OUT_DIR --bits N --group-size 64` (MLX's affine quantization,
-//! Ollama's int4/int8 group size) and the output checkpoint is then imported like an upload.
+//! `-q int4|int8|nvfp4|mxfp4|mxfp8` for an experimental create: the uploaded float checkpoint is
+//! quantized by `runner-mlx quantize SRC_DIR OUT_DIR --mode M [--bits N --group-size 64]`
+//! (MLX's affine quantization at Ollama's int4/int8 group size, or MLX's fp block formats with
+//! their fixed bits and groups) and the output checkpoint is then imported like an upload.
 //!
 //! Invariants: SRC_DIR holds only symlinks to the uploaded blobs (nothing is written into the
 //! blob store here); both directories live in one private temp directory beside the blobs
@@ -25,7 +26,19 @@ pub(crate) fn run(
     q: &str,
     opts: &QuantizeOptions,
 ) -> Result<tempfile::TempDir> {
-    let bits = if q == "int8" { 8 } else { 4 };
+    let args: Vec<String> = match q {
+        "int4" | "int8" => [
+            "--mode",
+            "affine",
+            "--bits",
+            &q[3..],
+            "--group-size",
+            &GROUP_SIZE.to_string(),
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+        fp => vec!["--mode".into(), fp.into()],
+    };
     let root = blobs.dir().parent().unwrap_or(blobs.dir());
     let work = tempfile::Builder::new()
         .prefix(".herd-mlx-quantize-")
@@ -43,12 +56,7 @@ pub(crate) fn run(
         .arg("quantize")
         .arg(&src)
         .arg(&out)
-        .args([
-            "--bits",
-            &bits.to_string(),
-            "--group-size",
-            &GROUP_SIZE.to_string(),
-        ])
+        .args(&args)
         .env_clear()
         .envs(opts.env.iter().cloned())
         .stdin(Stdio::null())

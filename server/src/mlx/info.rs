@@ -1,7 +1,7 @@
 //! What a safetensors (MLX) model's `config.json` and tensor headers say, in Ollama's terms
 //! (`x/server/show.go`): the architecture name, `model_info`, the parameter count from tensor
 //! shapes (quantized U32 words unpacked), the quantization level, and each quantized weight's
-//! bits and group size. Pure functions over parsed JSON and headers, table-tested.
+//! type (`int4`/`int8` affine, `nvfp4`/`mxfp4`/`mxfp8`), bits and group size. Pure functions over parsed JSON and headers, table-tested.
 
 use std::collections::BTreeMap;
 
@@ -145,22 +145,72 @@ pub fn summarize(blobs: &[(String, Header)]) -> (u64, Option<String>) {
     (total, best.map(|(_, t)| t))
 }
 
-/// Bits and group size of the MLX affine-quantized `weight` (U32 words) with `scales`: the
-/// checkpoint's `quantization` config (per-module override, else global) when it has one,
-/// else the one (bits, group) that makes the logical input width one of the model's widths.
-pub fn affine_params(
+/// MLX's quantization mode of an Ollama quant type (`int4` → `affine`), and its default group
+/// size (x/quant's table).
+pub fn quant_mode(q: &str) -> Option<(&'static str, u64)> {
+    Some(match q.to_ascii_lowercase().as_str() {
+        "int4" | "int8" => ("affine", 64),
+        "nvfp4" => ("nvfp4", 16),
+        "mxfp4" => ("mxfp4", 32),
+        "mxfp8" => ("mxfp8", 32),
+        _ => return None,
+    })
+}
+
+/// The Ollama quant type of MLX's `mode` at `bits` (`affine` at 4 → `int4`), if one exists;
+/// the fp modes' bits are fixed (nvfp4/mxfp4 4, mxfp8 8).
+fn quant_type(mode: &str, bits: u64) -> Option<String> {
+    let t = match mode.to_ascii_lowercase().as_str() {
+        "affine" => format!("int{bits}"),
+        m @ ("nvfp4" | "mxfp4") if bits == 4 => m.to_owned(),
+        "mxfp8" if bits == 8 => "mxfp8".to_owned(),
+        _ => return None,
+    };
+    Some(t)
+}
+
+/// Ollama's quant type, bits and group size of the MLX-quantized `weight` (U32 words) with
+/// `scales`: the checkpoint's `quantization` config (per-module override, else global; mlx-lm's
+/// `mode`, absent for affine) when it has one; else, for float scales (affine: the fp modes'
+/// scales are U8 and cannot be told apart by shape), the one (bits, group) that makes the
+/// logical input width one of the model's widths. The result is checked against the shapes:
+/// one scale column per group of the unpacked width.
+pub fn quant_params(
     config: &Json,
     module: &str,
     weight: &Entry,
     scales: &Entry,
-) -> Option<(u64, u64)> {
-    let q = &config["quantization"];
-    let pick = |o: &Json| Some((o["bits"].as_u64()?, o["group_size"].as_u64()?));
-    if let Some(p) = pick(&q[module]).or_else(|| pick(q)) {
-        return Some(p);
-    }
+) -> Option<(String, u64, u64)> {
+    let q = if config["quantization"].is_object() {
+        &config["quantization"]
+    } else {
+        &config["quantization_config"]
+    };
+    let pick = |o: &Json| {
+        let (bits, group) = (o["bits"].as_u64()?, o["group_size"].as_u64()?);
+        Some((
+            quant_type(o["mode"].as_str().unwrap_or("affine"), bits)?,
+            bits,
+            group,
+        ))
+    };
     let packed = *weight.shape.last()?;
     let groups = *scales.shape.last()?;
+    let declared = if q[module].is_object() {
+        pick(&q[module])
+    } else {
+        pick(q)
+    };
+    let fits = |bits: u64, group: u64| {
+        bits > 0 && group > 0 && (packed * 32) % bits == 0 && packed * 32 / bits == groups * group
+    };
+    if let Some((t, bits, group)) = declared {
+        let fp = quant_mode(&t).is_some_and(|(m, _)| m != "affine");
+        return (fits(bits, group) && fp == (scales.dtype == "U8")).then_some((t, bits, group));
+    }
+    if scales.dtype == "U8" {
+        return None;
+    }
     let head_dim = config["head_dim"]
         .as_u64()
         .or_else(|| Some(dim(config, "hidden_size")? / config["num_attention_heads"].as_u64()?));
@@ -177,16 +227,16 @@ pub fn affine_params(
         let bits = packed * 32 / width;
         let group = width / groups;
         if [2, 3, 4, 5, 6, 8].contains(&bits) && [32, 64, 128].contains(&group) {
-            return Some((bits, group));
+            return Some((format!("int{bits}"), bits, group));
         }
     }
     None
 }
 
-/// Blob metadata Ollama writes for an affine-quantized weight.
-pub fn quant_metadata(bits: u64, group: u64) -> BTreeMap<String, String> {
+/// Blob metadata Ollama writes for a quantized weight of type `ty` (`int4`, `nvfp4`, ...).
+pub fn quant_metadata(ty: &str, group: u64) -> BTreeMap<String, String> {
     BTreeMap::from([
-        ("quant_type".to_owned(), format!("int{bits}")),
+        ("quant_type".to_owned(), ty.to_owned()),
         ("group_size".to_owned(), group.to_string()),
     ])
 }
@@ -243,7 +293,7 @@ mod tests {
     }
 
     #[test]
-    fn affine_params_from_config_or_shapes() {
+    fn quant_params_from_config_or_shapes() {
         let smol = json!({"hidden_size": 576, "intermediate_size": 1536, "num_attention_heads": 9, "head_dim": 64});
         // (packed cols, scale cols) → (bits, group): SmolLM2's 8-bit g32 embedding, 4-bit g32
         // projections, a down_proj (input 1536), and an impossible layout.
@@ -255,18 +305,51 @@ mod tests {
             ((7, 3), None),
         ];
         for ((p, g), want) in cases {
-            let got = affine_params(
+            let got = quant_params(
                 &smol,
                 "m",
                 &e("w", "U32", &[10, p]),
                 &e("s", "F16", &[10, g]),
             );
+            let want = want.map(|(b, g)| (format!("int{b}"), b, g));
             assert_eq!(got, want, "{p} {g}");
         }
         let cfg = json!({"quantization": {"bits": 4, "group_size": 64, "m.embed": {"bits": 8, "group_size": 64}}});
-        let w = e("w", "U32", &[1, 1]);
-        assert_eq!(affine_params(&cfg, "m.embed", &w, &w), Some((8, 64)));
-        assert_eq!(affine_params(&cfg, "m.q", &w, &w), Some((4, 64)));
+        let (w8, w4, s) = (
+            e("w", "U32", &[1, 16]),
+            e("w", "U32", &[1, 8]),
+            e("s", "F16", &[1, 1]),
+        );
+        assert_eq!(
+            quant_params(&cfg, "m.embed", &w8, &s),
+            Some(("int8".into(), 8, 64))
+        );
+        assert_eq!(
+            quant_params(&cfg, "m.q", &w4, &s),
+            Some(("int4".into(), 4, 64))
+        );
+        // ... checked against the shapes.
+        assert_eq!(quant_params(&cfg, "m.q", &w8, &s), None);
+        // The fp modes: declared by mlx-lm's `mode`, U8 scales; never guessed from shapes.
+        let fp = json!({"quantization": {"bits": 4, "group_size": 16, "mode": "nvfp4",
+            "lm_head": {"bits": 8, "group_size": 32, "mode": "mxfp8"}}});
+        let u8s = |cols| e("s", "U8", &[1, cols]);
+        assert_eq!(
+            quant_params(&fp, "m.q", &w4, &u8s(4)),
+            Some(("nvfp4".into(), 4, 16))
+        );
+        assert_eq!(
+            quant_params(&fp, "lm_head", &w8, &u8s(2)),
+            Some(("mxfp8".into(), 8, 32))
+        );
+        assert_eq!(quant_params(&fp, "m.q", &w4, &u8s(2)), None);
+        assert_eq!(quant_params(&fp, "m.q", &w4, &e("s", "F16", &[1, 4])), None);
+        assert_eq!(
+            quant_params(&smol, "m", &e("w", "U32", &[10, 72]), &u8s(18)),
+            None
+        );
+        let odd = json!({"quantization": {"bits": 8, "group_size": 32, "mode": "mxfp4"}});
+        assert_eq!(quant_params(&odd, "m.q", &w8, &u8s(2)), None);
     }
 
     #[test]
@@ -277,7 +360,7 @@ mod tests {
                 e("a.weight.scale", "F16", &[8, 1]),
                 e("a.weight.bias", "F16", &[8, 1]),
             ],
-            metadata: quant_metadata(4, 32),
+            metadata: quant_metadata("int4", 32),
         };
         let f = Header {
             tensors: vec![e("n.weight", "BF16", &[8])],
