@@ -27,6 +27,11 @@ pub struct Args {
     /// Candidates per row with device sampling.
     #[arg(long, hide = true, default_value_t = 256)]
     pub device_top_k: u32,
+    /// Test hook: a draft token adds this share of a one-token step, instead of the measured
+    /// cost (0 = drafts are free: the n-gram drafter drafts its whole continuation), so that how
+    /// much is drafted does not depend on the machine's load.
+    #[arg(long, hide = true)]
+    pub draft_cost: Option<f64>,
     /// Test and bench hook: do not draft the tokens a grammar forces (grammar fast-forward).
     #[arg(long, hide = true)]
     pub no_grammar_ff: bool,

@@ -132,6 +132,8 @@ pub struct Drafting {
     pub under_grammar: bool,
     /// Grammar fast-forward: the tokens a grammar forces are drafted.
     pub grammar_ff: bool,
+    /// A draft token's cost relative to a step, given instead of measured (`--draft-cost`).
+    pub cost: Option<f64>,
 }
 
 impl Default for Drafting {
@@ -140,6 +142,7 @@ impl Default for Drafting {
             ngram: 0,
             under_grammar: false,
             grammar_ff: true,
+            cost: None,
         }
     }
 }
@@ -179,6 +182,9 @@ impl Engine {
 
     /// How slots draft tokens for speculative decoding.
     pub fn with_drafting(mut self, d: Drafting) -> Engine {
+        if let Some(rho) = d.cost {
+            self.cost = runner_core::draft::pace::StepCost::fixed(rho);
+        }
         self.drafting = d;
         self
     }

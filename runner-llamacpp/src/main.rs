@@ -111,6 +111,7 @@ fn load_and_run(
                 ngram: args.load.draft_ngram as usize,
                 under_grammar: args.load.draft_under_grammar,
                 grammar_ff: !args.no_grammar_ff,
+                cost: args.draft_cost,
             })
             .run(jobs);
         }

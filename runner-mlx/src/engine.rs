@@ -61,6 +61,8 @@ pub struct Drafting {
     pub ngram: usize,
     /// Constrained requests draft too (`OLLAMA_MLX_DRAFT_UNDER_GRAMMAR`).
     pub under_grammar: bool,
+    /// A draft token's cost relative to a step, given instead of measured (`--draft-cost`).
+    pub cost: Option<f64>,
 }
 
 struct Slot {
@@ -139,6 +141,9 @@ impl Engine {
     }
 
     pub fn with_drafting(mut self, d: Drafting) -> Engine {
+        if let Some(rho) = d.cost {
+            self.cost = pace::StepCost::fixed(rho);
+        }
         self.drafting = d;
         self
     }

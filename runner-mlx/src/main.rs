@@ -62,6 +62,11 @@ struct Args {
     /// HERD_RUNNER_MLX_COMPUTE.
     #[arg(long, value_enum, env = "HERD_RUNNER_MLX_COMPUTE", default_value_t = runner_mlx::Compute::F32)]
     compute: runner_mlx::Compute,
+    /// Test hook: a draft token adds this share of a one-token step, instead of the measured
+    /// cost (0 = drafts are free: the n-gram drafter drafts its whole continuation), so that how
+    /// much is drafted does not depend on the machine's load.
+    #[arg(long, hide = true)]
+    draft_cost: Option<f64>,
 }
 
 fn main() {
@@ -199,6 +204,7 @@ fn load(args: &Args, state: &State) -> Result<(Loaded, runner_mlx::engine::Engin
     .with_drafting(runner_mlx::engine::Drafting {
         ngram: args.load.draft_ngram as usize,
         under_grammar: args.load.draft_under_grammar,
+        cost: args.draft_cost,
     });
     let loaded = Loaded {
         vocab,

@@ -26,6 +26,8 @@ const MIN_SPREAD: f64 = 0.1;
 pub struct StepCost {
     /// Decode-only steps observed: the engine's step clock.
     steps: u64,
+    /// A cost given instead of measured ([`StepCost::fixed`]).
+    fixed: Option<f64>,
     w: f64,
     sn: f64,
     st: f64,
@@ -34,6 +36,16 @@ pub struct StepCost {
 }
 
 impl StepCost {
+    /// A step cost that is not measured: one more draft token in each decoding slot always adds
+    /// `rho` of a step (the runners' `--draft-cost` test hook, so that how much is drafted does
+    /// not depend on how fast a loaded machine happens to run). The step clock still counts.
+    pub fn fixed(rho: f64) -> StepCost {
+        StepCost {
+            fixed: Some(rho.max(0.0)),
+            ..StepCost::default()
+        }
+    }
+
     /// One decode-only step of `n` tokens that took `ns`.
     pub fn observe(&mut self, n: usize, ns: u64) {
         self.steps += 1;
@@ -69,6 +81,9 @@ impl StepCost {
     /// relative to that step's time without drafts (`b·slots / t(slots)`): every slot drafts the
     /// step's common length, so a draft length L costs `slots·L` tokens. None while unknown.
     pub fn rho(&self, slots: usize) -> Option<f64> {
+        if let Some(rho) = self.fixed {
+            return Some(rho);
+        }
         let (a, b) = self.fit()?;
         let s = slots.max(1) as f64;
         let base = a + b * s;
@@ -203,6 +218,18 @@ mod tests {
         // GPU-like: 4 ms + 0.025 ms a token.
         let c = cost_of(&steps, 4.0, 0.025);
         assert!(rho(&c, 1) < 0.01, "{}", rho(&c, 1));
+    }
+
+    #[test]
+    fn a_fixed_cost_ignores_the_clock() {
+        let mut c = StepCost::fixed(0.0);
+        for (n, ns) in [(1, 10), (9, 10_000_000), (1, 20)] {
+            c.observe(n, ns);
+        }
+        assert_eq!((c.rho(1), c.rho(4), c.steps()), (Some(0.0), Some(0.0), 3));
+        // Free drafts are taken whole at any acceptance a draft can still win with.
+        assert_eq!(best_len(0.5, 0.0, 8), 8);
+        assert_eq!(StepCost::fixed(-1.0).rho(1), Some(0.0));
     }
 
     #[test]
