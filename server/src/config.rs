@@ -10,6 +10,7 @@ mod host;
 mod log;
 mod ops;
 mod parse;
+mod remote;
 mod rpc;
 
 use clap::{Args, Parser, Subcommand};
@@ -28,6 +29,7 @@ pub use parse::{
     clean, env_duration_nanos, go_parse_bool, go_parse_duration, keep_alive_display,
     keep_alive_from_nanos, ollama_bool, KeepAlive, LoadTimeout,
 };
+pub use remote::{CloudBase, RemoteArgs, Remotes, DEFAULT_CLOUD_BASE_URL};
 pub use rpc::{RpcArgs, RpcTls, WorkerArgs, Workers};
 
 /// File name of the llama.cpp runner binary, looked up next to `herd` by default.
@@ -216,6 +218,9 @@ pub struct Config {
     /// Layers on other hosts: `HERD_RPC_WORKERS` and the tunnel's credentials.
     #[command(flatten)]
     pub rpc: RpcArgs,
+    /// Cloud and remote models: `OLLAMA_REMOTES`, `OLLAMA_CLOUD_BASE_URL`, `OLLAMA_NO_CLOUD`.
+    #[command(flatten)]
+    pub remote: RemoteArgs,
 }
 
 impl Config {
@@ -335,7 +340,8 @@ impl Config {
         let pairs = pairs
             .into_iter()
             .chain(self.listen.effective())
-            .chain(self.rpc.effective());
+            .chain(self.rpc.effective())
+            .chain(self.remote.effective());
         pairs.map(|(k, v)| (k, redact(k, v))).collect()
     }
 }

@@ -72,6 +72,13 @@ pub enum Error {
     Load { model: String, source: Box<Error> },
     #[error("{0}")]
     Internal(String),
+    /// A remote server's failure (a stub's `remote_host`), passed on with its status and text.
+    #[error("{message}")]
+    Remote { status: StatusCode, message: String },
+    /// The remote refused this server's identity: Ollama's 401 `unauthorized`, with the URL
+    /// where the key is connected to an account (`signin_url` in the body).
+    #[error("unauthorized")]
+    RemoteUnauthorized { signin_url: Option<String> },
     #[error(transparent)]
     Io(#[from] std::io::Error),
     #[error(transparent)]
@@ -94,7 +101,8 @@ impl Error {
             | Error::BadRequest(_) => StatusCode::BAD_REQUEST,
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::Forbidden(_) => StatusCode::FORBIDDEN,
-            Error::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            Error::Unauthorized(_) | Error::RemoteUnauthorized { .. } => StatusCode::UNAUTHORIZED,
+            Error::Remote { status, .. } => *status,
             Error::PayloadTooLarge | Error::BlobTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Error::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             Error::QueueFull | Error::Draining | Error::NoRoom(_) => {

@@ -17,6 +17,7 @@ pub mod mlx;
 pub mod modelfile;
 pub mod prompt;
 pub mod provenance;
+pub mod remote;
 pub mod runner;
 pub mod scheduler;
 pub mod store;

@@ -22,7 +22,13 @@ impl IntoResponse for Error {
         let status = self.status();
         let message = self.to_string();
         let shown = self.client_message();
-        let mut resp = (status, Json(serde_json::json!({ "error": shown }))).into_response();
+        let body = match &self {
+            Error::RemoteUnauthorized {
+                signin_url: Some(url),
+            } => serde_json::json!({ "error": shown, "signin_url": url }),
+            _ => serde_json::json!({ "error": shown }),
+        };
+        let mut resp = (status, Json(body)).into_response();
         if matches!(self, Error::QueueFull) {
             // Admission overflow is transient (DESIGN.md decision 8): tell clients when to retry.
             resp.headers_mut().insert(
@@ -70,7 +76,7 @@ where
 /// byte is read; one that turns out longer is 413 when it crosses; a body that stalls or
 /// trickles is 408 (`serve::BodyPolicy`). One copy of the body is held while it arrives, never
 /// a list of chunks and their concatenation side by side.
-async fn read_body(req: Request) -> Result<Vec<u8>, Error> {
+pub(crate) async fn read_body(req: Request) -> Result<Vec<u8>, Error> {
     use axum::RequestExt;
     use http_body_util::BodyExt;
     let declared = axum::body::HttpBody::size_hint(req.body()).exact();

@@ -1,6 +1,8 @@
 //! `POST /api/generate` and `POST /api/chat`: validation in Ollama's order and wording, the
 //! load/unload special cases (empty prompt or messages), then the job goes to the `Inference`
-//! seam and its chunks are streamed (NDJSON) or folded into one reply.
+//! seam and its chunks are streamed (NDJSON) or folded into one reply. A stub model (cloud or
+//! remote) goes to `crate::remote::stub` instead: this is the one place that decides, and the
+//! OpenAI and Anthropic layers run through these handlers, so they reach stubs too.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,6 +43,10 @@ async fn generate_inner(state: AppState, req: GenerateRequest) -> Result<Respons
     let keep_alive = parse_keep_alive(req.keep_alive.as_ref())?;
     check_top_logprobs(req.top_logprobs)?;
     let model = resolve_model(&state, &req.model, NameErrors::NotFound).await?;
+    // A stub is served by its remote host, whatever the request (Ollama checks it first).
+    if model.view.config.remote().is_some() {
+        return crate::remote::stub::generate(&state.remote, &req, &model).await;
+    }
 
     if req.prompt.is_empty() && keep_alive == Some(KeepAlive::For(Duration::ZERO)) {
         engine(&state)?.unload(model).await?;
@@ -121,9 +127,16 @@ async fn chat_inner(state: AppState, req: ChatRequest) -> Result<Response> {
     check_top_logprobs(req.top_logprobs)?;
     let model = resolve_model(&state, &req.model, NameErrors::Required).await?;
 
+    let stub = model.view.config.remote().is_some();
     if req.messages.is_empty() && keep_alive == Some(KeepAlive::For(Duration::ZERO)) {
-        engine(&state)?.unload(model).await?;
+        // A stub is never loaded here: there is nothing to unload (Ollama answers the same).
+        if !stub {
+            engine(&state)?.unload(model).await?;
+        }
         return Ok(Json(chat_done(&req.model, "unload")).into_response());
+    }
+    if stub {
+        return crate::remote::stub::chat(&state.remote, &req, &model).await;
     }
     let mut wanted = vec!["completion"];
     if !req.tools.is_empty() {

@@ -174,7 +174,15 @@ pub async fn resolve_model(
             }
         });
     }
-    let name = ModelName::parse(raw.trim()).map_err(|_| Error::InvalidModelName)?;
+    // `name:local` asks for the local store only (a stub then does not count); two source
+    // suffixes are Ollama's 400. Explicit cloud references never get here
+    // (`remote::cloud::passthrough`) unless a stub of that exact name is looked up.
+    let (lookup, local_only) =
+        match crate::remote::modelref::parse(raw).map_err(Error::BadRequest)? {
+            Some(r) if r.source == crate::remote::modelref::Source::Local => (r.base, true),
+            _ => (raw.trim().to_owned(), false),
+        };
+    let name = ModelName::parse(&lookup).map_err(|_| Error::InvalidModelName)?;
     let store = state.store.clone();
     let cache = state.resolved.clone();
     let not_found = match errors {
@@ -183,7 +191,8 @@ pub async fn resolve_model(
         }
         _ => format!("model '{raw}' not found"),
     };
-    blocking(move || {
+    let stub_hidden = not_found.clone();
+    let model = blocking(move || {
         let entry = store.read(&name)?.ok_or(Error::NotFound(not_found))?;
         // The manifest digest pins every layer (blobs are content-addressed), so a model read
         // once is reused until its manifest changes: no GGUF parse on the request path.
@@ -211,7 +220,11 @@ pub async fn resolve_model(
         cache.put(model.clone());
         Ok(model)
     })
-    .await
+    .await?;
+    if local_only && model.view.config.remote().is_some() {
+        return Err(Error::NotFound(stub_hidden));
+    }
+    Ok(model)
 }
 
 /// Resolved models by manifest digest (bounded; cleared when full).

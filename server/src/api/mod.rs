@@ -90,6 +90,8 @@ pub struct AppState {
     pub metrics: crate::metrics::Metrics,
     /// `HERD_ALLOW_PULL_HOSTS`: registries pull, push and create may contact.
     pub pull_hosts: Arc<crate::config::PullHosts>,
+    /// Cloud and remote models: settings, HTTP client, signing key (`crate::remote`).
+    pub remote: Arc<crate::remote::Remote>,
 }
 
 impl AppState {
@@ -114,7 +116,13 @@ impl AppState {
             lifecycle: Arc::default(),
             metrics: crate::metrics::Metrics::default(),
             pull_hosts: Arc::default(),
+            remote: Arc::default(),
         }
+    }
+
+    pub fn with_remote(mut self, remote: crate::remote::Remote) -> AppState {
+        self.remote = Arc::new(remote);
+        self
     }
 
     pub fn with_pull_hosts(mut self, hosts: crate::config::PullHosts) -> AppState {
@@ -226,6 +234,7 @@ pub fn routes() -> Vec<Route> {
         route("/api/version", GET_HEAD, get(version).head(version)),
         route("/api/tags", GET_HEAD, get(models::tags).head(models::tags)),
         route("/api/ps", GET, get(models::ps)),
+        route("/api/status", GET, get(status)),
         route("/api/generate", POST, post(generate::generate)),
         route("/api/chat", POST, post(generate::chat)),
         route("/api/embed", POST, post(embed::embed)),
@@ -260,6 +269,11 @@ pub fn app(state: AppState) -> Router {
     let routes = router
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        // Innermost, after API keys and draining: explicit cloud references leave here.
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::remote::cloud::passthrough,
+        ))
         .layer(DefaultBodyLimit::max(state.max_json_body))
         .layer(middleware::from_fn_with_state(state.clone(), health::admit))
         .layer(middleware::from_fn_with_state(
@@ -289,6 +303,17 @@ async fn root() -> &'static str {
 /// extra fields, which Ollama's clients ignore.
 async fn version() -> Json<crate::provenance::Provenance> {
     Json(crate::provenance::current())
+}
+
+/// Ollama's `/api/status`: whether cloud is disabled, and by what.
+async fn status(
+    axum::extract::State(state): axum::extract::State<AppState>,
+) -> Json<serde_json::Value> {
+    let r = &state.remote;
+    Json(serde_json::json!({"cloud": {
+        "disabled": r.cloud_disabled(),
+        "source": crate::remote::disabled_source(r.no_cloud_env, r.no_cloud_config),
+    }}))
 }
 
 /// gin's texts, which clients and scripts match on.

@@ -43,6 +43,11 @@ pub struct ListResponse {
 pub struct ListModel {
     pub name: String,
     pub model: String,
+    /// A stub's upstream model and server (`crate::remote`).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub remote_model: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub remote_host: String,
     pub modified_at: String,
     pub size: u64,
     pub digest: String,
@@ -98,10 +103,12 @@ fn list_models(store: &Store) -> Result<Vec<ListModel>> {
         .iter()
         .map(|e| {
             let name = e.name.display_shortest();
-            let (details, capabilities) = list_details(store, e);
+            let (details, capabilities, remote) = list_details(store, e);
             ListModel {
                 model: name.clone(),
                 name,
+                remote_model: remote.as_ref().map(|r| r.1.clone()).unwrap_or_default(),
+                remote_host: remote.map(|r| r.0).unwrap_or_default(),
                 modified_at: rfc3339_nano(e.modified),
                 size: e.size,
                 digest: e.digest_hex.clone(),
@@ -115,14 +122,33 @@ fn list_models(store: &Store) -> Result<Vec<ListModel>> {
 /// Details and capabilities for the list: the config blob, falling back to the GGUF header when
 /// the config lacks them (capabilities always read the header: pooling and vision live there).
 /// A broken model still lists (with whatever is known) rather than failing the whole list.
-fn list_details(store: &Store, entry: &ManifestEntry) -> (ListDetails, Vec<String>) {
+fn list_details(
+    store: &Store,
+    entry: &ManifestEntry,
+) -> (ListDetails, Vec<String>, Option<(String, String)>) {
     let view = match ModelView::load(store, entry) {
         Ok(v) => v,
         Err(e) => {
             tracing::warn!(model = %entry.name, error = %e, "cannot read model layers");
-            return (ModelDetails::default().into(), Vec::new());
+            return (ModelDetails::default().into(), Vec::new(), None);
         }
     };
+    let c = &view.config;
+    if !c.remote_host.is_empty() || !c.remote_model.is_empty() {
+        // A stub: all it says is in its config (Ollama's list never opens a model file for one).
+        let details = ListDetails {
+            common: view.details(None),
+            context_length: (c.context_length > 0).then_some(c.context_length),
+            embedding_length: (c.embedding_length > 0).then_some(c.embedding_length),
+        };
+        let remote = Some((c.remote_host.clone(), c.remote_model.clone()));
+        return (details, view.capabilities(None), remote);
+    }
+    let (details, caps) = local_list_details(entry, view);
+    (details, caps, None)
+}
+
+fn local_list_details(entry: &ManifestEntry, view: ModelView) -> (ListDetails, Vec<String>) {
     if view.is_safetensors() {
         let caps = view.capabilities(None);
         let details = match crate::mlx::view::details(&view) {
@@ -192,6 +218,11 @@ pub struct ShowResponse {
     pub details: ModelDetails,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub messages: Vec<Message>,
+    /// A stub's upstream model and server (`crate::remote`).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub remote_model: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub remote_host: String,
     /// Always an object: several integrations crash on a missing one.
     pub model_info: Map<String, Json_>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -223,9 +254,20 @@ pub async fn show(
         // `modelref.ParseRef` trims: a blank name is no name.
         .filter(|m| !m.trim().is_empty())
         .ok_or_else(|| Error::BadRequest("model is required".into()))?;
-    let name = ModelName::parse(raw.trim()).map_err(|_| Error::InvalidModelName)?;
+    // `name:local` shows only a local model; two suffixes are Ollama's 400. (A cloud
+    // reference was proxied before this handler: `remote::cloud`.)
+    let (lookup, local_only) =
+        match crate::remote::modelref::parse(&raw).map_err(Error::BadRequest)? {
+            Some(r) if r.source == crate::remote::modelref::Source::Local => (r.base, true),
+            _ => (raw.trim().to_owned(), false),
+        };
+    let name = ModelName::parse(&lookup).map_err(|_| Error::InvalidModelName)?;
     let store = state.store.clone();
-    let mut resp = blocking(move || show_model(&store, &name, &req)).await?;
+    let remote = state.remote.clone();
+    let mut resp = blocking(move || show_model(&store, &remote, &name, &req)).await?;
+    if local_only && !resp.remote_host.is_empty() {
+        return Err(Error::NotFound(format!("model '{}' not found", raw.trim())));
+    }
     let agent = headers
         .get(axum::http::header::USER_AGENT)
         .and_then(|v| v.to_str().ok())
@@ -237,7 +279,12 @@ pub async fn show(
     Ok(Json(resp))
 }
 
-fn show_model(store: &Store, name: &ModelName, req: &ShowRequest) -> Result<ShowResponse> {
+fn show_model(
+    store: &Store,
+    state_remote: &crate::remote::Remote,
+    name: &ModelName,
+    req: &ShowRequest,
+) -> Result<ShowResponse> {
     let resolved = store.resolve(name)?;
     let short = resolved.display_shortest();
     let Some(entry) = store.read(&resolved)? else {
@@ -253,6 +300,10 @@ fn show_model(store: &Store, name: &ModelName, req: &ShowRequest) -> Result<Show
     let mut view = ModelView::load(store, &entry).map_err(missing)?;
     if let Some(system) = req.system.as_deref().filter(|s| !s.is_empty()) {
         view.system = system.to_owned();
+    }
+    if !view.config.remote_host.is_empty() {
+        state_remote.check_enabled(crate::remote::policy::DETAILS_UNAVAILABLE)?;
+        return Ok(show_remote(view, &short, entry.modified));
     }
     if view.is_safetensors() {
         return show_safetensors(view, &short, entry.modified, req.verbose).map_err(missing);
@@ -288,6 +339,8 @@ fn show_model(store: &Store, name: &ModelName, req: &ShowRequest) -> Result<Show
         parser: view.config.parser.clone(),
         details: view.details(gguf.as_ref()),
         messages: view.messages.clone(),
+        remote_model: view.config.remote_model.clone(),
+        remote_host: view.config.remote_host.clone(),
         model_info: gguf
             .as_ref()
             .map(|g| g.model_info(req.verbose))
@@ -298,6 +351,56 @@ fn show_model(store: &Store, name: &ModelName, req: &ShowRequest) -> Result<Show
         modified_at: rfc3339_nano(entry.modified),
         requires: view.config.requires.clone(),
     })
+}
+
+/// `/api/show` of a stub (Ollama's `GetModelInfo` for a remote model): the config's details
+/// and capabilities, `model_info` from the config's family and lengths, no tensors.
+fn show_remote(view: ModelView, short: &str, modified: std::time::SystemTime) -> ShowResponse {
+    let c = &view.config;
+    let mut model_info = Map::new();
+    if !c.model_family.is_empty() {
+        model_info.insert(
+            "general.architecture".into(),
+            Json_::String(c.model_family.clone()),
+        );
+        if !c.base_name.is_empty() {
+            model_info.insert(
+                "general.basename".into(),
+                Json_::String(c.base_name.clone()),
+            );
+        }
+        if c.context_length > 0 {
+            model_info.insert(
+                format!("{}.context_length", c.model_family),
+                c.context_length.into(),
+            );
+        }
+        if c.embedding_length > 0 {
+            model_info.insert(
+                format!("{}.embedding_length", c.model_family),
+                c.embedding_length.into(),
+            );
+        }
+    }
+    ShowResponse {
+        license: view.licenses.join("\n"),
+        modelfile: view.modelfile(short),
+        parameters: view.parameters(),
+        template: view.go_template().to_owned(),
+        system: view.system.clone(),
+        renderer: c.renderer.clone(),
+        parser: c.parser.clone(),
+        details: view.details(None),
+        messages: view.messages.clone(),
+        remote_model: c.remote_model.clone(),
+        remote_host: c.remote_host.clone(),
+        model_info,
+        projector_info: None,
+        tensors: Vec::new(),
+        capabilities: view.capabilities(None),
+        modified_at: rfc3339_nano(modified),
+        requires: c.requires.clone(),
+    }
 }
 
 /// `/api/show` of a safetensors (MLX) model: Ollama's details and `model_info` from
@@ -323,6 +426,8 @@ fn show_safetensors(
         parser: view.config.parser.clone(),
         details: mv::details(&view)?,
         messages: view.messages.clone(),
+        remote_model: String::new(),
+        remote_host: String::new(),
         model_info: mv::model_info(&view)?,
         projector_info: None,
         tensors: if verbose {

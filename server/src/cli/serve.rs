@@ -85,7 +85,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let registry = crate::store::registry::Registry::new(
         store.clone(),
         crate::store::registry::RegistryOptions {
-            key_dir: Some(key_dir),
+            key_dir: Some(key_dir.clone()),
             ..Default::default()
         },
     )?;
@@ -108,6 +108,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .with_lifecycle(lifecycle.clone())
         .with_registry(registry)
         .with_pull_hosts(config.allow_pull_hosts.clone())
+        .with_remote(crate::remote::Remote::new(
+            &config.remote,
+            Some(key_dir.clone()),
+            crate::remote::Remote::server_json_disables_cloud(&key_dir),
+        ))
         .with_host_guard(guard)
         .with_cors(CorsPolicy::new(&config.origins.allowed()))
         .with_defaults(InferenceDefaults {

@@ -173,8 +173,10 @@ pub struct DraftConfig {
     pub architecture: String,
 }
 
-/// The config blob (Ollama's `ConfigV2`, same field order and omitempty rules). Fields herd does
-/// not produce (remote_*, context/embedding length, base_name) are left out.
+/// The config blob (Ollama's `ConfigV2`, same field order and omitempty rules). The remote fields
+/// (`remote_host`, `remote_model`, and the `capabilities`, `context_length`, `embedding_length`,
+/// `base_name` a cloud stub describes its model with) are read from stubs; herd's create leaves
+/// them empty, so they are omitted and its config blobs keep their bytes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ConfigV2 {
     #[serde(default)]
@@ -194,8 +196,20 @@ pub struct ConfigV2 {
     pub parser: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub requires: String,
+    /// A stub's upstream server (`https://ollama.com:443`): requests are proxied there.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub remote_host: String,
+    /// The stub's model name on `remote_host`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub remote_model: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub capabilities: Vec<String>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub context_length: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub embedding_length: u64,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub base_name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draft: Option<DraftConfig>,
     #[serde(default)]
@@ -215,12 +229,29 @@ impl Default for ConfigV2 {
             renderer: String::new(),
             parser: String::new(),
             requires: String::new(),
+            remote_host: String::new(),
+            remote_model: String::new(),
             capabilities: Vec::new(),
+            context_length: 0,
+            embedding_length: 0,
+            base_name: String::new(),
             draft: None,
             // Constant in Ollama regardless of the host.
             architecture: "amd64".into(),
             os: "linux".into(),
         }
+    }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl ConfigV2 {
+    /// A cloud/remote stub: both remote fields set (Ollama's test before proxying).
+    pub fn remote(&self) -> Option<(&str, &str)> {
+        (!self.remote_host.is_empty() && !self.remote_model.is_empty())
+            .then_some((self.remote_host.as_str(), self.remote_model.as_str()))
     }
 }
 

@@ -66,6 +66,8 @@ mod tests {
         let m = ListModel {
             name: "smollm2:latest".into(),
             model: "smollm2:latest".into(),
+            remote_model: String::new(),
+            remote_host: String::new(),
             modified_at: "2024-05-01T10:00:00.5Z".into(),
             size: 1,
             digest: "d".into(),
@@ -94,6 +96,8 @@ mod tests {
             ListModel {
                 name: self.name.clone(),
                 model: self.model.clone(),
+                remote_model: self.remote_model.clone(),
+                remote_host: self.remote_host.clone(),
                 modified_at: self.modified_at.clone(),
                 size: self.size,
                 digest: self.digest.clone(),
