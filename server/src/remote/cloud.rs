@@ -34,11 +34,17 @@ const POST_PATHS: &[(&str, &str)] = &[
 const MODELS_PREFIX: &str = "/v1/models/";
 
 /// The request's `model` string, trimmed; `None` when the body is not an object with one.
+/// Only `model` is kept: every other field (a prompt of many MB) is skipped, not built, since
+/// this runs before the handler parses the body for real.
 pub fn model_field(body: &[u8]) -> Option<String> {
-    let Ok(Value::Object(m)) = serde_json::from_slice::<Value>(body) else {
-        return None;
-    };
-    let model = m.get("model")?.as_str()?.trim();
+    #[derive(serde::Deserialize)]
+    struct Named<'a> {
+        #[serde(borrow, default)]
+        model: Option<std::borrow::Cow<'a, str>>,
+    }
+    let named: Named = serde_json::from_slice(body).ok()?;
+    let model = named.model?;
+    let model = model.trim();
     (!model.is_empty()).then(|| model.to_owned())
 }
 
