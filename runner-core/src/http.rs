@@ -43,8 +43,13 @@ pub struct Loaded {
     pub vocab: Arc<dyn Vocabulary>,
     pub info: Info,
     pub fit_prompt: FitPrompt,
-    /// Positions per slot.
+    /// Positions per slot (llama.cpp rounds a context up, to a multiple of 256).
     pub n_ctx_seq: usize,
+    /// The context a slot was asked for (`--ctx-size`, the request's `num_ctx`), at most
+    /// `n_ctx_seq`: what a long prompt is truncated to and an embedding input may hold, as in
+    /// Ollama, which measures them against `num_ctx`; a prompt that may not be truncated is
+    /// refused only past `n_ctx_seq`, as llama-server refuses it.
+    pub n_ctx_asked: usize,
     /// Longest embedding input (per-slot context, or one batch for pooled models).
     pub embed_limit: usize,
     pub abort: Arc<AtomicBool>,
@@ -132,6 +137,17 @@ fn send(state: &State, job: Job) -> Result<(), RunnerError> {
 }
 
 /// Tokens of a prompt: text is tokenized off the async threads; ids are range-checked.
+/// How many special tokens the tokenizer appended at the end of `tokens` (0 or 1: an EOS).
+fn trailing_special(vocab: &Arc<dyn Vocabulary>, tokens: &[Token]) -> usize {
+    let added = vocab.tokenize("", true, false).unwrap_or_default();
+    let appends = match added.as_slice() {
+        [_bos, eos] => Some(*eos),
+        [one] if tokens.first() != Some(one) => Some(*one),
+        _ => None,
+    };
+    usize::from(tokens.len() > 1 && appends.is_some() && tokens.last().copied() == appends)
+}
+
 /// Whether `tokens`, the tokenized prompt of `r`, begin with a BOS the tokenizer added.
 fn adds_bos(vocab: &Arc<dyn Vocabulary>, r: &CompletionRequest, tokens: &[Token]) -> bool {
     if !r.add_special || matches!(r.prompt, Prompt::Tokens(_)) {
@@ -216,8 +232,15 @@ async fn completion(req: Request<Incoming>, state: &State) -> Res {
     } else {
         Cut::Refuse
     };
-    let tokens =
-        (loaded.fit_prompt)(tokens, loaded.n_ctx_seq, r.num_keep, cut).map_err(|o| o.error())?;
+    // Ollama bounds generation by the context asked for, not the (rounded up) slot.
+    r.num_predict = crate::reply::budget(r.num_predict, loaded.n_ctx_asked.min(loaded.n_ctx_seq))
+        .try_into()
+        .unwrap_or(i32::MAX);
+    let n_ctx = match cut {
+        Cut::Refuse => loaded.n_ctx_seq,
+        Cut::Truncate | Cut::RefuseWithoutShift => loaded.n_ctx_asked.min(loaded.n_ctx_seq),
+    };
+    let tokens = (loaded.fit_prompt)(tokens, n_ctx, r.num_keep, cut).map_err(|o| o.error())?;
     let mask = constraint_mask(&loaded.vocab, r.constraint.clone()).await?;
     let (tx, rx) = mpsc::unbounded_channel();
     send(
@@ -267,21 +290,24 @@ async fn embed(req: Request<Incoming>, state: &State) -> Res {
             "no inputs to embed",
         ));
     }
+    // Ollama bounds an input by `num_ctx` (the slot may be larger).
+    let limit = loaded.embed_limit.min(loaded.n_ctx_asked).max(1);
     let mut inputs = Vec::with_capacity(r.inputs.len());
     for p in r.inputs {
         let mut t = prompt_tokens(&loaded.vocab, p, true, false).await?;
-        if t.len() > loaded.embed_limit {
+        if t.len() > limit {
             if !r.truncate {
                 return Err(RunnerError::new(
                     ErrorKind::ContextOverflow,
-                    format!(
-                        "input is {} tokens, the limit is {}",
-                        t.len(),
-                        loaded.embed_limit
-                    ),
+                    format!("input is {} tokens, the limit is {limit}", t.len()),
                 ));
             }
-            t.truncate(loaded.embed_limit);
+            // The special token the tokenizer appends (an EOS) stays last, as in Ollama, which
+            // cuts the text and tokenizes it again.
+            let tail = trailing_special(&loaded.vocab, &t);
+            let end = t.split_off(t.len() - tail);
+            t.truncate(limit.saturating_sub(tail).max(1));
+            t.extend(end);
         }
         inputs.push(t);
     }

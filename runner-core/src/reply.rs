@@ -16,12 +16,13 @@ use runner_protocol::{
 };
 use tokio::sync::mpsc::UnboundedSender;
 
-/// Tokens a request may generate: `num_predict`, or 10 × the slot's context when it is negative
-/// (Ollama's bound for "unlimited").
-pub fn budget(num_predict: i32, n_ctx_seq: usize) -> u32 {
+/// Tokens a request may generate: `num_predict`, at most 10 × the context (Ollama's
+/// `boundedNumPredict`: "unlimited", a negative `num_predict`, is that bound too).
+pub fn budget(num_predict: i32, n_ctx: usize) -> u32 {
+    let limit = (10 * n_ctx).min(i32::MAX as usize) as u32;
     match num_predict {
-        n if n < 0 => (10 * n_ctx_seq).min(u32::MAX as usize) as u32,
-        n => n as u32,
+        n if n < 0 => limit,
+        n => (n as u32).min(limit),
     }
 }
 
@@ -218,6 +219,7 @@ mod tests {
         assert_eq!(budget(-2, 100), 1000);
         assert_eq!(budget(7, 512), 7);
         assert_eq!(budget(0, 512), 0);
+        assert_eq!(budget(6000, 512), 5120, "bounded like unlimited");
     }
 
     #[test]

@@ -306,6 +306,7 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
             info,
             fit_prompt: runner_core::slots::fit_prompt,
             n_ctx_seq,
+            n_ctx_asked: args.load.ctx_size as usize,
             embed_limit,
             abort,
             media: projector.clone().map(|p| {

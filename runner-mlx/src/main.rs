@@ -211,6 +211,7 @@ fn load(args: &Args, state: &State) -> Result<(Loaded, runner_mlx::engine::Engin
         info,
         fit_prompt: runner_core::slots::fit_prompt,
         n_ctx_seq: n_ctx,
+        n_ctx_asked: n_ctx,
         embed_limit: n_ctx,
         abort,
         media: None,

@@ -101,3 +101,94 @@ async fn a_prompt_longer_than_the_context_is_refused_in_ollamas_words() {
     .await;
     assert_eq!(s, 200, "{t}");
 }
+
+/// Ollama measures truncation, embedding inputs and the generation budget against the
+/// `num_ctx` asked for, though llama.cpp rounds the slot up to 256 positions: a long prompt in
+/// `num_ctx` 128 keeps BOS + `num_keep` 4 and the newest tail, 128 - (128 - 5) / 2 = 67 tokens,
+/// while a prompt that may not be truncated is refused only past the slot, as llama-server
+/// refuses it; an embedding input holds at most `num_ctx` tokens, its EOS kept last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn truncation_and_embedding_inputs_follow_the_context_asked_for() {
+    let (Some(runner), Some(model)) = (native_runner(), test_model(SMOL)) else {
+        return;
+    };
+    let ts = TestStore::new();
+    register_file(&ts, "smol", &model, &[]);
+    let runner = runner.display().to_string();
+    let herd = HerdServe::start(ts.root(), &[("HERD_RUNNER", runner.as_str())]);
+    let http = reqwest::Client::new();
+    let gen = |prompt: String, ctl: Value| {
+        let mut b = json!({"model": "smol", "prompt": prompt, "raw": true, "stream": false,
+            "options": {"num_ctx": 128, "num_predict": 1, "temperature": 0}});
+        b.as_object_mut()
+            .unwrap()
+            .extend(ctl.as_object().unwrap().clone());
+        b
+    };
+    let count = |t: &str| {
+        serde_json::from_str::<Value>(t).unwrap()["prompt_eval_count"]
+            .as_u64()
+            .unwrap()
+    };
+
+    // SmolLM2 adds no BOS: num_keep 4, then the tail: 128 - (128 - 4) / 2 = 66.
+    let (s, t) = post(
+        &http,
+        herd.url("/api/generate"),
+        gen("word ".repeat(300), json!({})),
+    )
+    .await;
+    assert_eq!(s, 200, "{t}");
+    assert_eq!(count(&t), 66, "{t}");
+    // 200 tokens do not fit num_ctx 128 but fit the 256-position slot: not refused.
+    let (s, t) = post(
+        &http,
+        herd.url("/api/generate"),
+        gen("word ".repeat(200), json!({"truncate": false})),
+    )
+    .await;
+    assert_eq!(s, 200, "{t}");
+    assert!((129..255).contains(&count(&t)), "evaluated whole: {t}");
+    // Shift off refuses what it would have to truncate.
+    let (s, t) = post(
+        &http,
+        herd.url("/api/generate"),
+        gen("word ".repeat(200), json!({"shift": false})),
+    )
+    .await;
+    assert_eq!(s, 400, "{t}");
+    assert!(t.contains("currently available to the model"), "{t}");
+
+    // Embedding inputs: at most num_ctx tokens.
+    let embed = |input: String, truncate: bool, num_ctx: u64| {
+        json!({"model": "smol", "input": input, "truncate": truncate,
+            "options": {"num_ctx": num_ctx}})
+    };
+    let (s, t) = post(
+        &http,
+        herd.url("/api/embed"),
+        embed("why is the sky blue? ".repeat(4), false, 8),
+    )
+    .await;
+    assert_eq!(s, 400, "{t}");
+    assert!(
+        t.contains("the input length exceeds the context length"),
+        "{t}"
+    );
+    let (s, t) = post(
+        &http,
+        herd.url("/api/embed"),
+        embed("why is the sky blue? ".repeat(4), true, 8),
+    )
+    .await;
+    assert_eq!(s, 200, "{t}");
+    assert_eq!(count(&t), 8, "{t}");
+    let (s, t) = post(
+        &http,
+        herd.url("/api/embed"),
+        embed("why is the sky blue?".into(), false, 64),
+    )
+    .await;
+    assert_eq!(s, 200, "{t}");
+    assert!(count(&t) < 64, "{t}");
+}
