@@ -216,3 +216,61 @@ async fn a_runner_that_hangs_at_load_fails_the_request_and_is_reaped() {
         "no zombie runner"
     );
 }
+
+/// load_duration covers scheduling and loading only: a request that waited for the one busy slot
+/// of a loaded runner counts that wait in total_duration, not in load_duration (as Ollama, whose
+/// scheduler hands the runner over before a slot is waited for); one that waited for the load
+/// counts the load.
+#[tokio::test]
+async fn waiting_for_a_busy_slot_is_not_load_duration() {
+    let h = Harness::with(|c| c.num_parallel = 1, Default::default());
+    h.fake(
+        "slowload",
+        &[
+            "--tokens",
+            "a b c",
+            "--token-delay-ms",
+            "300",
+            "--slow-load",
+            "0.6",
+        ],
+        &[],
+    );
+    let body = |p: &str| json!({"model": "slowload", "prompt": p, "stream": false});
+    let (first, second) = tokio::join!(post_json(&h.app, "/api/generate", body("one")), async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        post_json(&h.app, "/api/generate", body("two")).await
+    });
+    let ms = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap() as f64 / 1e6;
+    let (a, b) = (first.json(), second.json());
+    // The first request loaded the runner (0.6 s); so did the second wait for it, then for the
+    // first's three tokens (0.9 s).
+    assert!(ms(&a, "load_duration") >= 500.0, "{a}");
+    assert!(ms(&b, "load_duration") >= 400.0, "{b}");
+    assert!(
+        ms(&b, "total_duration") - ms(&b, "load_duration") >= 1500.0,
+        "{b}"
+    );
+    assert!(
+        ms(&b, "load_duration") < ms(&a, "load_duration") + 100.0,
+        "{a} {b}"
+    );
+    // Loaded now: waiting for the busy slot is not loading.
+    let (c, d) = tokio::join!(post_json(&h.app, "/api/generate", body("three")), async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        post_json(&h.app, "/api/generate", body("four")).await
+    });
+    let (c, d) = (c.json(), d.json());
+    assert!(
+        ms(&c, "load_duration") > 0.0 && ms(&c, "load_duration") < 100.0,
+        "{c}"
+    );
+    assert!(
+        ms(&d, "load_duration") > 0.0 && ms(&d, "load_duration") < 100.0,
+        "{d}"
+    );
+    assert!(
+        ms(&d, "total_duration") >= 1000.0,
+        "it waited for the slot: {d}"
+    );
+}

@@ -108,7 +108,10 @@ impl Engine {
         let load = plan::load_options(opts, model, &self.inner.settings);
         let req = plan::model_request(model, load, keep_alive);
         let lease = self.inner.scheduler.acquire(req).await?;
-        Ok((lease, start.elapsed()))
+        // load_duration: scheduling and loading, not waiting for a busy slot (which counts in
+        // total_duration only, as in Ollama).
+        let load = start.elapsed().saturating_sub(lease.busy_wait());
+        Ok((lease, load.max(Duration::from_nanos(1))))
     }
 }
 

@@ -72,6 +72,9 @@ struct Entry {
     memory: u64,
     /// `None` while loading.
     runner: Option<Runner>,
+    /// When the runner became ready (a request queued before it waited for the load; after
+    /// it, for a busy slot).
+    ready_at: Option<Instant>,
     refcount: usize,
     /// The latest request's keep-alive (Ollama: last writer wins).
     keep_alive: KeepAlive,
@@ -355,12 +358,16 @@ impl Actor {
         e.keep_alive = keep_alive;
         e.idle_deadline = None;
         self.metrics.queue_wait(&e.name, p.since.elapsed());
+        // Waiting for a busy runner is not loading (Ollama's load_duration ends when its
+        // scheduler hands the runner over; a slot is waited for later).
+        let ready = e.ready_at.map_or(p.since, |r| r.max(p.since));
         let lease = Lease {
             runner,
             id,
             tx: self.tx.upgrade(),
             permit: None,
             metrics: self.metrics.clone(),
+            busy_wait: ready.elapsed(),
         };
         // If the requester is gone the lease comes back and releases itself.
         let _ = p.reply.send(Ok(lease));
@@ -398,6 +405,7 @@ impl Actor {
                 kind: req.runner,
                 memory: req.memory,
                 runner: None,
+                ready_at: None,
                 refcount: 0,
                 keep_alive,
                 idle_deadline: None,
@@ -455,6 +463,7 @@ impl Actor {
                 Some(e) => {
                     let options = e.options.clone();
                     e.runner = Some(runner.clone());
+                    e.ready_at = Some(Instant::now());
                     self.learn(options, &runner);
                     self.learn_gpus(id);
                     let tx = self.tx.clone();

@@ -272,9 +272,16 @@ pub struct Lease {
     tx: Option<mpsc::UnboundedSender<Cmd>>,
     permit: Option<OwnedSemaphorePermit>,
     metrics: crate::metrics::Metrics,
+    /// How long the request waited, with its runner ready, for one of its slots to free.
+    busy_wait: std::time::Duration,
 }
 
 impl Lease {
+    /// How long the request waited, with its runner ready, for one of its slots to free.
+    pub fn busy_wait(&self) -> std::time::Duration {
+        self.busy_wait
+    }
+
     pub fn runner(&self) -> &Runner {
         &self.runner
     }
