@@ -415,3 +415,56 @@ async fn disk_full_pull_under_serve_is_clean_and_the_server_stays_up() {
         .unwrap();
     assert_eq!(tags["models"], serde_json::json!([]));
 }
+
+/// A cloud model's stub (a config naming `remote_host`/`remote_model`, no layers) pushes and
+/// pulls like any model, and a pull of the cloud reference `m:tag:cloud` stores the registry's
+/// stub under its legacy name `m:tag-cloud` (Ollama's `NormalizePullName`), which then lists
+/// with its remote fields.
+#[tokio::test]
+async fn cloud_stubs_push_and_pull_by_their_cloud_reference() {
+    use server::store::manifest::MEDIA_TYPE_CONFIG;
+    use server::store::{Layer, Manifest};
+    let Some(reg) = RealRegistry::start() else {
+        return;
+    };
+    let t = tempfile::tempdir().unwrap();
+    let models = t.path().join("models");
+    let store = Store::open(&models).unwrap();
+    let name = reg.name("library/gpt-oss:20b-cloud");
+    let config = br#"{"model_format":"","remote_host":"https://ollama.com:443","remote_model":"gpt-oss:20b","capabilities":["completion","tools","thinking"]}"#;
+    let cd = store.blobs().write_bytes(config).unwrap();
+    let m = Manifest::new(
+        Layer::new(MEDIA_TYPE_CONFIG, cd, config.len() as u64),
+        vec![],
+    );
+    store.write_manifest(&name, &m).unwrap();
+    let serve = Serve::start(&models, t.path());
+    let base = format!("http://127.0.0.1:{}/library/gpt-oss", reg.port);
+    let (ok, err) = serve.herd(&["push", &format!("{base}:20b-cloud"), "--insecure"]);
+    assert!(ok, "{err}");
+    let (ok, err) = serve.herd(&["rm", &format!("{base}:20b-cloud")]);
+    assert!(ok, "{err}");
+    assert!(store.read(&name).unwrap().is_none());
+    let (ok, err) = serve.herd(&["pull", &format!("{base}:20b:cloud"), "--insecure"]);
+    assert!(ok, "{err}");
+    assert_eq!(store.read(&name).unwrap().unwrap().bytes, m.to_bytes());
+    let tags: serde_json::Value = reqwest::get(format!("http://{}/api/tags", serve.addr))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let stub = tags["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"].as_str().unwrap().ends_with("gpt-oss:20b-cloud"))
+        .unwrap_or_else(|| panic!("{tags}"));
+    assert_eq!(stub["remote_model"], "gpt-oss:20b", "{stub}");
+    // Two source suffixes are refused as Ollama refuses them.
+    let (ok, err) = serve.herd(&["pull", &format!("{base}:20b:local:cloud"), "--insecure"]);
+    assert!(
+        !ok && err.contains("use either :local or :cloud, not both"),
+        "{err}"
+    );
+}

@@ -58,6 +58,15 @@ async fn transfer(state: AppState, req: TransferRequest, dir: Direction) -> Resp
     } else {
         req.model
     };
+    // A pull of a cloud reference (`m:tag:cloud`) fetches the registry's stub under its legacy
+    // name (`m:tag-cloud`), as Ollama's `NormalizePullName`.
+    let raw = match dir {
+        Direction::Pull => match crate::remote::modelref::pull_name(&raw) {
+            Ok(name) => name.unwrap_or(raw),
+            Err(conflict) => return crate::error::Error::BadRequest(conflict).into_response(),
+        },
+        Direction::Push => raw,
+    };
     let name = match ModelName::parse(&raw) {
         Ok(n) => n,
         Err(e) => return e.into_response(),
