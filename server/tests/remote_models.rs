@@ -441,3 +441,100 @@ async fn cloud_off_refuses_stubs_and_cloud_refs_in_ollamas_words() {
         json!({"cloud": {"disabled": true, "source": "env"}})
     );
 }
+
+/// `/api/create` makes stubs as Ollama's create does: `from` with `remote_host` (normalized as
+/// Ollama's `remoteURL`), or `from` a cloud reference (the cloud base); `info` fills the config;
+/// the stub's SYSTEM reaches the remote; a DRAFT is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_makes_stubs_from_a_remote_host_or_a_cloud_reference() {
+    let runner = native_runner().expect("runner-llamacpp (cargo build --workspace --bins)");
+    let model = test_model(SMOL).expect("SmolLM2 (scripts/fetch-test-models)");
+    let remote_store = TestStore::new();
+    register_file(&remote_store, "smol", &model, &[]);
+    let runner = runner.display().to_string();
+    let remote = HerdServe::start(remote_store.root(), &[("HERD_RUNNER", runner.as_str())]);
+    let remote_url = format!("http://{}", remote.addr);
+    let ts = TestStore::new();
+    let local = HerdServe::start(
+        ts.root(),
+        &[
+            ("OLLAMA_REMOTES", "127.0.0.1"),
+            ("OLLAMA_CLOUD_BASE_URL", remote_url.as_str()),
+        ],
+    );
+    let http = reqwest::Client::new();
+
+    let (s, t) = post(
+        &http,
+        local.url("/api/create"),
+        &json!({"model": "made", "from": "smol", "remote_host": format!("{remote_url}/"),
+            "system": "Answer in one word.", "stream": false,
+            "info": {"capabilities": ["completion"], "context_length": 8192,
+                     "model_family": "llama"}}),
+    )
+    .await;
+    assert_eq!(
+        (s, parse(&t)["status"].clone()),
+        (200, json!("success")),
+        "{t}"
+    );
+    let (s, t) = post(&http, local.url("/api/show"), &json!({"model": "made"})).await;
+    assert_eq!(s, 200, "{t}");
+    let show = parse(&t);
+    assert_eq!(show["remote_host"], remote_url.as_str(), "{show}");
+    assert_eq!(show["remote_model"], "smol", "{show}");
+    assert_eq!(show["system"], "Answer in one word.", "{show}");
+    assert_eq!(show["details"]["family"], "llama", "{show}");
+
+    // The stub's SYSTEM reaches the remote: it answers as a direct request carrying it.
+    let question = json!([{"role": "user", "content": "What is the capital of France?"}]);
+    let opts = json!({"temperature": 0, "num_predict": 8});
+    let (s, via) = post(
+        &http,
+        local.url("/api/chat"),
+        &json!({"model": "made", "messages": question, "stream": false, "options": opts}),
+    )
+    .await;
+    assert_eq!(s, 200, "{via}");
+    let mut direct_msgs = vec![json!({"role": "system", "content": "Answer in one word."})];
+    direct_msgs.extend(question.as_array().unwrap().iter().cloned());
+    let (s, direct) = post(
+        &http,
+        remote.url("/api/chat"),
+        &json!({"model": "smol", "messages": direct_msgs, "stream": false, "options": opts}),
+    )
+    .await;
+    assert_eq!(s, 200, "{direct}");
+    assert_eq!(parse(&via)["message"], parse(&direct)["message"]);
+    assert_eq!(parse(&via)["model"], "made");
+
+    // From a cloud reference: a stub of the cloud's model.
+    let (s, t) = post(
+        &http,
+        local.url("/api/create"),
+        &json!({"model": "cloudy", "from": "smol:cloud", "stream": false}),
+    )
+    .await;
+    assert_eq!(s, 200, "{t}");
+    let show = parse(
+        &post(&http, local.url("/api/show"), &json!({"model": "cloudy"}))
+            .await
+            .1,
+    );
+    assert_eq!(show["remote_model"], "smol", "{show}");
+    assert_eq!(show["remote_host"], remote_url.as_str(), "{show}");
+
+    // A DRAFT with a remote model is Ollama's 400.
+    let (s, t) = post(
+        &http,
+        local.url("/api/create"),
+        &json!({"model": "drafty", "from": "smol", "remote_host": remote_url,
+            "draft_files": {"d.gguf": format!("sha256:{}", "0".repeat(64))}, "stream": false}),
+    )
+    .await;
+    assert_eq!(s, 400, "{t}");
+    assert_eq!(
+        parse(&t)["error"],
+        "DRAFT cannot be used with remote models"
+    );
+}

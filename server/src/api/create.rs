@@ -22,7 +22,22 @@ use crate::error::{Error, Result};
 use crate::store::registry::{self, Registry, RegistryOptions};
 use crate::store::{ModelName, Store};
 
-pub async fn create(State(state): State<AppState>, OJson(req): OJson<CreateRequest>) -> Response {
+pub async fn create(
+    State(state): State<AppState>,
+    OJson(mut req): OJson<CreateRequest>,
+) -> Response {
+    // `from` a cloud reference makes a stub of Ollama's cloud model (as `remote_host` would).
+    if req.remote_host.is_empty() && crate::remote::modelref::is_cloud(&req.from) {
+        // With its port (the URL type drops a scheme's default one, which remoteURL would
+        // replace with Ollama's 11434).
+        let u = &state.remote.cloud.url;
+        req.remote_host = format!(
+            "{}://{}:{}",
+            u.scheme(),
+            u.host_str().unwrap_or("localhost"),
+            u.port_or_known_default().unwrap_or(443)
+        );
+    }
     if let Err(e) = precheck(&req) {
         return e.into_response();
     }
@@ -41,7 +56,7 @@ pub async fn create(State(state): State<AppState>, OJson(req): OJson<CreateReque
 /// `HERD_ALLOW_PULL_HOSTS`: a `from` model that would be pulled from a host not allowed is
 /// refused before anything streams (a local model of that name is no fetch, so it passes).
 async fn check_base_host(state: &AppState, req: &CreateRequest) -> Result<()> {
-    if !state.pull_hosts.is_restricted() || req.from.is_empty() {
+    if !state.pull_hosts.is_restricted() || req.from.is_empty() || !req.remote_host.is_empty() {
         return Ok(());
     }
     let Ok(name) = ModelName::parse(&req.from) else {
@@ -62,7 +77,8 @@ async fn check_base_host(state: &AppState, req: &CreateRequest) -> Result<()> {
 
 /// The `from` model when it names a model the store does not have.
 fn missing_base(store: &Store, req: &CreateRequest) -> Result<Option<ModelName>> {
-    if req.from.is_empty() {
+    // A stub's `from` names the remote's model: nothing to find or pull here.
+    if req.from.is_empty() || !req.remote_host.is_empty() {
         return Ok(None);
     }
     let name = ModelName::parse(&req.from)?;

@@ -18,6 +18,7 @@ mod import;
 mod layers;
 mod mlx_quantize;
 mod quantize;
+mod remote;
 mod safetensors;
 mod split;
 
@@ -84,6 +85,13 @@ pub struct CreateRequest {
     pub parser: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub requires: String,
+    /// A stub's upstream server: with `from`, the new model is a stub proxied there
+    /// (`remote.rs`); set for a cloud `from` (`m:tag:cloud`) by the handler.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub remote_host: String,
+    /// Config overrides (capabilities, family, lengths; `remote::apply_info`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub info: Option<Map<String, Json>>,
     /// herd's form of `ollama create --experimental`: store a safetensors `files` checkpoint
     /// in Ollama's MLX layout (for runner-mlx) instead of converting it to GGUF.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -264,7 +272,17 @@ fn plan(
             (built, Some(g))
         })
     };
-    if !req.from.is_empty() {
+    if !req.from.is_empty() && !req.remote_host.is_empty() {
+        // A stub: its config names the upstream, it has no model layers of its own.
+        let from = crate::remote::modelref::parse(&req.from)
+            .map_err(Error::BadRequest)?
+            .map_or_else(|| req.from.clone(), |r| r.base);
+        config.remote_model = from;
+        config.remote_host = remote::remote_url(&req.remote_host)?;
+        if req.draft_files.is_some() {
+            return Err(Error::BadRequest(remote::DRAFT_UNSUPPORTED.into()));
+        }
+    } else if !req.from.is_empty() {
         base = from_model(store, &req.from, &mut config)?;
     } else if let (true, Some(files)) = (req.experimental, &req.files) {
         let layers = experimental::import(blobs, files, req, quantizer, &mut config, progress)?;
@@ -283,7 +301,14 @@ fn plan(
             "neither 'from' or 'files' was specified".into(),
         ));
     }
-    if let Some(adapters) = &req.adapters {
+    if let Some(info) = &req.info {
+        remote::apply_info(info, &mut config)?;
+    }
+    let adapters = req
+        .adapters
+        .as_ref()
+        .filter(|_| config.remote_host.is_empty());
+    if let Some(adapters) = adapters {
         if adapters.len() > 1 {
             return Err(Error::BadRequest(
                 "only one adapter is currently supported".into(),

@@ -40,6 +40,11 @@ pub fn parse(raw: &str) -> Result<Option<ParsedRef>, String> {
     Ok(Some(ParsedRef { base, source }))
 }
 
+/// Whether `raw` asks for Ollama's cloud (`m:tag:cloud`, `m:tag-cloud`, `m:cloud`).
+pub fn is_cloud(raw: &str) -> bool {
+    matches!(parse(raw), Ok(Some(r)) if r.source == Source::Cloud)
+}
+
 /// The name a pull of `raw` stores (Ollama's `NormalizePullName`): a cloud reference becomes the
 /// registry's stub name, `m:tag:cloud` → `m:tag-cloud`, `m:cloud` → `m:cloud`.
 pub fn pull_name(raw: &str) -> Result<Option<String>, String> {
