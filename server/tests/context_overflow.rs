@@ -18,6 +18,16 @@ const NO_SHIFT: &str = "the prompt is longer than the context length currently a
                         model; shorten the prompt, adjust the context length in settings, or use \
                         a model with a longer context length";
 
+/// `herd serve` on the real runner with SmolLM2 as `smol`.
+fn smol_server() -> Option<(TestStore, HerdServe)> {
+    let (runner, model) = (native_runner()?, test_model(SMOL)?);
+    let ts = TestStore::new();
+    register_file(&ts, "smol", &model, &[]);
+    let runner = runner.display().to_string();
+    let herd = HerdServe::start(ts.root(), &[("HERD_RUNNER", runner.as_str())]);
+    Some((ts, herd))
+}
+
 async fn post(http: &reqwest::Client, url: String, body: Value) -> (u16, String) {
     let r = http.post(url).json(&body).send().await.unwrap();
     (r.status().as_u16(), r.text().await.unwrap())
@@ -25,13 +35,9 @@ async fn post(http: &reqwest::Client, url: String, body: Value) -> (u16, String)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_longer_than_the_context_is_refused_in_ollamas_words() {
-    let (Some(runner), Some(model)) = (native_runner(), test_model(SMOL)) else {
+    let Some((_ts, herd)) = smol_server() else {
         return;
     };
-    let ts = TestStore::new();
-    register_file(&ts, "smol", &model, &[]);
-    let runner = runner.display().to_string();
-    let herd = HerdServe::start(ts.root(), &[("HERD_RUNNER", runner.as_str())]);
     let http = reqwest::Client::new();
     let long = "word ".repeat(400);
     let chat = |ctl: Value, num_ctx: u64| {
@@ -109,13 +115,9 @@ async fn a_prompt_longer_than_the_context_is_refused_in_ollamas_words() {
 /// refuses it; an embedding input holds at most `num_ctx` tokens, its EOS kept last.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn truncation_and_embedding_inputs_follow_the_context_asked_for() {
-    let (Some(runner), Some(model)) = (native_runner(), test_model(SMOL)) else {
+    let Some((_ts, herd)) = smol_server() else {
         return;
     };
-    let ts = TestStore::new();
-    register_file(&ts, "smol", &model, &[]);
-    let runner = runner.display().to_string();
-    let herd = HerdServe::start(ts.root(), &[("HERD_RUNNER", runner.as_str())]);
     let http = reqwest::Client::new();
     let gen = |prompt: String, ctl: Value| {
         let mut b = json!({"model": "smol", "prompt": prompt, "raw": true, "stream": false,

@@ -45,6 +45,18 @@ fn stub(ts: &TestStore, name: &str, remote_host: &str, remote_model: &str) {
     std::fs::write(path, manifest.to_string()).unwrap();
 }
 
+/// The "remote": `herd serve` on the real runner with SmolLM2 as `smol`, and its URL.
+fn remote_smol() -> (TestStore, HerdServe, String) {
+    let runner = native_runner().expect("runner-llamacpp (cargo build --workspace --bins)");
+    let model = test_model(SMOL).expect("SmolLM2 (scripts/fetch-test-models)");
+    let store = TestStore::new();
+    register_file(&store, "smol", &model, &[]);
+    let runner = runner.display().to_string();
+    let remote = HerdServe::start(store.root(), &[("HERD_RUNNER", runner.as_str())]);
+    let url = format!("http://{}", remote.addr);
+    (store, remote, url)
+}
+
 async fn post(http: &reqwest::Client, url: String, body: &Value) -> (u16, String) {
     let r = http.post(url).json(body).send().await.unwrap();
     (r.status().as_u16(), r.text().await.unwrap())
@@ -86,13 +98,7 @@ fn recorder() -> (u16, std::thread::JoinHandle<String>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stubs_and_cloud_refs_are_served_by_the_remote_as_ollama_does() {
-    let runner = native_runner().expect("runner-llamacpp (cargo build --workspace --bins)");
-    let model = test_model(SMOL).expect("SmolLM2 (scripts/fetch-test-models)");
-    let remote_store = TestStore::new();
-    register_file(&remote_store, "smol", &model, &[]);
-    let runner = runner.display().to_string();
-    let remote = HerdServe::start(remote_store.root(), &[("HERD_RUNNER", runner.as_str())]);
-    let remote_url = format!("http://{}", remote.addr);
+    let (_remote_store, remote, remote_url) = remote_smol();
 
     // A port nothing listens on, the 401 recorder, and the local server's stubs.
     let closed = {
@@ -447,13 +453,7 @@ async fn cloud_off_refuses_stubs_and_cloud_refs_in_ollamas_words() {
 /// the stub's SYSTEM reaches the remote; a DRAFT is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_makes_stubs_from_a_remote_host_or_a_cloud_reference() {
-    let runner = native_runner().expect("runner-llamacpp (cargo build --workspace --bins)");
-    let model = test_model(SMOL).expect("SmolLM2 (scripts/fetch-test-models)");
-    let remote_store = TestStore::new();
-    register_file(&remote_store, "smol", &model, &[]);
-    let runner = runner.display().to_string();
-    let remote = HerdServe::start(remote_store.root(), &[("HERD_RUNNER", runner.as_str())]);
-    let remote_url = format!("http://{}", remote.addr);
+    let (_remote_store, remote, remote_url) = remote_smol();
     let ts = TestStore::new();
     let local = HerdServe::start(
         ts.root(),

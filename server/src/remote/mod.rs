@@ -119,18 +119,12 @@ impl Remote {
     /// The identity requests are signed with (`~/.ollama/id_ed25519`, created if absent as
     /// `herd serve` does at startup).
     pub async fn key(&self) -> Result<KeyPair> {
-        let dir = self
-            .key_dir
-            .clone()
-            .ok_or_else(|| Error::Internal("no key directory for signing requests".into()))?;
-        self.key
-            .get_or_try_init(|| async move {
-                tokio::task::spawn_blocking(move || auth::ensure_keypair(&dir))
-                    .await
-                    .map_err(|e| Error::Internal(format!("key task: {e}")))?
-            })
-            .await
-            .cloned()
+        auth::cached_keypair(
+            &self.key,
+            self.key_dir.clone(),
+            "no key directory for signing requests",
+        )
+        .await
     }
 
     /// `Authorization` value over `challenge`.

@@ -41,6 +41,23 @@ pub fn key_path(dir: &Path) -> PathBuf {
 /// Loads `<dir>/id_ed25519`, creating the pair (private key mode 0600, `.pub` beside it) when
 /// absent, as `ollama serve` does at startup. An existing key that is not an unencrypted ed25519
 /// OpenSSH key is an error (never overwritten).
+/// The key pair in `dir` ([`ensure_keypair`]), loaded or made once per `cell`, on the blocking
+/// pool; `None` = no key directory, which `missing` explains.
+pub async fn cached_keypair(
+    cell: &tokio::sync::OnceCell<KeyPair>,
+    dir: Option<std::path::PathBuf>,
+    missing: &str,
+) -> Result<KeyPair> {
+    let dir = dir.ok_or_else(|| Error::Internal(missing.to_owned()))?;
+    cell.get_or_try_init(|| async move {
+        tokio::task::spawn_blocking(move || ensure_keypair(&dir))
+            .await
+            .map_err(|e| Error::Internal(format!("key task: {e}")))?
+    })
+    .await
+    .cloned()
+}
+
 pub fn ensure_keypair(dir: &Path) -> Result<KeyPair> {
     let path = key_path(dir);
     match std::fs::read_to_string(&path) {

@@ -31,7 +31,7 @@ use tokio::sync::OnceCell;
 pub use progress::{Progress, ProgressFn};
 
 use super::{Digest, Store};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Tunables; `Default` is Ollama's behaviour. Tests shrink timeouts and part sizes.
 #[derive(Clone, Debug)]
@@ -152,17 +152,11 @@ impl Registry {
 
     /// The signing key, loaded (or created) on first use.
     async fn key(&self) -> Result<auth::KeyPair> {
-        let dir = self.inner.opts.key_dir.clone().ok_or_else(|| {
-            Error::Internal("registry requires authentication but no key directory is set".into())
-        })?;
-        self.inner
-            .key
-            .get_or_try_init(|| async move {
-                tokio::task::spawn_blocking(move || auth::ensure_keypair(&dir))
-                    .await
-                    .map_err(|e| Error::Internal(format!("key task: {e}")))?
-            })
-            .await
-            .cloned()
+        auth::cached_keypair(
+            &self.inner.key,
+            self.inner.opts.key_dir.clone(),
+            "registry requires authentication but no key directory is set",
+        )
+        .await
     }
 }
