@@ -467,4 +467,13 @@ async fn cloud_stubs_push_and_pull_by_their_cloud_reference() {
         !ok && err.contains("use either :local or :cloud, not both"),
         "{err}"
     );
+    // Deleting the cloud reference deletes the stub it was pulled as.
+    let r = reqwest::Client::new()
+        .delete(format!("http://{}/api/delete", serve.addr))
+        .json(&serde_json::json!({"model": format!("127.0.0.1:{}/library/gpt-oss:20b:cloud", reg.port)}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200, "{}", r.text().await.unwrap());
+    assert!(store.read(&name).unwrap().is_none());
 }

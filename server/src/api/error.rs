@@ -125,6 +125,13 @@ pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
     if bytes.trim_ascii().is_empty() {
         return Err(Error::BadRequest("missing request body".into()));
     }
+    // Go decodes `null` into a struct as a no-op: the request is all zero values (Go clients
+    // send `null` for a nil request), so each handler reports what is missing in its words.
+    let bytes: &[u8] = if bytes.trim_ascii() == b"null" {
+        b"{}"
+    } else {
+        bytes
+    };
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let e = match serde_path_to_error::deserialize::<_, T>(&mut de) {
         Ok(v) => return Ok(v),
@@ -183,6 +190,13 @@ mod tests {
         // First value only, unknown fields ignored (Go's Decoder semantics).
         let r: Req = decode_json(b"{\"model\":\"a\",\"x\":1} trailing").unwrap();
         assert_eq!(r.model, "a");
+        // `null` is a request of zero values, as Go decodes it.
+        #[derive(serde::Deserialize)]
+        struct Zero {
+            #[serde(default)]
+            model: String,
+        }
+        assert_eq!(decode_json::<Zero>(b" null ").unwrap().model, "");
     }
 
     #[test]

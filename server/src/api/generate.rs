@@ -26,7 +26,7 @@ use super::types::{
 };
 use super::{AppState, OJson};
 use crate::config::KeepAlive;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 pub async fn generate(
     State(state): State<AppState>,
@@ -51,6 +51,12 @@ async fn generate_inner(state: AppState, req: GenerateRequest) -> Result<Respons
     if req.prompt.is_empty() && keep_alive == Some(KeepAlive::For(Duration::ZERO)) {
         engine(&state)?.unload(model).await?;
         return Ok(Json(generate_done(&req.model, "unload")).into_response());
+    }
+    // Ollama's image-generation models (capability `image`) are not run by its text engines.
+    if model.can("image") {
+        return Err(Error::BadRequest(
+            "image generation models are not currently supported".into(),
+        ));
     }
     check_raw(&req)?;
     let think = effective_think(think, model.can("thinking"), &req.model)?;

@@ -309,8 +309,10 @@ fn show_model(
         return show_safetensors(view, &short, entry.modified, req.verbose).map_err(missing);
     }
     let gguf = view.gguf(req.verbose).map_err(missing)?;
+    // The template that renders (the GGUF one when it is preferred over the TEMPLATE layer).
+    let prefer = view.prefers_chat_template(gguf.as_ref());
     let template = match (
-        &view.template,
+        view.template.as_ref().filter(|_| !prefer),
         gguf.as_ref().and_then(|g| g.chat_template()),
     ) {
         (Some(t), _) => t.clone(),
@@ -491,7 +493,11 @@ pub async fn delete(
         .filter(|m| !m.is_empty())
         .or(req.name)
         .unwrap_or_default();
-    let name = ModelName::parse(&raw)
+    // A cloud reference deletes the stub it was pulled as (`m:tag:cloud` → `m:tag-cloud`).
+    let normalized = crate::remote::modelref::pull_name(&raw)
+        .map_err(Error::BadRequest)?
+        .unwrap_or_else(|| raw.clone());
+    let name = ModelName::parse(&normalized)
         .map_err(|_| Error::BadRequest(format!("name {} is invalid", go_quote(&raw))))?;
     let store = state.store.clone();
     match blocking(move || store.delete(&name)).await? {

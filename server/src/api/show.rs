@@ -237,6 +237,26 @@ impl ModelView {
 
     /// Ollama's capability list: config-declared, then the GGUF chat template's (only when no
     /// TEMPLATE layer takes precedence), the GGUF base set, then the TEMPLATE layer's.
+    /// Whether the GGUF chat template renders instead of the TEMPLATE layer (Ollama's
+    /// `PreferChatTemplate`: it offers more; `crate::prompt::prefer`). Never with a renderer
+    /// or parser, a harmony template, or a TEMPLATE that does not parse.
+    pub fn prefers_chat_template(&self, gguf: Option<&GgufFile>) -> bool {
+        let (Some(go), Some(jinja)) = (&self.template, gguf.and_then(GgufFile::chat_template))
+        else {
+            return false;
+        };
+        if jinja.is_empty() || !self.config.renderer.is_empty() || !self.config.parser.is_empty() {
+            return false;
+        }
+        match crate::prompt::Template::parse_go(go) {
+            Ok(t) => {
+                !crate::prompt::parsers::is_harmony(&t)
+                    && crate::prompt::prefer::prefer_chat_template(jinja, &t)
+            }
+            Err(_) => false,
+        }
+    }
+
     pub fn capabilities(&self, gguf: Option<&GgufFile>) -> Vec<String> {
         let mut caps: Vec<String> = Vec::new();
         let mut add = |c: &str| {
@@ -262,8 +282,9 @@ impl ModelView {
                 }
             }
         }
+        let prefer = self.prefers_chat_template(gguf);
         if let Some(g) = gguf {
-            if self.template.is_none() {
+            if self.template.is_none() || prefer {
                 if let Some(t) = g.chat_template() {
                     if t.contains("tools") || t.contains("tool_call") {
                         add("tools");
@@ -277,7 +298,7 @@ impl ModelView {
                 add(c);
             }
         }
-        if let Some(t) = &self.template {
+        if let Some(t) = self.template.as_ref().filter(|_| !prefer) {
             // Ollama's rules: the identifiers the Go template reads, and thinking tags inferred
             // around `.Thinking` inside `range .Messages`. A broken template adds nothing.
             match crate::prompt::Template::parse_go(t) {

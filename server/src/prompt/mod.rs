@@ -28,6 +28,7 @@ mod caps;
 pub mod gotmpl;
 mod jinja;
 pub mod parsers;
+pub mod prefer;
 pub mod render;
 mod values;
 

@@ -4,8 +4,6 @@
 //! arguments, `tool_result` → a `tool` message named after its call); `max_tokens` →
 //! `num_predict`, `stop_sequences` → `stop`, `temperature`/`top_p`/`top_k` as given.
 
-use std::collections::HashMap;
-
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
@@ -85,9 +83,8 @@ pub fn to_native(req: MessagesRequest, think: Option<Value>) -> Result<ChatReque
             ..Message::default()
         });
     }
-    let mut names = HashMap::new();
     for m in input {
-        convert(m, &mut names, &mut messages)?;
+        convert(m, &mut messages)?;
     }
     let mut options = Map::new();
     options.insert("num_predict".into(), json!(max_tokens));
@@ -189,24 +186,18 @@ fn image(block: &Value) -> Result<String, ApiError> {
     Ok(data.to_owned())
 }
 
-/// One Anthropic message as one or more native messages (tool results become `tool` messages
-/// ahead of the user's own text).
-fn convert(
-    m: InMessage,
-    names: &mut HashMap<String, String>,
-    out: &mut Vec<Message>,
-) -> Result<(), ApiError> {
+/// One Anthropic message as native messages, as Ollama's `convertMessage`: the text, images,
+/// tool calls and thinking (the last thinking block) as one message of the role — none when
+/// all are empty — and each `tool_result` as a `tool` message with its call id, ahead of a
+/// user's message and after anyone else's.
+fn convert(m: InMessage, out: &mut Vec<Message>) -> Result<(), ApiError> {
     let role = m.role.to_lowercase();
     let mut msg = Message {
         role: role.clone(),
         ..Message::default()
     };
     let blocks = match m.content {
-        Value::String(s) => {
-            msg.content = s;
-            out.push(msg);
-            return Ok(());
-        }
+        Value::String(s) => vec![json!({"type": "text", "text": s})],
         Value::Array(b) => b,
         _ => {
             return Err(bad(
@@ -214,18 +205,18 @@ fn convert(
             ))
         }
     };
-    let mut texts = String::new();
+    let mut results = Vec::new();
     for b in &blocks {
         match b.get("type").and_then(Value::as_str) {
-            Some("text") => {
-                texts.push_str(b.get("text").and_then(Value::as_str).unwrap_or_default())
-            }
+            Some("text") => msg
+                .content
+                .push_str(b.get("text").and_then(Value::as_str).unwrap_or_default()),
             Some("image") => msg.images.push(image(b)?),
-            Some("thinking") => msg.thinking.push_str(
-                b.get("thinking")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default(),
-            ),
+            Some("thinking") => {
+                if let Some(t) = b.get("thinking").and_then(Value::as_str) {
+                    msg.thinking = t.to_owned();
+                }
+            }
             Some("tool_use") => {
                 let id = b
                     .get("id")
@@ -248,7 +239,6 @@ fn convert(
                     None | Some(Value::Null) => Map::new(),
                     Some(_) => return Err(bad("tool_use.input: must be an object")),
                 };
-                names.insert(id.clone(), name.clone());
                 let index = msg.tool_calls.len() as i64;
                 msg.tool_calls.push(ToolCall {
                     id,
@@ -266,11 +256,10 @@ fn convert(
                     .unwrap_or_default()
                     .to_owned();
                 let (content, images) = tool_result(b.get("content"))?;
-                out.push(Message {
+                results.push(Message {
                     role: "tool".into(),
                     content,
                     images,
-                    tool_name: names.get(&id).cloned().unwrap_or_default(),
                     tool_call_id: id,
                     ..Message::default()
                 });
@@ -279,17 +268,17 @@ fn convert(
             _ => {}
         }
     }
-    msg.content = texts;
-    let has_tool_results = blocks
-        .iter()
-        .any(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"));
     let empty = msg.content.is_empty()
         && msg.images.is_empty()
         && msg.tool_calls.is_empty()
         && msg.thinking.is_empty();
-    if !(empty && has_tool_results) {
+    if role == "user" {
+        out.append(&mut results);
+    }
+    if !empty {
         out.push(msg);
     }
+    out.append(&mut results);
     Ok(())
 }
 
@@ -385,7 +374,40 @@ mod tests {
                 json!({"role": "user", "content": "hi", "images": ["aGk="]}),
                 json!({"role": "assistant", "content": "", "thinking": "hm",
                        "tool_calls": [{"id": "toolu_1", "function": {"index": 0, "name": "weather", "arguments": {"city": "Paris"}}}]}),
-                json!({"role": "tool", "content": "sunny", "tool_name": "weather", "tool_call_id": "toolu_1"}),
+                json!({"role": "tool", "content": "sunny", "tool_call_id": "toolu_1"}),
+            ]
+        );
+    }
+
+    /// Ollama's `convertMessage`: an empty turn is no message, the last thinking block is the
+    /// thinking, a user's tool results come before its text and anyone else's after.
+    #[test]
+    fn blocks_become_messages_as_ollama_converts_them() {
+        let n = to_native(
+            req(json!({"model": "m", "max_tokens": 8, "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": ""},
+                {"role": "assistant", "content": []},
+                {"role": "assistant", "content": [{"type": "thinking", "thinking": "AAA"},
+                    {"type": "thinking", "thinking": "BBB"}, {"type": "text", "text": "ok"}]},
+                {"role": "user", "content": [{"type": "text", "text": "and?"},
+                    {"type": "tool_result", "tool_use_id": "t1", "content": "r"}]},
+            ]})),
+            None,
+        )
+        .unwrap();
+        let wire: Vec<Value> = n
+            .messages
+            .iter()
+            .map(|m| serde_json::to_value(m).unwrap())
+            .collect();
+        assert_eq!(
+            wire,
+            vec![
+                json!({"role": "user", "content": "hi"}),
+                json!({"role": "assistant", "content": "ok", "thinking": "BBB"}),
+                json!({"role": "tool", "content": "r", "tool_call_id": "t1"}),
+                json!({"role": "user", "content": "and?"}),
             ]
         );
     }

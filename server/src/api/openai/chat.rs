@@ -147,10 +147,11 @@ pub fn to_native(req: ChatCompletionRequest) -> Result<ChatRequest, ApiError> {
     if messages.is_empty() {
         return Err(ApiError::bad_request("[] is too short - 'messages'"));
     }
-    let effort = req
-        .reasoning_effort
-        .as_deref()
-        .or(req.reasoning.as_ref().and_then(|r| r.effort.as_deref()));
+    // A `reasoning` object wins over `reasoning_effort`, even without an effort (Ollama).
+    let effort = match &req.reasoning {
+        Some(r) => r.effort.as_deref(),
+        None => req.reasoning_effort.as_deref(),
+    };
     let options = common::options(
         &req.sampling,
         req.max_tokens.or(req.max_completion_tokens),
@@ -202,14 +203,18 @@ pub fn messages_to_native(ms: Vec<InMessage>) -> Result<Vec<Message>, ApiError> 
             // Content may be left out only by a message that carries tool calls.
             return Err(ApiError::bad_request("invalid message content type: <nil>"));
         }
-        let (content, images) = content(m.content.as_ref())?;
-        let mut msg = Message {
-            role,
-            content,
-            images,
-            thinking: m.reasoning.unwrap_or_default(),
-            ..Message::default()
-        };
+        // Content parts become one message each, as in Ollama: the renderer joins consecutive
+        // same-role messages again (`collate`), an image's marker after the text before it.
+        let mut parts = parts(m.content.as_ref())?;
+        let mut msg = parts.pop().unwrap_or_default();
+        for p in parts {
+            out.push(Message {
+                role: role.clone(),
+                ..p
+            });
+        }
+        msg.role = role;
+        msg.thinking = m.reasoning.unwrap_or_default();
         for (i, tc) in m.tool_calls.unwrap_or_default().into_iter().enumerate() {
             let arguments = match tc.function.arguments {
                 None | Some(Value::Null) => Default::default(),
@@ -241,6 +246,31 @@ pub fn messages_to_native(ms: Vec<InMessage>) -> Result<Vec<Message>, ApiError> 
         out.push(msg);
     }
     Ok(out)
+}
+
+/// A message's content as the native messages Ollama makes of it: one for a string (or none),
+/// one per part — a `text` part's text, an `image_url` part's image — for an array. Role, tool
+/// calls and thinking are the caller's.
+fn parts(v: Option<&Value>) -> Result<Vec<Message>, ApiError> {
+    let Some(Value::Array(parts)) = v else {
+        let (content, images) = content(v)?;
+        return Ok(vec![Message {
+            content,
+            images,
+            ..Message::default()
+        }]);
+    };
+    parts
+        .iter()
+        .map(|p| {
+            let (content, images) = content(Some(&Value::Array(vec![p.clone()])))?;
+            Ok(Message {
+                content,
+                images,
+                ..Message::default()
+            })
+        })
+        .collect()
 }
 
 /// Message content: a string, or parts (`text`, `image_url` with a data URI). Text parts are

@@ -67,7 +67,10 @@ fn request_becomes_native() {
         wire,
         vec![
             json!({"role": "system", "content": "be brief"}),
-            json!({"role": "user", "content": "what is\n\nthis?", "images": ["aGk="]}),
+            // One message per part, as Ollama; the renderer joins same-role turns again.
+            json!({"role": "user", "content": "what is"}),
+            json!({"role": "user", "content": "this?"}),
+            json!({"role": "user", "content": "", "images": ["aGk="]}),
             json!({"role": "assistant", "content": "", "thinking": "hm",
                    "tool_calls": [{"id": "call_1", "function": {"index": 0, "name": "look", "arguments": {"q": 1}}}]}),
             json!({"role": "tool", "content": "a cat", "tool_name": "look", "tool_call_id": "call_1"}),
@@ -160,6 +163,26 @@ fn schema_format_and_reasoning_object() {
             o["num_predict"].clone()
         ),
         (json!(0.2), json!(0.5), json!(4))
+    );
+    // A `reasoning` object wins over `reasoning_effort`, even with no effort in it (Ollama).
+    let think = |extra: Value| {
+        let mut b = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+        b.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        to_native(req(b)).unwrap().think
+    };
+    assert_eq!(
+        think(json!({"reasoning": {"effort": "low"}, "reasoning_effort": "high"})),
+        Some(json!("low"))
+    );
+    assert_eq!(
+        think(json!({"reasoning": {}, "reasoning_effort": "high"})),
+        None
+    );
+    assert_eq!(
+        think(json!({"reasoning_effort": "high"})),
+        Some(json!("high"))
     );
 }
 

@@ -9,8 +9,6 @@
 //! `response.failed`), each with `type` and an increasing `sequence_number`. Bodies may be
 //! `Content-Encoding: zstd` (as Ollama accepts), decoded up to the JSON body limit.
 
-use std::collections::HashMap;
-
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
@@ -169,7 +167,19 @@ pub fn to_native(req: ResponsesRequest) -> Result<(ChatRequest, Echo), ApiError>
             .clone()
             .filter(|t| !t.is_null())
             .unwrap_or(json!([])),
-        reasoning: json!({"effort": effort, "summary": req.reasoning.as_ref().and_then(|r| r.get("summary")).cloned()}),
+        // null unless the request gave an effort or a summary (Ollama).
+        reasoning: {
+            let summary = req
+                .reasoning
+                .as_ref()
+                .and_then(|r| r.get("summary"))
+                .cloned();
+            if effort.is_none() && summary.as_ref().is_none_or(Value::is_null) {
+                Value::Null
+            } else {
+                json!({"effort": effort, "summary": summary})
+            }
+        },
         text_format,
     };
     let native_req = ChatRequest {
@@ -204,9 +214,8 @@ fn input_messages(input: Option<&Value>, out: &mut Vec<Message>) -> Result<(), A
             ))
         }
     };
-    let mut names: HashMap<String, String> = HashMap::new();
     let mut pending_thinking = String::new();
-    for item in items {
+    for (i, item) in items.iter().enumerate() {
         let kind = item
             .get("type")
             .and_then(Value::as_str)
@@ -230,8 +239,31 @@ fn input_messages(input: Option<&Value>, out: &mut Vec<Message>) -> Result<(), A
                     images,
                     ..Message::default()
                 };
-                if m.role == "assistant" {
+                if m.role == "assistant" && !pending_thinking.is_empty() {
                     m.thinking = std::mem::take(&mut pending_thinking);
+                }
+                // An assistant message replayed between a function_call and its output stays
+                // in the call's assistant turn, so the result follows the call it answers.
+                let answers = items
+                    .get(i + 1)
+                    .filter(|n| {
+                        n.get("type").and_then(Value::as_str) == Some("function_call_output")
+                    })
+                    .and_then(|n| n.get("call_id").and_then(Value::as_str));
+                if let (Some(call), "assistant") = (answers, m.role.as_str()) {
+                    if let Some(last) = out.last_mut().filter(|l| {
+                        l.role == "assistant" && l.tool_calls.iter().any(|c| c.id == call)
+                    }) {
+                        if !last.content.is_empty() && !m.content.is_empty() {
+                            last.content.push('\n');
+                        }
+                        last.content.push_str(&m.content);
+                        last.images.extend(m.images);
+                        if !m.thinking.is_empty() {
+                            last.thinking = m.thinking;
+                        }
+                        continue;
+                    }
                 }
                 out.push(m);
             }
@@ -241,7 +273,13 @@ fn input_messages(input: Option<&Value>, out: &mut Vec<Message>) -> Result<(), A
                 )
                 .map_err(|e| ApiError::bad_request(format!("invalid function_call item: {e}")))?;
                 let arguments = match f.arguments {
-                    Some(Value::String(s)) => common::parse_arguments(&s)?,
+                    Some(Value::String(s)) if !s.is_empty() => {
+                        serde_json::from_str(&s).map_err(|e| {
+                            ApiError::bad_request(format!(
+                                "failed to parse function call arguments: {e}"
+                            ))
+                        })?
+                    }
                     _ => Map::new(),
                 };
                 let call_id = item
@@ -249,21 +287,19 @@ fn input_messages(input: Option<&Value>, out: &mut Vec<Message>) -> Result<(), A
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_owned();
-                names.insert(call_id.clone(), f.name.clone());
-                // Consecutive calls belong to one assistant turn.
-                let reuse = out.last().is_some_and(|m| {
-                    m.role == "assistant" && (m.content.is_empty() || !m.tool_calls.is_empty())
-                });
-                if !reuse {
+                // A call joins the assistant turn before it (its text, its other calls).
+                if out.last().is_none_or(|m| m.role != "assistant") {
                     out.push(Message {
                         role: "assistant".into(),
-                        thinking: std::mem::take(&mut pending_thinking),
                         ..Message::default()
                     });
                 }
                 let last = out
                     .last_mut()
                     .expect("an assistant message was just ensured");
+                if !pending_thinking.is_empty() {
+                    last.thinking = std::mem::take(&mut pending_thinking);
+                }
                 let index = last.tool_calls.len() as i64;
                 last.tool_calls.push(ToolCall {
                     id: call_id,
@@ -286,30 +322,22 @@ fn input_messages(input: Option<&Value>, out: &mut Vec<Message>) -> Result<(), A
                     Some(other) => other.to_string(),
                     None => String::new(),
                 };
+                // Only the call id, as Ollama (no tool name looked up).
                 out.push(Message {
                     role: "tool".into(),
                     content,
-                    tool_name: names.get(&call_id).cloned().unwrap_or_default(),
                     tool_call_id: call_id,
                     ..Message::default()
                 });
             }
             "reasoning" => {
-                let texts = item
-                    .get("summary")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .chain(
-                        item.get("content")
-                            .and_then(Value::as_array)
-                            .into_iter()
-                            .flatten(),
-                    )
-                    .filter_map(|s| s.get("text").and_then(Value::as_str));
-                for t in texts {
-                    pending_thinking.push_str(t);
-                }
+                // The reasoning replayed for the next assistant turn is its encrypted_content
+                // (Ollama's thinking round trip); the summary is display text only.
+                pending_thinking = item
+                    .get("encrypted_content")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
             }
             other => {
                 return Err(ApiError::bad_request(format!(
@@ -317,6 +345,14 @@ fn input_messages(input: Option<&Value>, out: &mut Vec<Message>) -> Result<(), A
                 )))
             }
         }
+    }
+    // Reasoning with no turn after it is an assistant turn of its own.
+    if !pending_thinking.is_empty() {
+        out.push(Message {
+            role: "assistant".into(),
+            thinking: pending_thinking,
+            ..Message::default()
+        });
     }
     Ok(())
 }
@@ -336,11 +372,16 @@ fn message_content(v: Option<&Value>) -> Result<(String, Vec<String>), ApiError>
                     .to_owned(),
             ),
             Some("input_image") => {
-                let url = p
-                    .get("image_url")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                images.push(chat::data_uri_image(url)?);
+                // An image by file id only is skipped, as in Ollama.
+                match p.get("image_url").and_then(Value::as_str) {
+                    Some(url) if !url.is_empty() => images.push(chat::data_uri_image(url)?),
+                    _ => {}
+                }
+            }
+            Some("input_file") => {
+                return Err(ApiError::bad_request(
+                    "file inputs are not currently supported",
+                ))
             }
             other => {
                 return Err(ApiError::bad_request(format!(
@@ -350,7 +391,8 @@ fn message_content(v: Option<&Value>) -> Result<(String, Vec<String>), ApiError>
             }
         }
     }
-    Ok((texts.join("\n\n"), images))
+    // Parts are concatenated as they are (Ollama's convertResponsesContent).
+    Ok((texts.concat(), images))
 }
 
 fn status_of(done_reason: Option<&str>) -> &'static str {
@@ -427,10 +469,17 @@ pub fn response_object(
     usage: Option<Value>,
 ) -> Value {
     let incomplete = (status == "incomplete").then(|| json!({"reason": "max_output_tokens"}));
+    // Set once the response is over (Ollama's middleware sets it on the final object).
+    let completed_at = (status != "in_progress").then(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(created, |d| d.as_secs() as i64)
+    });
     json!({
         "id": id,
         "object": "response",
         "created_at": created,
+        "completed_at": completed_at,
         "status": status,
         "background": false,
         "error": null,
@@ -451,6 +500,14 @@ pub fn response_object(
         "truncation": "disabled",
         "usage": usage,
         "metadata": {},
+        // Ollama's defaults for what it does not offer.
+        "presence_penalty": 0.0,
+        "frequency_penalty": 0.0,
+        "top_logprobs": 0,
+        "max_tool_calls": null,
+        "service_tier": "default",
+        "safety_identifier": null,
+        "prompt_cache_key": null,
     })
 }
 

@@ -27,7 +27,8 @@ fn input_items_become_messages() {
         "tools": [{"type": "function", "name": "lookup", "parameters": {"type": "object"}}],
         "input": [
             {"role": "user", "content": [{"type": "input_text", "text": "find"}]},
-            {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "think"}]},
+            {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "shown"}],
+             "encrypted_content": "think"},
             {"type": "function_call", "call_id": "call_1", "name": "lookup", "arguments": "{\"q\":\"x\"}"},
             {"type": "function_call_output", "call_id": "call_1", "output": "found"},
             {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]}
@@ -50,7 +51,7 @@ fn input_items_become_messages() {
             json!({"role": "user", "content": "find"}),
             json!({"role": "assistant", "content": "", "thinking": "think",
                    "tool_calls": [{"id": "call_1", "function": {"index": 0, "name": "lookup", "arguments": {"q": "x"}}}]}),
-            json!({"role": "tool", "content": "found", "tool_name": "lookup", "tool_call_id": "call_1"}),
+            json!({"role": "tool", "content": "found", "tool_call_id": "call_1"}),
             json!({"role": "assistant", "content": "done"}),
         ]
     );
@@ -61,6 +62,58 @@ fn input_items_become_messages() {
         json!([{"role": "user", "content": "hi"}])
     );
     assert_eq!(n.stream, Some(false));
+}
+
+/// Ollama's `FromResponsesRequest` merges: a call joins the assistant text before it, an
+/// assistant message replayed between a call and its output stays in the call's turn, parts
+/// are concatenated as they are, and trailing reasoning is an assistant turn of its own.
+#[test]
+fn input_items_merge_as_ollama_merges_them() {
+    let msgs = |input: Value| {
+        let (n, _) = to_native(req(json!({"model": "m", "input": input}))).unwrap();
+        serde_json::to_value(&n.messages).unwrap()
+    };
+    let call =
+        |id: &str| json!({"type": "function_call", "call_id": id, "name": "f", "arguments": ""});
+    let text = |role: &str, t: &str| json!({"role": role, "content": [{"type": "output_text", "text": t}]});
+    assert_eq!(
+        msgs(
+            json!([text("user", "q"), text("assistant", "Let me check"), call("c1"),
+            {"type": "function_call_output", "call_id": "c1", "output": "r"}])
+        ),
+        json!([{"role": "user", "content": "q"},
+            {"role": "assistant", "content": "Let me check",
+             "tool_calls": [{"id": "c1", "function": {"index": 0, "name": "f", "arguments": {}}}]},
+            {"role": "tool", "content": "r", "tool_call_id": "c1"}])
+    );
+    assert_eq!(
+        msgs(json!([call("c1"), text("assistant", "working"),
+            {"type": "function_call_output", "call_id": "c1", "output": "r"}])),
+        json!([{"role": "assistant", "content": "working",
+             "tool_calls": [{"id": "c1", "function": {"index": 0, "name": "f", "arguments": {}}}]},
+            {"role": "tool", "content": "r", "tool_call_id": "c1"}])
+    );
+    assert_eq!(
+        msgs(
+            json!([{"role": "user", "content": [{"type": "input_text", "text": "A"},
+            {"type": "input_text", "text": "B"}]},
+            {"type": "reasoning", "summary": [], "encrypted_content": "hm"}])
+        ),
+        json!([{"role": "user", "content": "AB"}, {"role": "assistant", "content": "", "thinking": "hm"}])
+    );
+    let err = |input: Value| {
+        to_native(req(json!({"model": "m", "input": input})))
+            .unwrap_err()
+            .message
+    };
+    assert!(
+        err(json!([{"type": "function_call", "call_id": "c", "name": "f", "arguments": "{"}]))
+            .starts_with("failed to parse function call arguments: ")
+    );
+    assert_eq!(
+        err(json!([{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}])),
+        "file inputs are not currently supported"
+    );
 }
 
 #[test]
