@@ -335,7 +335,7 @@ async fn openai_errors_keep_native_status() {
     assert!(r.json()["error"]["message"]
         .as_str()
         .unwrap()
-        .contains("image URLs are not supported"));
+        .contains("image URLs are not currently supported"));
     let r = env
         .post(
             "/v1/chat/completions",

@@ -317,7 +317,7 @@ pub fn data_uri_image(url: &str) -> Result<String, ApiError> {
     let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
     if lower.starts_with("http://") || lower.starts_with("https://") {
         return Err(ApiError::bad_request(
-            "image URLs are not supported: send the image inline as a base64 data URI (data:image/png;base64,...)",
+            "image URLs are not currently supported, please use base64 encoded data instead",
         ));
     }
     const PREFIXES: [&str; 5] = [
@@ -330,16 +330,10 @@ pub fn data_uri_image(url: &str) -> Result<String, ApiError> {
     let payload = PREFIXES
         .iter()
         .find_map(|p| url.strip_prefix(p))
-        .ok_or_else(|| {
-            ApiError::bad_request(
-                "invalid image input: expected a base64 data URI of a jpeg, png or webp image",
-            )
-        })?;
+        .ok_or_else(|| ApiError::bad_request("invalid image input"))?;
     base64::engine::general_purpose::STANDARD
         .decode(payload)
-        .map_err(|_| {
-            ApiError::bad_request("invalid image input: the data URI is not valid base64")
-        })?;
+        .map_err(|_| ApiError::bad_request("invalid image input"))?;
     Ok(payload.to_owned())
 }
 

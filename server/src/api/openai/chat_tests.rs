@@ -96,7 +96,7 @@ fn bad_requests() {
     );
     assert_eq!(e.status, 400);
     assert!(
-        e.message.contains("image URLs are not supported"),
+        e.message.contains("image URLs are not currently supported"),
         "{}",
         e.message
     );

@@ -216,10 +216,16 @@ fn input_messages(input: Option<&Value>, out: &mut Vec<Message>) -> Result<(), A
     };
     let mut pending_thinking = String::new();
     for (i, item) in items.iter().enumerate() {
-        let kind = item
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or("message");
+        // An item without a type is a message when it has a role (Ollama's decoding).
+        let kind = match item.get("type").and_then(Value::as_str) {
+            Some(t) => t,
+            None if item.get("role").is_some() => "message",
+            None => {
+                return Err(ApiError::bad_request(format!(
+                    "input[{i}]: input item missing required 'type' field"
+                )))
+            }
+        };
         match kind {
             "message" => {
                 let role = item
@@ -341,7 +347,7 @@ fn input_messages(input: Option<&Value>, out: &mut Vec<Message>) -> Result<(), A
             }
             other => {
                 return Err(ApiError::bad_request(format!(
-                    "unsupported input item type '{other}'"
+                    "input[{i}]: unknown input item type: {other:?}"
                 )))
             }
         }
@@ -385,8 +391,8 @@ fn message_content(v: Option<&Value>) -> Result<(String, Vec<String>), ApiError>
             }
             other => {
                 return Err(ApiError::bad_request(format!(
-                    "unsupported content part type '{}'",
-                    other.unwrap_or("(missing)")
+                    "unknown content type: {}",
+                    other.unwrap_or_default()
                 )))
             }
         }

@@ -129,13 +129,22 @@ fn bad_inputs() {
         400
     );
     assert_eq!(
-        err(json!({"model": "m", "input": [{"type": "computer_call"}]})).status,
-        400
+        err(json!({"model": "m", "input": [{"type": "computer_call"}]})).message,
+        "input[0]: unknown input item type: \"computer_call\""
+    );
+    assert_eq!(
+        err(json!({"model": "m", "input": [{"content": "x"}]})).message,
+        "input[0]: input item missing required 'type' field"
+    );
+    assert_eq!(
+        err(json!({"model": "m", "input": [{"role": "user", "content": [{"type": "audio"}]}]}))
+            .message,
+        "unknown content type: audio"
     );
     let e = err(
         json!({"model": "m", "input": [{"role": "user", "content": [{"type": "input_image", "image_url": "http://x/y.png"}]}]}),
     );
-    assert!(e.message.contains("image URLs are not supported"));
+    assert!(e.message.contains("image URLs are not currently supported"));
 }
 
 #[test]
