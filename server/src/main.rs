@@ -7,7 +7,18 @@ use clap::Parser;
 use server::config::Cli;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Usage errors exit 1, as `ollama` (cobra) does; help and version still exit 0.
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
     server::telemetry::init(&cli.log);
     // Runners inherit OLLAMA_DEBUG (the supervisor's allow-list): give them the level this
     // process resolved from `--debug` or the environment, in one spelling. Set before the

@@ -168,8 +168,8 @@ fn clients_explain_a_missing_server() {
 
 #[test]
 fn version_flag_prints_the_version() {
-    // No server there: Ollama's two warnings, then herd's pins line (metrics_serve checks the
-    // lines with a server answering).
+    // No server there: Ollama's two warnings, then herd's pins line on stderr (metrics_serve
+    // checks the lines with a server answering).
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -182,12 +182,16 @@ fn version_flag_prints_the_version() {
         .unwrap();
     assert!(out.status.success());
     let p = server::provenance::current();
+    // stdout is exactly `ollama -v`'s (scripts parse it); herd's pins line is on stderr.
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         format!(
-            "Warning: could not connect to a running Ollama instance\nWarning: client version is {}\n{}\n",
+            "Warning: could not connect to a running Ollama instance\nWarning: client version is {}\n",
             server::OLLAMA_COMPAT_VERSION,
-            p.pins_line()
         )
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("{}\n", p.pins_line())
     );
 }

@@ -410,7 +410,8 @@ async fn policy_settings_reach_the_real_server() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
+    let own = String::from_utf8(out.stderr).unwrap();
+    let lines: Vec<&str> = text.lines().chain(own.lines()).collect();
     let version: Value = http
         .get(format!("{base}/api/version"))
         .send()
@@ -443,7 +444,8 @@ async fn policy_settings_reach_the_real_server() {
         .output()
         .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
+    let own = String::from_utf8(out.stderr).unwrap();
+    let lines: Vec<&str> = text.lines().chain(own.lines()).collect();
     assert_eq!(
         lines[..2],
         [

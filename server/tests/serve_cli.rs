@@ -431,3 +431,38 @@ fn serve_raises_the_open_file_limit() {
     assert_ne!(hard, "256", "the hard limit must exceed 256 for this test");
     assert_eq!(soft, hard, "soft open-file limit raised to the hard one");
 }
+
+/// `ollama run`'s non-interactive cases: an empty piped stdin, or stdout that is no terminal,
+/// only loads the model; an embedding model prints the prompt's embedding as a JSON array
+/// (`--dimensions` cuts it) and refuses to run without input.
+#[test]
+fn run_without_a_prompt_only_loads_and_embedding_models_print_vectors() {
+    let ts = store();
+    // An embedding GGUF (pooling_type) that the fake runner serves (16-wide vectors).
+    let gguf = server::gguf::GgufBuilder::tiny_llama()
+        .kv("llama.pooling_type", 1u32)
+        .build()
+        .unwrap();
+    ts.model("emb", "latest", &gguf, &[], ago(60));
+    let s = Server::start(&ts);
+
+    let (ok, out, err) = s.herd(&["run", "fake"], "");
+    assert!(ok, "{err}");
+    assert_eq!(out, "", "nothing asked, nothing answered");
+    let (_, ps, _) = s.herd(&["ps"], "");
+    assert!(ps.contains("fake:latest"), "loaded: {ps}");
+
+    let (ok, out, err) = s.herd(&["run", "emb", "hello", "world"], "");
+    assert!(ok, "{err}");
+    let v: Vec<f64> = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(v.len(), 16, "{out}");
+    let (ok, out, err) = s.herd(&["run", "emb", "hello", "--dimensions", "3"], "");
+    assert!(ok, "{err}");
+    assert_eq!(
+        serde_json::from_str::<Vec<f64>>(out.trim()).unwrap().len(),
+        3
+    );
+    let (ok, _, err) = s.herd(&["run", "emb"], "");
+    assert!(!ok);
+    assert!(err.contains("embedding models require input text"), "{err}");
+}

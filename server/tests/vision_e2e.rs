@@ -177,6 +177,35 @@ async fn images_reach_the_projector_and_cost_its_tokens() {
         msg["usage"]["input_tokens"].as_u64().unwrap() > IMAGE_TOKENS as u64,
         "{msg}"
     );
+    // `herd run` sends an image named by path in the prompt, as `ollama run` does for a
+    // model that sees (a copy that stops after 2 tokens: the random model never would).
+    let (st, made) = post(
+        &serve,
+        "/api/create",
+        json!({"model": "vis2", "from": "vis", "parameters": {"num_predict": 2}, "stream": false}),
+    )
+    .await;
+    assert_eq!(st, 200, "{made}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cat photo.png");
+    std::fs::write(&path, png(64, 48, 1)).unwrap();
+    let escaped = path.display().to_string().replace(' ', "\\ ");
+    let (ok, _, err) = serve.herd(
+        &["run", "vis2", &format!("describe {escaped}"), "--verbose"],
+        dir.path(),
+    );
+    assert!(ok, "{err}");
+    assert!(
+        err.contains(&format!("Added image '{}'", path.display())),
+        "{err}"
+    );
+    let evaluated: u64 = err
+        .lines()
+        .find_map(|l| l.strip_prefix("prompt eval count:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(evaluated > IMAGE_TOKENS as u64, "the image was sent: {err}");
     let (st, url) = post(
         &serve,
         "/v1/chat/completions",

@@ -5,6 +5,7 @@ pub mod archive;
 pub mod client;
 pub mod create;
 pub mod doctor;
+pub mod files;
 pub mod format;
 pub mod history;
 pub mod lineedit;

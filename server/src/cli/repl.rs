@@ -101,7 +101,7 @@ pub(super) async fn repl(s: &mut Session, history: History) -> anyhow::Result<()
             sb.push('\n');
             multiline = Multiline::System;
             continue;
-        } else if line.trim_start().starts_with('/') {
+        } else if line.trim_start().starts_with('/') && !names_a_file(s, line.trim()) {
             match command(s, &mut ed, line.trim()).await {
                 Ok(true) => continue,
                 Ok(false) => return Ok(()),
@@ -299,6 +299,16 @@ async fn show(s: &Session, what: &str) -> anyhow::Result<()> {
         _ => println!("Unknown command '/show {what}'. Type /? for help"),
     }
     Ok(())
+}
+
+/// A line that starts with a file's path (`/home/me/cat.png what is this?`) is a message for a
+/// model that takes images, not a command (Ollama's REPL).
+fn names_a_file(s: &Session, line: &str) -> bool {
+    let first = line.split_whitespace().next().unwrap_or_default();
+    s.multimodal
+        && super::files::file_names(line)
+            .iter()
+            .any(|f| f.starts_with(first))
 }
 
 #[cfg(test)]

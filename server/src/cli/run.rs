@@ -59,6 +59,8 @@ pub(super) struct Session {
     pub(super) hide_thinking: bool,
     /// Wrap answers at the terminal's width (`--nowordwrap`, `/set [no]wordwrap`).
     pub(super) word_wrap: bool,
+    /// The model takes images (or audio): files named in a prompt are sent (`super::files`).
+    pub(super) multimodal: bool,
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -89,14 +91,77 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         verbose: args.verbose,
         hide_thinking: args.hidethinking,
         word_wrap: !args.nowordwrap,
+        multimodal: info.as_ref().is_some_and(multimodal),
     };
-    if stdin_tty && args.prompt.is_empty() {
+    let caps = |c: &str| {
+        info.as_ref()
+            .and_then(|i| i["capabilities"].as_array())
+            .is_some_and(|a| a.iter().any(|x| x == c))
+    };
+    // An embedding model prints the embedding of the prompt (Ollama's `generateEmbedding`).
+    if caps("embedding") {
+        return embed(&s, &prompt, &args).await;
+    }
+    if caps("image") {
+        return Err(anyhow!(
+            "image generation models are not currently supported"
+        ));
+    }
+    // A REPL only between a user and a terminal: a prompt, piped stdin or a redirected
+    // stdout make one answer, and an empty one only loads the model (Ollama's RunHandler).
+    let interactive = stdin_tty && args.prompt.is_empty() && std::io::stdout().is_terminal();
+    if interactive {
         s.preload().await?;
         show_saved_messages(info.as_ref());
         let history = History::load(crate::config::history_file(), !args.nohistory);
         return super::repl::repl(&mut s, history).await;
     }
+    if prompt.is_empty() {
+        return s.preload().await;
+    }
     s.chat(&prompt).await
+}
+
+/// Whether `ollama run` would look for files in prompts: the model sees images or hears audio
+/// (its capabilities, or a projector or vision keys from older servers).
+fn multimodal(info: &Value) -> bool {
+    let caps = info["capabilities"].as_array();
+    caps.is_some_and(|a| a.iter().any(|c| c == "vision" || c == "audio"))
+        || info["projector_info"]
+            .as_object()
+            .is_some_and(|o| !o.is_empty())
+        || info["model_info"]
+            .as_object()
+            .is_some_and(|o| o.keys().any(|k| k.contains(".vision.")))
+}
+
+/// `herd run EMBEDDING-MODEL TEXT`: the first embedding as a JSON array on stdout.
+async fn embed(s: &Session, prompt: &str, args: &RunArgs) -> anyhow::Result<()> {
+    if prompt.is_empty() {
+        return Err(anyhow!(
+            "embedding models require input text. Usage: herd run {} \"your text here\"",
+            s.model
+        ));
+    }
+    let mut body = json!({"model": s.model, "input": prompt});
+    if let Some(k) = s.keep_alive_json() {
+        body["keep_alive"] = k;
+    }
+    if let Some(t) = args.truncate {
+        body["truncate"] = Value::Bool(t);
+    }
+    if args.dimensions > 0 {
+        body["dimensions"] = json!(args.dimensions);
+    }
+    let resp: Value = s
+        .client
+        .json(Method::POST, "/api/embed", Some(&body))
+        .await?;
+    let first = resp["embeddings"]
+        .get(0)
+        .ok_or_else(|| anyhow!("no embeddings returned"))?;
+    println!("{first}");
+    Ok(())
 }
 
 /// Ollama's pre-flight `/api/show`: a model the server does not have is pulled first, with
@@ -225,7 +290,15 @@ impl Session {
     /// the answer (the request is dropped, so the server cancels it) and, as in Ollama's `chat`,
     /// is no error: the user's message stays, the partial reply does not join the history.
     pub(super) async fn chat(&mut self, text: &str) -> anyhow::Result<()> {
-        self.messages.push(json!({"role": "user", "content": text}));
+        let mut message = json!({"role": "user", "content": text});
+        if self.multimodal {
+            let (text, images) = super::files::extract(text, &mut |n| eprintln!("{n}"))?;
+            message = json!({"role": "user", "content": text});
+            if !images.is_empty() {
+                message["images"] = json!(images);
+            }
+        }
+        self.messages.push(message);
         let outcome = tokio::select! {
             r = self.stream_turn() => Some(r),
             _ = tokio::signal::ctrl_c() => None,

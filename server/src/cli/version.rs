@@ -42,8 +42,13 @@ pub async fn run(host: &OllamaHost) -> anyhow::Result<()> {
         Err(_) => None,
     };
     let pins = crate::provenance::current().pins_line();
-    for line in lines(server.as_deref(), crate::OLLAMA_COMPAT_VERSION, &pins) {
-        println!("{line}");
+    let mut all = lines(server.as_deref(), crate::OLLAMA_COMPAT_VERSION, &pins);
+    // herd's own line goes to stderr: stdout is exactly `ollama -v`'s, which scripts parse.
+    if let Some(own) = all.pop() {
+        for line in all {
+            println!("{line}");
+        }
+        eprintln!("{own}");
     }
     Ok(())
 }

@@ -100,6 +100,12 @@ pub struct RunArgs {
     /// Use an insecure registry when the model has to be pulled first
     #[arg(long)]
     pub insecure: bool,
+    /// Truncate an embedding model's input to its context (the server's default: true)
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub truncate: Option<bool>,
+    /// Truncate an embedding model's output to this many dimensions
+    #[arg(long, default_value_t = 0)]
+    pub dimensions: u32,
     #[command(flatten)]
     pub client: ClientArgs,
 }
