@@ -98,7 +98,8 @@ fn serve_list_show_copy_remove() {
     let size = server::cli::format::human_bytes(w.size);
     assert_eq!(
         lines[1],
-        format!("tiny:latest    {id}    {size}    2 hours ago")
+        // tablewriter's padding: four spaces after every cell, the last one too.
+        format!("tiny:latest    {id}    {size}    2 hours ago    ")
     );
     // Columns line up: each header starts where its column does.
     assert_eq!(lines[0].find("ID"), lines[1].find(id));
@@ -106,12 +107,12 @@ fn serve_list_show_copy_remove() {
     let (ok, out, err) = server.herd(&["show", "tiny"]);
     assert!(ok, "{err}");
     assert!(
-        out.starts_with("  Model\n    architecture        llama\n"),
+        out.starts_with("  Model\n    architecture        llama    "),
         "{out}"
     );
-    assert!(out.contains("    context length      4096\n"), "{out}");
+    assert!(out.contains("    context length      4096     "), "{out}");
     assert!(
-        out.contains("  Parameters\n    temperature    0.2\n"),
+        out.contains("  Parameters\n    temperature    0.2    \n"),
         "{out}"
     );
 
@@ -129,7 +130,7 @@ fn serve_list_show_copy_remove() {
     assert_eq!(out, "deleted 'copy:v2'\ndeleted 'tiny'\n");
     let (ok, out, _) = server.herd(&["ls"]);
     assert!(ok);
-    assert_eq!(out, "NAME    ID    SIZE    MODIFIED\n");
+    assert_eq!(out, "NAME    ID    SIZE    MODIFIED \n");
 
     let (ok, _, err) = server.herd(&["stop", "missing"]);
     assert!(!ok);

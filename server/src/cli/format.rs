@@ -64,28 +64,51 @@ pub fn human_time(t: SystemTime, now: SystemTime) -> String {
     }
 }
 
-/// A borderless, left-aligned table (tablewriter as Ollama configures it): every column padded
-/// to its widest cell, four spaces between columns, trailing spaces trimmed.
+/// A borderless, left-aligned table as Ollama's tablewriter prints it (no border, no
+/// whitespace trimming, four spaces of padding): every cell padded to its column's widest cell
+/// and followed by four spaces, the last one too (scripts split on runs of spaces; Ollama's
+/// tests compare the bytes).
 pub fn table(rows: &[Vec<String>]) -> String {
-    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    layout(None, rows)
+}
+
+/// [`table`] under a header row, which tablewriter ends with one space instead of four.
+pub fn header_table(header: &[&str], rows: &[Vec<String>]) -> String {
+    layout(Some(header), rows)
+}
+
+fn layout(header: Option<&[&str]>, rows: &[Vec<String>]) -> String {
+    let cols = rows
+        .iter()
+        .map(Vec::len)
+        .chain(header.map(<[&str]>::len))
+        .max()
+        .unwrap_or(0);
     let mut widths = vec![0usize; cols];
-    for row in rows {
-        for (i, cell) in row.iter().enumerate() {
-            widths[i] = widths[i].max(cell.chars().count());
-        }
+    let cells = header
+        .into_iter()
+        .flat_map(|h| h.iter().map(|c| c.to_string()).enumerate())
+        .chain(rows.iter().flat_map(|r| r.iter().cloned().enumerate()));
+    for (i, cell) in cells {
+        widths[i] = widths[i].max(cell.chars().count());
     }
+    let pad = |line: &mut String, i: usize, cell: &str| {
+        line.push_str(cell);
+        line.extend(std::iter::repeat_n(' ', widths[i] - cell.chars().count()));
+    };
     let mut out = String::new();
-    for row in rows {
-        let mut line = String::new();
-        for (i, cell) in row.iter().enumerate() {
-            if i > 0 {
-                line.push_str("    ");
-            }
-            line.push_str(cell);
-            let pad = widths[i] - cell.chars().count();
-            line.extend(std::iter::repeat_n(' ', pad));
+    if let Some(h) = header {
+        for (i, cell) in h.iter().enumerate() {
+            pad(&mut out, i, cell);
+            out.push_str(if i + 1 == h.len() { " " } else { "    " });
         }
-        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            pad(&mut out, i, cell);
+            out.push_str("    ");
+        }
         out.push('\n');
     }
     out
@@ -144,16 +167,36 @@ mod tests {
 
     #[test]
     fn table_layout() {
+        // Ollama's own list case (cmd_test.go TestListHandler): padded cells, four spaces after
+        // each, one after the last header cell.
         let rows = vec![
-            vec!["NAME".into(), "ID".into(), "SIZE".into()],
-            vec!["gemma3:270m".into(), "abcdef012345".into(), "291 MB".into()],
-            vec!["a:latest".into(), "0123456789ab".into(), "1 KB".into()],
+            vec![
+                "model1".into(),
+                "sha256:abc12".into(),
+                "1.0 KB".into(),
+                "24 hours ago".into(),
+            ],
+            vec![
+                "model2".into(),
+                "sha256:def45".into(),
+                "2.0 KB".into(),
+                "2 days ago".into(),
+            ],
+        ];
+        assert_eq!(
+            header_table(&["NAME", "ID", "SIZE", "MODIFIED"], &rows),
+            "NAME      ID              SIZE      MODIFIED     \n\
+             model1    sha256:abc12    1.0 KB    24 hours ago    \n\
+             model2    sha256:def45    2.0 KB    2 days ago      \n"
+        );
+        // And its show section (TestShowInfo): an empty first column indents by four.
+        let rows = vec![
+            vec![String::new(), "architecture".into(), "test".into()],
+            vec![String::new(), "parameters".into(), "7B".into()],
         ];
         assert_eq!(
             table(&rows),
-            "NAME           ID              SIZE\n\
-             gemma3:270m    abcdef012345    291 MB\n\
-             a:latest       0123456789ab    1 KB\n"
+            "    architecture    test    \n    parameters      7B      \n"
         );
     }
 }

@@ -80,12 +80,7 @@ async fn list(args: ListArgs) -> anyhow::Result<()> {
 /// `NAME ID SIZE MODIFIED`, optionally only names starting with `prefix` (case-insensitive).
 fn list_table(models: &[ListedModel], prefix: Option<&str>, now: SystemTime) -> String {
     let prefix = prefix.map(str::to_lowercase);
-    let mut rows = vec![vec![
-        "NAME".to_string(),
-        "ID".to_string(),
-        "SIZE".to_string(),
-        "MODIFIED".to_string(),
-    ]];
+    let mut rows = Vec::new();
     for m in models {
         if prefix
             .as_deref()
@@ -108,7 +103,7 @@ fn list_table(models: &[ListedModel], prefix: Option<&str>, now: SystemTime) -> 
             modified,
         ]);
     }
-    format::table(&rows)
+    format::header_table(&["NAME", "ID", "SIZE", "MODIFIED"], &rows)
 }
 
 #[derive(Deserialize)]
@@ -138,9 +133,7 @@ async fn ps(args: ListArgs) -> anyhow::Result<()> {
 
 /// `NAME ID SIZE PROCESSOR CONTEXT UNTIL`, as Ollama's `ps` prints it.
 fn ps_table(models: &[RunningModel], prefix: Option<&str>, now: SystemTime) -> String {
-    let mut rows = vec![["NAME", "ID", "SIZE", "PROCESSOR", "CONTEXT", "UNTIL"]
-        .map(str::to_owned)
-        .to_vec()];
+    let mut rows = Vec::new();
     for m in models {
         if prefix.is_some_and(|p| !m.name.starts_with(p)) {
             continue;
@@ -169,7 +162,10 @@ fn ps_table(models: &[RunningModel], prefix: Option<&str>, now: SystemTime) -> S
             until,
         ]);
     }
-    format::table(&rows)
+    format::header_table(
+        &["NAME", "ID", "SIZE", "PROCESSOR", "CONTEXT", "UNTIL"],
+        &rows,
+    )
 }
 
 /// Where a loaded model lives: `100% GPU`, `100% CPU`, or the split.
@@ -243,6 +239,11 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    /// Each line without its trailing spaces.
+    fn trimmed(s: &str) -> String {
+        s.lines().map(|l| format!("{}\n", l.trim_end())).collect()
+    }
+
     #[test]
     fn ps_output() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
@@ -264,8 +265,14 @@ mod tests {
                 expires_at: "2318-01-01T00:00:00Z".into(),
             },
         ];
+        // The padding tablewriter leaves is checked in `format`; here the columns.
+        assert!(ps_table(&models, None, now)
+            .lines()
+            .nth(1)
+            .unwrap()
+            .ends_with("now    "));
         assert_eq!(
-            ps_table(&models, None, now),
+            trimmed(&ps_table(&models, None, now)),
             "NAME            ID              SIZE      PROCESSOR          CONTEXT    UNTIL\n\
              smollm2:135m    0123456789ab    200 MB    75%/25% CPU/GPU    4096       4 minutes from now\n\
              gemma3:270m     fedcba987654    300 MB    100% GPU           32768      Forever\n"
@@ -294,13 +301,13 @@ mod tests {
             },
         ];
         assert_eq!(
-            list_table(&models, None, now),
+            trimmed(&list_table(&models, None, now)),
             "NAME            ID              SIZE      MODIFIED\n\
              gemma3:270m     e7d4b4c9a1f2    291 MB    2 hours ago\n\
              smollm2:135m    0123456789ab    1.5 KB    Never\n"
         );
         assert_eq!(
-            list_table(&models, Some("SMOL"), now),
+            trimmed(&list_table(&models, Some("SMOL"), now)),
             "NAME            ID              SIZE      MODIFIED\n\
              smollm2:135m    0123456789ab    1.5 KB    Never\n"
         );

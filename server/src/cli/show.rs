@@ -249,8 +249,13 @@ mod tests {
             "capabilities": ["completion"]
         }))
         .unwrap();
+        let trimmed: String = summary(&info, false)
+            .lines()
+            .map(|l| format!("{}\n", l.trim_end()))
+            .collect();
+        assert!(summary(&info, false).contains("    architecture        llama      \n"));
         assert_eq!(
-            summary(&info, false),
+            trimmed,
             "  Model\n\
              \x20   architecture        llama\n\
              \x20   parameters          134.52M\n\
