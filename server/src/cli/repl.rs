@@ -268,22 +268,9 @@ async fn show(s: &Session, what: &str) -> anyhow::Result<()> {
     let text = |k: &str| info[k].as_str().unwrap_or("").to_owned();
     match what {
         "info" => {
-            let d = &info["details"];
-            println!("  Model");
-            for (label, v) in [
-                ("architecture", d["family"].clone()),
-                ("parameters", d["parameter_size"].clone()),
-                ("quantization", d["quantization_level"].clone()),
-            ] {
-                println!("    {label:<16}{}", v.as_str().unwrap_or(""));
-            }
-            if let Some(caps) = info["capabilities"].as_array() {
-                println!("\n  Capabilities");
-                for c in caps {
-                    println!("    {}", c.as_str().unwrap_or(""));
-                }
-            }
-            println!();
+            // The same summary as `herd show` (Ollama's `showInfo`), on stderr as Ollama's REPL.
+            let parsed: super::show::ShowInfo = serde_json::from_value(info.clone())?;
+            eprint!("{}", super::show::summary(&parsed, false));
         }
         "license" | "modelfile" | "parameters" | "system" | "template" => {
             let t = text(what);
