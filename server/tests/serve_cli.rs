@@ -185,6 +185,13 @@ fn run_in_a_terminal_is_a_repl() {
     t.press("/set parameter num_predict 100\r");
     t.expect("Set parameter 'num_predict' to '100'");
     t.expect(">>> ");
+    // Checked as a Modelfile PARAMETER is (Ollama's FormatParams).
+    t.press("/set parameter num_predict many\r");
+    t.expect("Couldn't set parameter: \"invalid int value [many]\"");
+    t.expect(">>> ");
+    t.press("/set parameter bogus 1\r");
+    t.expect("Couldn't set parameter: \"unknown parameter 'bogus'\"");
+    t.expect(">>> ");
     // A `"""` block: continuation lines get the `... ` prompt.
     t.press("\"\"\"first\r");
     t.expect("... ");

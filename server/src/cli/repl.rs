@@ -137,21 +137,6 @@ fn set_system(s: &mut Session, text: &str) {
     println!("Set system message.");
 }
 
-/// A `/set parameter` value as Ollama types it: integer, float, bool, else a string.
-pub fn parameter_value(raw: &str) -> Value {
-    if let Ok(i) = raw.parse::<i64>() {
-        return json!(i);
-    }
-    if let Ok(f) = raw.parse::<f64>() {
-        return json!(f);
-    }
-    match raw {
-        "true" => Value::Bool(true),
-        "false" => Value::Bool(false),
-        _ => Value::String(raw.to_owned()),
-    }
-}
-
 /// Runs one slash command; `Ok(false)` ends the session.
 async fn command(s: &mut Session, ed: &mut LineEditor, line: &str) -> anyhow::Result<bool> {
     let mut words = line.split_whitespace();
@@ -169,13 +154,23 @@ async fn command(s: &mut Session, ed: &mut LineEditor, line: &str) -> anyhow::Re
         }
         ("/set", []) => println!("{SET_HELP}"),
         ("/set", ["parameter", key, values @ ..]) if !values.is_empty() => {
+            // Typed and checked as a Modelfile PARAMETER (Ollama's `FormatParams`): `stop`
+            // takes every value, any other parameter its first.
             let v = if *key == "stop" {
-                Value::Array(values.iter().map(|v| json!(v)).collect())
+                Ok(Value::Array(values.iter().map(|v| json!(v)).collect()))
             } else {
-                parameter_value(&values.join(" "))
+                crate::modelfile::format_param(key, values[0])
             };
-            s.options.insert((*key).to_owned(), v);
-            println!("Set parameter '{key}' to '{}'", values.join(", "));
+            match v {
+                Ok(v) => {
+                    s.options.insert((*key).to_owned(), v);
+                    println!("Set parameter '{key}' to '{}'", values.join(", "));
+                }
+                Err(e) => println!("Couldn't set parameter: {e:?}\n"),
+            }
+        }
+        ("/set", ["parameter", ..]) => {
+            eprintln!("Usage:\n  /set parameter NAME VALUE   (e.g. num_predict 64, temperature 0.2, stop A B)\n");
         }
         ("/set", ["system"]) => println!("{SET_HELP}"),
         ("/set", ["system", words @ ..]) => {
@@ -296,17 +291,4 @@ fn names_a_file(s: &Session, line: &str) -> bool {
         && super::files::file_names(line)
             .iter()
             .any(|f| f.starts_with(first))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parameter_values_are_typed() {
-        assert_eq!(parameter_value("42"), json!(42));
-        assert_eq!(parameter_value("0.5"), json!(0.5));
-        assert_eq!(parameter_value("true"), json!(true));
-        assert_eq!(parameter_value("hello"), json!("hello"));
-    }
 }
