@@ -365,10 +365,9 @@ impl Session {
                 }
                 out.flush()?;
                 if c.done {
-                    writeln!(out)?;
-                    if !reply.ends_with('\n') {
-                        writeln!(out)?;
-                    }
+                    // Two newlines after every answer, whatever it ends with (Ollama's `chat`
+                    // and `generate`): output redirected to a file is the same bytes.
+                    write!(out, "\n\n")?;
                     if self.verbose {
                         eprint!("{}", stats(&c));
                     }
