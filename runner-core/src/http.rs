@@ -52,6 +52,8 @@ pub struct Loaded {
     pub n_ctx_asked: usize,
     /// Longest embedding input (per-slot context, or one batch for pooled models).
     pub embed_limit: usize,
+    /// What the tokenizer adds to an empty text ([`added_specials`]): its BOS and/or EOS.
+    pub added_specials: Vec<Token>,
     pub abort: Arc<AtomicBool>,
     /// How prompts with images are tokenized, when the model has a projector (`--mmproj`).
     pub media: Option<Arc<dyn crate::jobs::MediaPrompt>>,
@@ -138,9 +140,8 @@ fn send(state: &State, job: Job) -> Result<(), RunnerError> {
 
 /// Tokens of a prompt: text is tokenized off the async threads; ids are range-checked.
 /// How many special tokens the tokenizer appended at the end of `tokens` (0 or 1: an EOS).
-fn trailing_special(vocab: &Arc<dyn Vocabulary>, tokens: &[Token]) -> usize {
-    let added = vocab.tokenize("", true, false).unwrap_or_default();
-    let appends = match added.as_slice() {
+fn trailing_special(added: &[Token], tokens: &[Token]) -> usize {
+    let appends = match added {
         [_bos, eos] => Some(*eos),
         [one] if tokens.first() != Some(one) => Some(*one),
         _ => None,
@@ -149,13 +150,17 @@ fn trailing_special(vocab: &Arc<dyn Vocabulary>, tokens: &[Token]) -> usize {
 }
 
 /// Whether `tokens`, the tokenized prompt of `r`, begin with a BOS the tokenizer added.
-fn adds_bos(vocab: &Arc<dyn Vocabulary>, r: &CompletionRequest, tokens: &[Token]) -> bool {
+fn adds_bos(added: &[Token], r: &CompletionRequest, tokens: &[Token]) -> bool {
     if !r.add_special || matches!(r.prompt, Prompt::Tokens(_)) {
         return false;
     }
-    // What the tokenizer adds to an empty text is its BOS (or nothing).
-    let added = vocab.tokenize("", true, false).unwrap_or_default();
     added.len() == 1 && tokens.first() == added.first()
+}
+
+/// The special tokens the tokenizer adds around a text (what it makes of an empty one), found
+/// once per load for [`Loaded::added_specials`].
+pub fn added_specials(vocab: &dyn Vocabulary) -> Vec<Token> {
+    vocab.tokenize("", true, false).unwrap_or_default()
 }
 
 async fn prompt_tokens(
@@ -222,7 +227,7 @@ async fn completion(req: Request<Incoming>, state: &State) -> Res {
     }
     // `num_keep` counts the prompt's tokens after the BOS the tokenizer adds, which is kept as
     // well (Ollama and llama-server add one for it, when truncating and when shifting).
-    if r.num_keep >= 0 && adds_bos(&loaded.vocab, &r, &tokens) {
+    if r.num_keep >= 0 && adds_bos(&loaded.added_specials, &r, &tokens) {
         r.num_keep = r.num_keep.saturating_add(1);
     }
     // A prompt with images is never cut (half an image means nothing to the model): like
@@ -304,7 +309,7 @@ async fn embed(req: Request<Incoming>, state: &State) -> Res {
             }
             // The special token the tokenizer appends (an EOS) stays last, as in Ollama, which
             // cuts the text and tokenizes it again.
-            let tail = trailing_special(&loaded.vocab, &t);
+            let tail = trailing_special(&loaded.added_specials, &t);
             let end = t.split_off(t.len() - tail);
             t.truncate(limit.saturating_sub(tail).max(1));
             t.extend(end);

@@ -300,6 +300,7 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
         n_ctx_seq
     };
     let abort = ctx.abort_flag();
+    let added_specials = runner_core::http::added_specials(&*model);
     Ok((
         Loaded {
             vocab: model,
@@ -308,6 +309,7 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
             n_ctx_seq,
             n_ctx_asked: args.load.ctx_size as usize,
             embed_limit,
+            added_specials,
             abort,
             media: projector.clone().map(|p| {
                 Arc::new(engine::vision::Images(p)) as Arc<dyn runner_core::jobs::MediaPrompt>

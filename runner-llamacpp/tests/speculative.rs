@@ -200,19 +200,7 @@ async fn a_draft_model_with_another_tokenizer_fails_the_load() {
 #[tokio::test]
 async fn concurrent_drafting_streams_equal_their_solo_runs() {
     let _g = serial().await;
-    let r = Runner::spawn(
-        &smollm(),
-        &[
-            "--ctx-size",
-            "512",
-            "--parallel",
-            "3",
-            "--draft-ngram",
-            "4",
-            "--draft-cost",
-            "0",
-        ],
-    );
+    let r = Runner::spawn(&smollm(), CONCURRENT_DRAFTING);
     r.wait_ready().await;
     let reqs: Vec<Value> = requests().into_iter().take(3).map(|(_, r)| r).collect();
     let mut accepted = 0;

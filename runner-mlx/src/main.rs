@@ -206,6 +206,7 @@ fn load(args: &Args, state: &State) -> Result<(Loaded, runner_mlx::engine::Engin
         under_grammar: args.load.draft_under_grammar,
         cost: args.draft_cost,
     });
+    let added_specials = runner_core::http::added_specials(&*vocab);
     let loaded = Loaded {
         vocab,
         info,
@@ -213,6 +214,7 @@ fn load(args: &Args, state: &State) -> Result<(Loaded, runner_mlx::engine::Engin
         n_ctx_seq: n_ctx,
         n_ctx_asked: n_ctx,
         embed_limit: n_ctx,
+        added_specials,
         abort,
         media: None,
     };

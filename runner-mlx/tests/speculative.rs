@@ -126,19 +126,7 @@ async fn ngram_drafting_leaves_every_output_byte_identical_and_accepts_copies() 
 #[tokio::test]
 async fn concurrent_drafting_streams_equal_their_solo_runs() {
     let _g = serial().await;
-    let r = Runner::spawn(
-        &model_dir(),
-        &[
-            "--ctx-size",
-            "512",
-            "--parallel",
-            "3",
-            "--draft-ngram",
-            "4",
-            "--draft-cost",
-            "0",
-        ],
-    );
+    let r = Runner::spawn(&model_dir(), CONCURRENT_DRAFTING);
     r.wait_ready().await;
     let reqs: Vec<Value> = requests().into_iter().take(3).map(|(_, r)| r).collect();
     let runs = concurrent_equal_solo(&r.socket, &reqs).await;

@@ -295,6 +295,19 @@ pub fn output_chunks(c: &Completion) -> Vec<Value> {
         .collect()
 }
 
+/// Runner flags for the concurrent drafting tests: three slots drafting 4-token n-gram
+/// continuations whole (`--draft-cost 0`, so the amount drafted does not follow machine load).
+pub const CONCURRENT_DRAFTING: &[&str] = &[
+    "--ctx-size",
+    "512",
+    "--parallel",
+    "3",
+    "--draft-ngram",
+    "4",
+    "--draft-cost",
+    "0",
+];
+
 /// Each of `reqs` alone on `socket` (`cache_prompt` off), then all at once: each concurrent
 /// run's text must be its solo run's. Returns the concurrent runs.
 pub async fn concurrent_equal_solo(socket: &Path, reqs: &[Value]) -> Vec<Completion> {

@@ -28,15 +28,7 @@ pub async fn create(
 ) -> Response {
     // `from` a cloud reference makes a stub of Ollama's cloud model (as `remote_host` would).
     if req.remote_host.is_empty() && crate::remote::modelref::is_cloud(&req.from) {
-        // With its port (the URL type drops a scheme's default one, which remoteURL would
-        // replace with Ollama's 11434).
-        let u = &state.remote.cloud.url;
-        req.remote_host = format!(
-            "{}://{}:{}",
-            u.scheme(),
-            u.host_str().unwrap_or("localhost"),
-            u.port_or_known_default().unwrap_or(443)
-        );
+        req.remote_host = state.remote.cloud.origin();
     }
     if let Err(e) = precheck(&req) {
         return e.into_response();

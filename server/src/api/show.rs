@@ -235,28 +235,34 @@ impl ModelView {
         lines.join("\n")
     }
 
-    /// Ollama's capability list: config-declared, then the GGUF chat template's (only when no
-    /// TEMPLATE layer takes precedence), the GGUF base set, then the TEMPLATE layer's.
     /// Whether the GGUF chat template renders instead of the TEMPLATE layer (Ollama's
     /// `PreferChatTemplate`: it offers more; `crate::prompt::prefer`). Never with a renderer
     /// or parser, a harmony template, or a TEMPLATE that does not parse.
     pub fn prefers_chat_template(&self, gguf: Option<&GgufFile>) -> bool {
-        let (Some(go), Some(jinja)) = (&self.template, gguf.and_then(GgufFile::chat_template))
-        else {
-            return false;
-        };
-        if jinja.is_empty() || !self.config.renderer.is_empty() || !self.config.parser.is_empty() {
-            return false;
-        }
-        match crate::prompt::Template::parse_go(go) {
-            Ok(t) => {
-                !crate::prompt::parsers::is_harmony(&t)
-                    && crate::prompt::prefer::prefer_chat_template(jinja, &t)
-            }
-            Err(_) => false,
+        match self
+            .template
+            .as_deref()
+            .map(crate::prompt::Template::parse_go)
+        {
+            Some(Ok(go)) => self.prefers_over(gguf, &go),
+            _ => false,
         }
     }
 
+    /// [`Self::prefers_chat_template`] with the TEMPLATE layer already parsed as `go`.
+    fn prefers_over(&self, gguf: Option<&GgufFile>, go: &crate::prompt::Template) -> bool {
+        let Some(jinja) = gguf.and_then(GgufFile::chat_template) else {
+            return false;
+        };
+        !jinja.is_empty()
+            && self.config.renderer.is_empty()
+            && self.config.parser.is_empty()
+            && !crate::prompt::parsers::is_harmony(go)
+            && crate::prompt::prefer::prefer_chat_template(jinja, go)
+    }
+
+    /// Ollama's capability list: config-declared, then the GGUF chat template's (only when no
+    /// TEMPLATE layer takes precedence), the GGUF base set, then the TEMPLATE layer's.
     pub fn capabilities(&self, gguf: Option<&GgufFile>) -> Vec<String> {
         let mut caps: Vec<String> = Vec::new();
         let mut add = |c: &str| {
@@ -282,7 +288,12 @@ impl ModelView {
                 }
             }
         }
-        let prefer = self.prefers_chat_template(gguf);
+        // The TEMPLATE layer, parsed once for the preference and for its own capabilities.
+        let go = self
+            .template
+            .as_deref()
+            .map(crate::prompt::Template::parse_go);
+        let prefer = matches!(&go, Some(Ok(t)) if self.prefers_over(gguf, t));
         if let Some(g) = gguf {
             if self.template.is_none() || prefer {
                 if let Some(t) = g.chat_template() {
@@ -298,10 +309,10 @@ impl ModelView {
                 add(c);
             }
         }
-        if let Some(t) = self.template.as_ref().filter(|_| !prefer) {
+        if let Some(parsed) = go.filter(|_| !prefer) {
             // Ollama's rules: the identifiers the Go template reads, and thinking tags inferred
             // around `.Thinking` inside `range .Messages`. A broken template adds nothing.
-            match crate::prompt::Template::parse_go(t) {
+            match parsed {
                 Ok(tpl) => {
                     if tpl.uses_tools() {
                         add("tools");

@@ -340,6 +340,16 @@ pub fn created_at_now() -> String {
     super::models::rfc3339_nano(std::time::SystemTime::now())
 }
 
+/// Test helper: messages as the JSON they go on the wire as (the translation layers' tests
+/// compare these).
+#[cfg(test)]
+pub(crate) fn wire(messages: &[Message]) -> Vec<Value> {
+    messages
+        .iter()
+        .map(|m| serde_json::to_value(m).unwrap())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

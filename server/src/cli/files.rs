@@ -14,8 +14,9 @@ const MAX_BYTES: u64 = 100 * 1024 * 1024;
 
 /// The candidate paths in `input`, in order.
 pub fn file_names(input: &str) -> Vec<String> {
-    let re = regex::Regex::new(PATTERN).expect("constant pattern");
-    re.find_iter(input).map(|m| m.as_str().to_owned()).collect()
+    static RE: std::sync::LazyLock<regex::Regex> =
+        std::sync::LazyLock::new(|| regex::Regex::new(PATTERN).expect("constant pattern"));
+    RE.find_iter(input).map(|m| m.as_str().to_owned()).collect()
 }
 
 /// A shell-escaped path as the file system knows it (`\ ` → space, `\(` → `(`, …).

@@ -76,6 +76,19 @@ pub struct CloudBase {
     pub signing_host: String,
 }
 
+impl CloudBase {
+    /// `scheme://host:port` with the port always written (the URL type drops a scheme's
+    /// default port, which Ollama's `remoteURL` would then replace with 11434).
+    pub fn origin(&self) -> String {
+        format!(
+            "{}://{}:{}",
+            self.url.scheme(),
+            self.url.host_str().unwrap_or("localhost"),
+            self.url.port_or_known_default().unwrap_or(443)
+        )
+    }
+}
+
 impl Default for CloudBase {
     fn default() -> Self {
         CloudBase {

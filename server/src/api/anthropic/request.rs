@@ -362,11 +362,7 @@ mod tests {
             json!({"num_predict": 32, "temperature": 0.3, "top_k": 5, "stop": ["\n\n"]})
         );
         assert_eq!(n.tools[0].function.name, "weather");
-        let wire: Vec<Value> = n
-            .messages
-            .iter()
-            .map(|m| serde_json::to_value(m).unwrap())
-            .collect();
+        let wire = crate::api::types::wire(&n.messages);
         assert_eq!(
             wire,
             vec![
@@ -396,11 +392,7 @@ mod tests {
             None,
         )
         .unwrap();
-        let wire: Vec<Value> = n
-            .messages
-            .iter()
-            .map(|m| serde_json::to_value(m).unwrap())
-            .collect();
+        let wire = crate::api::types::wire(&n.messages);
         assert_eq!(
             wire,
             vec![

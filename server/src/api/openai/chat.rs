@@ -263,14 +263,43 @@ fn parts(v: Option<&Value>) -> Result<Vec<Message>, ApiError> {
     parts
         .iter()
         .map(|p| {
-            let (content, images) = content(Some(&Value::Array(vec![p.clone()])))?;
-            Ok(Message {
-                content,
-                images,
-                ..Message::default()
+            Ok(match part(p)? {
+                Part::Text(content) => Message {
+                    content,
+                    ..Message::default()
+                },
+                Part::Image(image) => Message {
+                    images: vec![image],
+                    ..Message::default()
+                },
             })
         })
         .collect()
+}
+
+/// One content part: its text, or its image's base64 payload.
+enum Part {
+    Text(String),
+    Image(String),
+}
+
+fn part(p: &Value) -> Result<Part, ApiError> {
+    match p.get("type").and_then(Value::as_str) {
+        Some("text") | Some("input_text") => match p.get("text") {
+            Some(Value::String(t)) => Ok(Part::Text(t.clone())),
+            _ => Err(ApiError::bad_request("invalid message format")),
+        },
+        Some("image_url") => {
+            let url = match p.get("image_url") {
+                Some(Value::String(s)) => s.as_str(),
+                Some(o) => o.get("url").and_then(Value::as_str).unwrap_or_default(),
+                None => "",
+            };
+            Ok(Part::Image(data_uri_image(url)?))
+        }
+        Some("input_audio") => Err(ApiError::bad_request("audio input is not supported")),
+        _ => Err(ApiError::bad_request("invalid message format")),
+    }
 }
 
 /// Message content: a string, or parts (`text`, `image_url` with a data URI). Text parts are
@@ -282,23 +311,9 @@ pub fn content(v: Option<&Value>) -> Result<(String, Vec<String>), ApiError> {
         Some(Value::Array(parts)) => {
             let (mut texts, mut images) = (Vec::new(), Vec::new());
             for p in parts {
-                match p.get("type").and_then(Value::as_str) {
-                    Some("text") | Some("input_text") => match p.get("text") {
-                        Some(Value::String(t)) => texts.push(t.clone()),
-                        _ => return Err(ApiError::bad_request("invalid message format")),
-                    },
-                    Some("image_url") => {
-                        let url = match p.get("image_url") {
-                            Some(Value::String(s)) => s.as_str(),
-                            Some(o) => o.get("url").and_then(Value::as_str).unwrap_or_default(),
-                            None => "",
-                        };
-                        images.push(data_uri_image(url)?);
-                    }
-                    Some("input_audio") => {
-                        return Err(ApiError::bad_request("audio input is not supported"))
-                    }
-                    _ => return Err(ApiError::bad_request("invalid message format")),
+                match part(p)? {
+                    Part::Text(t) => texts.push(t),
+                    Part::Image(i) => images.push(i),
                 }
             }
             Ok((texts.join("\n\n"), images))

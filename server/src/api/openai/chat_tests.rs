@@ -58,11 +58,7 @@ fn request_becomes_native() {
         Value::Object(n.options.unwrap()),
         json!({"num_predict": 10, "temperature": 1.0, "top_p": 1.0, "seed": 1, "stop": ["x"]})
     );
-    let wire: Vec<Value> = n
-        .messages
-        .iter()
-        .map(|m| serde_json::to_value(m).unwrap())
-        .collect();
+    let wire = crate::api::types::wire(&n.messages);
     assert_eq!(
         wire,
         vec![

@@ -39,11 +39,7 @@ fn input_items_become_messages() {
     assert_eq!(n.format, Some(json!({"type": "object"})));
     assert_eq!(n.tools[0].function.name, "lookup");
     assert_eq!(n.options.as_ref().unwrap()["num_predict"], json!(16));
-    let wire: Vec<Value> = n
-        .messages
-        .iter()
-        .map(|m| serde_json::to_value(m).unwrap())
-        .collect();
+    let wire = crate::api::types::wire(&n.messages);
     assert_eq!(
         wire,
         vec![
