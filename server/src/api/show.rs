@@ -273,11 +273,14 @@ impl ModelView {
         for c in &self.config.capabilities {
             add(c);
         }
+        // A renderer or parser prompts and parses the model itself: the Jinja template's
+        // mentions of tools and thinking say nothing then (Ollama's usesOllamaRenderedChat).
+        let ollama_rendered = !self.config.renderer.is_empty() || !self.config.parser.is_empty();
         if self.is_safetensors() {
             // Ollama's create stores `completion` (and tools/thinking) in the config; a manifest
             // without them is still a text model. The Jinja template adds what it mentions.
             add("completion");
-            if self.template.is_none() {
+            if self.template.is_none() && !ollama_rendered {
                 if let Ok(Some(t)) = crate::mlx::view::chat_template(self) {
                     if t.contains("tools") || t.contains("tool_call") {
                         add("tools");
@@ -295,7 +298,7 @@ impl ModelView {
             .map(crate::prompt::Template::parse_go);
         let prefer = matches!(&go, Some(Ok(t)) if self.prefers_over(gguf, t));
         if let Some(g) = gguf {
-            if self.template.is_none() || prefer {
+            if (self.template.is_none() || prefer) && !ollama_rendered {
                 if let Some(t) = g.chat_template() {
                     if t.contains("tools") || t.contains("tool_call") {
                         add("tools");
@@ -333,6 +336,15 @@ impl ModelView {
         }
         if !self.projector_paths.is_empty() {
             add("vision");
+        }
+        // Then what the named parser supports (Ollama's parserCapabilities).
+        if let Some(s) = crate::prompt::parsers::support(&self.config.parser) {
+            if s.tools {
+                add("tools");
+            }
+            if s.thinking {
+                add("thinking");
+            }
         }
         caps
     }

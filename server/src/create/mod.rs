@@ -148,20 +148,22 @@ pub fn precheck(req: &CreateRequest) -> Result<ModelName> {
         &req.model
     };
     let name = ModelName::parse(name)?;
-    // A RENDERER or PARSER herd has nothing for would be stored and then ignored: refuse it.
-    if !req.renderer.is_empty()
-        && !crate::prompt::parsers::RENDERERS.contains(&req.renderer.as_str())
-    {
+    // A RENDERER or PARSER herd has nothing for would be stored and then fail every chat:
+    // refuse it at create.
+    use crate::prompt::{parsers, renderers};
+    if !req.renderer.is_empty() && !renderers::is_known(&req.renderer) {
         return Err(Error::BadRequest(format!(
-            "renderer {:?} is not supported by this server (it renders the model's TEMPLATE)",
-            req.renderer
+            "renderer {:?} is not supported by this server (supported: {})",
+            req.renderer,
+            renderers::NAMES.join(", ")
         )));
     }
-    if !req.parser.is_empty() && !crate::prompt::parsers::NAMED.contains(&req.parser.as_str()) {
+    if !req.parser.is_empty() && !parsers::is_named(&req.parser) {
+        let names: Vec<&str> = parsers::NAMED.iter().map(|(n, _)| *n).collect();
         return Err(Error::BadRequest(format!(
             "parser {:?} is not supported by this server (supported: {})",
             req.parser,
-            crate::prompt::parsers::NAMED.join(", ")
+            names.join(", ")
         )));
     }
     // An unknown type is refused before anything (e.g. a conversion) streams progress.

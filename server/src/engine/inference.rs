@@ -431,6 +431,7 @@ async fn chat(engine: Engine, job: ChatJob) -> Result<ChunkStream<ChatResponse>>
             last: kept.last(),
             prompt: &prompt_text,
             named: &model.view.config.parser,
+            schemas: &tools,
         },
     );
     let creq = completion(
@@ -462,6 +463,7 @@ async fn chat(engine: Engine, job: ChatJob) -> Result<ChunkStream<ChatResponse>>
                     last: Some(&prefill),
                     prompt: &prompt,
                     named: &model.view.config.parser,
+                    schemas: &tools,
                 },
             );
             Ok(two_pass::Second {

@@ -113,6 +113,9 @@ pub fn prepare(view: &ModelView, root: &Path, digest: &str) -> Result<Prepared> 
         head_dim,
     );
     let (template, bos_text) = match &view.template {
+        _ if !view.config.renderer.is_empty() => {
+            super::model::builtin_for(view, &view.config.renderer, "", &view.config.model_type)?
+        }
         Some(src) => (
             Template::parse_go(src).map_err(Template::parse_error)?,
             None,

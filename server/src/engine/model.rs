@@ -102,7 +102,15 @@ impl Model {
         }
         let capabilities = resolved.capabilities.clone();
         let details = view.details(gguf.as_ref());
-        let (template, bos_text) = template_for(&view, gguf.as_ref())?;
+        let (template, bos_text) = match view.config.renderer.as_str() {
+            "" => template_for(&view, gguf.as_ref())?,
+            r => builtin_for(
+                &view,
+                r,
+                &resolved.name.display_shortest(),
+                &details.parameter_size,
+            )?,
+        };
         let g = gguf.as_ref();
         let u32_of = |v: Option<u64>| v.map(|n| n.min(u64::from(u32::MAX)) as u32);
         let mut memory = match g {
@@ -194,6 +202,30 @@ fn template_for(view: &ModelView, g: Option<&GgufFile>) -> Result<(Template, Opt
         bos.clone().unwrap_or_default(),
         eos.unwrap_or_default(),
     )?;
+    Ok((t, bos))
+}
+
+/// A model with a config `renderer` (Ollama's RENDERER) renders with that built-in renderer
+/// (`gemma4` resolved per model), its TEMPLATE layer kept beside it for suffix requests; the
+/// renderer's leading BOS text, when it prints one, stops the runner adding another.
+pub fn builtin_for(
+    view: &ModelView,
+    renderer: &str,
+    name: &str,
+    parameter_size: &str,
+) -> Result<(Template, Option<String>)> {
+    let go = match &view.template {
+        Some(src) => Some(Template::parse_go(src).map_err(Template::parse_error)?),
+        None => None,
+    };
+    let name = crate::prompt::renderers::resolve(renderer, name, parameter_size);
+    let t = Template::builtin(&name, go)?;
+    let bos = match &t {
+        Template::Builtin(b) => {
+            Some(b.renderer.leading_bos().to_string()).filter(|s| !s.is_empty())
+        }
+        _ => None,
+    };
     Ok((t, bos))
 }
 

@@ -30,6 +30,7 @@ mod jinja;
 pub mod parsers;
 pub mod prefer;
 pub mod render;
+pub mod renderers;
 mod values;
 
 #[cfg(test)]
@@ -65,6 +66,23 @@ pub enum Template {
     Go(GoChat),
     /// A GGUF `tokenizer.chat_template` (Jinja).
     Jinja(JinjaChat),
+    /// A built-in renderer (the model's config `renderer`, Ollama's `RENDERER`) for chats and
+    /// generate prompts, beside the TEMPLATE layer (or `{{ .Prompt }}`), which Ollama still runs
+    /// for suffix requests and reads capabilities from.
+    Builtin(Builtin),
+}
+
+/// A named renderer and the Go template beside it.
+pub struct Builtin {
+    pub name: String,
+    pub renderer: Box<dyn renderers::Renderer>,
+    pub go: GoChat,
+}
+
+impl std::fmt::Debug for Builtin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Builtin").field("name", &self.name).finish()
+    }
 }
 
 impl Template {
@@ -128,6 +146,23 @@ impl Template {
         Ok(())
     }
 
+    /// The renderer `name` (already [`renderers::resolve`]d) with the model's TEMPLATE layer
+    /// beside it (`{{ .Prompt }}` when it has none). An unknown name fails as Ollama's render
+    /// does (500 `unknown renderer "x"`).
+    pub fn builtin(name: &str, go: Option<Template>) -> Result<Template> {
+        let renderer = renderers::for_name(name)
+            .ok_or_else(|| Error::Internal(format!("unknown renderer {name:?}")))?;
+        let go = match go.unwrap_or_else(Template::default_go) {
+            Template::Go(g) => g,
+            _ => return Err(Error::Internal("a renderer's template must be Go".into())),
+        };
+        Ok(Template::Builtin(Builtin {
+            name: name.to_string(),
+            renderer,
+            go,
+        }))
+    }
+
     /// `{{ .Prompt }}`: the template of models that have none.
     pub fn default_go() -> Template {
         Template::parse_go(DEFAULT_TEMPLATE).expect("default template parses")
@@ -144,7 +179,9 @@ impl Template {
     /// Whether the template can render tools (`tools` capability).
     pub fn uses_tools(&self) -> bool {
         match self {
-            Template::Go(g) => g.vars.iter().any(|v| v == "tools"),
+            Template::Go(g) | Template::Builtin(Builtin { go: g, .. }) => {
+                g.vars.iter().any(|v| v == "tools")
+            }
             Template::Jinja(j) => caps::jinja_uses_tools(j.source()),
         }
     }
@@ -152,7 +189,9 @@ impl Template {
     /// Whether the template reads `.Suffix` (`insert` capability). Never for Jinja.
     pub fn uses_suffix(&self) -> bool {
         match self {
-            Template::Go(g) => g.vars.iter().any(|v| v == "suffix"),
+            Template::Go(g) | Template::Builtin(Builtin { go: g, .. }) => {
+                g.vars.iter().any(|v| v == "suffix")
+            }
             Template::Jinja(_) => false,
         }
     }
@@ -161,7 +200,9 @@ impl Template {
     /// text around `.Thinking` for Go templates, `<think>`/`</think>` for Jinja ones that use them.
     pub fn thinking_tags(&self) -> Option<(String, String)> {
         match self {
-            Template::Go(g) => caps::thinking_tags(&g.tmpl),
+            Template::Go(g) | Template::Builtin(Builtin { go: g, .. }) => {
+                caps::thinking_tags(&g.tmpl)
+            }
             Template::Jinja(j) => {
                 caps::jinja_thinks(j.source()).then(|| ("<think>".into(), "</think>".into()))
             }
@@ -171,7 +212,9 @@ impl Template {
     /// The text that starts a tool call in model output (Go templates; `{` when unknown).
     pub fn tool_call_tag(&self) -> String {
         match self {
-            Template::Go(g) => caps::tool_call_tag(&g.tmpl),
+            Template::Go(g) | Template::Builtin(Builtin { go: g, .. }) => {
+                caps::tool_call_tag(&g.tmpl)
+            }
             Template::Jinja(_) => "{".into(),
         }
     }
@@ -179,7 +222,7 @@ impl Template {
     /// The template source as given.
     pub fn source(&self) -> &str {
         match self {
-            Template::Go(g) => g.tmpl.source(),
+            Template::Go(g) | Template::Builtin(Builtin { go: g, .. }) => g.tmpl.source(),
             Template::Jinja(j) => j.source(),
         }
     }

@@ -108,9 +108,13 @@ fn exec_err(e: TemplateError) -> Error {
 /// Renders a chat prompt. Images become `[img-N]` markers (numbered across the conversation,
 /// prefixed to the content, or replacing literal `[img]` placeholders in order).
 pub fn render_chat(t: &Template, req: &RenderRequest) -> Result<String> {
-    let messages = tag_images(&req.messages);
     match t {
+        // Renderers see the messages as sent and place their own image markers.
+        Template::Builtin(b) => b
+            .renderer
+            .render(&req.messages, &req.tools, req.think.as_ref()),
         Template::Go(g) => {
+            let messages = tag_images(&req.messages);
             let d = think_values(&req.think);
             let (system, collated) = collate(&messages);
             if !g.vars.iter().any(|v| v == "messages") {
@@ -126,14 +130,14 @@ pub fn render_chat(t: &Template, req: &RenderRequest) -> Result<String> {
             data.insert("Response".into(), Value::str(""));
             g.tmpl.execute(&Value::map(data)).map_err(exec_err)
         }
-        Template::Jinja(j) => j.render(&messages, &req.tools, req.think.as_ref()),
+        Template::Jinja(j) => j.render(&tag_images(&req.messages), &req.tools, req.think.as_ref()),
     }
 }
 
 /// Renders a generate prompt: suffix requests run the template with `.Prompt`/`.Suffix`;
 /// otherwise it is a chat of [system], Modelfile messages, and the user prompt.
 pub fn render_generate(t: &Template, req: &GenerateRequest) -> Result<String> {
-    if let Template::Go(g) = t {
+    if let Template::Go(g) | Template::Builtin(super::Builtin { go: g, .. }) = t {
         if !req.prompt.is_empty() && !req.suffix.is_empty() {
             let mut data = think_values(&req.think);
             data.insert("Prompt".into(), Value::str(req.prompt.as_str()));

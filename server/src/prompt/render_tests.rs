@@ -363,7 +363,7 @@ fn tool_call_tag_defaults_to_brace() {
 fn vars_match_ollama() {
     let vars = |src: &str| match go(src) {
         Template::Go(g) => g.vars,
-        Template::Jinja(_) => unreachable!(),
+        _ => unreachable!("a Go template"),
     };
     assert_eq!(vars("{{ .Prompt }}"), ["prompt", "response"]);
     assert_eq!(

@@ -75,21 +75,58 @@ pub struct Options<'a> {
     /// The model's Modelfile `PARSER` (its config's `parser`); empty = inferred from the
     /// template. One of [`NAMED`].
     pub named: &'a str,
+    /// The request's tools as the client sent them (`{type, function:{name, parameters}}`):
+    /// parsers that type a call's arguments by the tool's schema read them here.
+    pub schemas: &'a [serde_json::Value],
 }
 
-/// Modelfile `PARSER` names herd has a built-in parser for (create refuses others): Ollama's
-/// harmony parser, and its `<think>`-tag families.
-pub const NAMED: &[&str] = &[
-    "harmony",
-    "qwen3",
-    "qwen3-thinking",
-    "deepseek-r1",
-    "cogito",
+/// What a named parser adds to a model's capabilities (Ollama's `HasToolSupport` /
+/// `HasThinkingSupport`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Support {
+    pub tools: bool,
+    pub thinking: bool,
+}
+
+const fn both() -> Support {
+    Support {
+        tools: true,
+        thinking: true,
+    }
+}
+
+/// Modelfile `PARSER` names herd has a built-in parser for, with what each supports (create
+/// refuses other names). Each family's module registers here and in [`named`].
+pub const NAMED: &[(&str, Support)] = &[
+    ("harmony", both()),
+    (
+        "qwen3",
+        Support {
+            tools: true,
+            thinking: false,
+        },
+    ),
+    ("qwen3-thinking", both()),
+    ("deepseek-r1", both()),
+    ("cogito", both()),
 ];
 
-/// Modelfile `RENDERER` names herd renders with a built-in renderer (none yet: herd renders the
-/// template), so create refuses every RENDERER rather than ignore it.
-pub const RENDERERS: &[&str] = &[];
+/// The support of a named parser; `None` for names herd does not know.
+pub fn support(name: &str) -> Option<Support> {
+    NAMED.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
+}
+
+/// Whether `name` is a parser herd has.
+pub fn is_named(name: &str) -> bool {
+    support(name).is_some()
+}
+
+/// A family's own parser for `o.named`, when that family has one (harmony and the `<think>`
+/// families are built by [`for_model`] itself).
+fn named(o: &Options) -> Option<Box<dyn Parser>> {
+    let _ = o;
+    None
+}
 
 impl Options<'_> {
     fn thinking_on(&self) -> bool {
@@ -118,6 +155,9 @@ pub fn tool_names(tools: &[serde_json::Value]) -> Vec<String> {
 
 /// The parser for a model's responses to one request.
 pub fn for_model(t: &Template, o: &Options) -> Box<dyn Parser> {
+    if let Some(p) = named(o) {
+        return p;
+    }
     if o.named == "harmony" || (o.named.is_empty() && is_harmony(t)) {
         return Box::new(harmony::Harmony::new(o.tools, o.prefill()));
     }
