@@ -179,9 +179,13 @@ hb_herd() {
   if hb_serve 1 "$HB_CTX1" "$r1"; then
     hb_client herd-x1 1 --num-ctx "$HB_CTX1" gen:"$HB_R" probe:"$HB_PROBES" chat:1 fmt:"$HB_R" ff20:2 copy:2 mem
   fi
+  # The A/Bs run K and J settled (OMP_WAIT_POLICY=PASSIVE, --threads 4, the first-token hold;
+  # native/gpu-results.md) run again only with HB_OLD_AB=1: they cost ~3 min of device time.
+  if [ "${HB_OLD_AB:-0}" = 1 ]; then
   hb_stamp "herd x1 OMP_WAIT_POLICY=PASSIVE"
   if w=$(hb_wrapper passive OMP_WAIT_POLICY=PASSIVE) && hb_serve 1 "$HB_CTX1" "$w"; then
     hb_client herd-x1-passive 1 --num-ctx "$HB_CTX1" gen:"$HB_R" fmt:2
+  fi
   fi
   hb_stamp "grammar fast-forward off (x1)"
   if w=$(hb_wrapper noff --no-grammar-ff) && hb_serve 1 "$HB_CTX1" "$w"; then
@@ -211,11 +215,13 @@ hb_herd() {
     hb_client "herd-x16-nb2048" "$HB_CONC" --num-ctx "$HB_CTX16" --num-batch 2048 gen:2 mem
   fi
   # A/B of the GPU step policy: the same runner with first-token holding off (plan::mixed).
+  if [ "${HB_OLD_AB:-0}" = 1 ]; then
   hb_stamp "herd x$HB_CONC without first-token hold"
   if w=$(hb_wrapper nohold --no-first-token-hold) && hb_serve "$HB_CONC" "$HB_CTX16" "$w"; then
     hb_client "herd-x16-nohold" "$HB_CONC" --num-ctx "$HB_CTX16" gen:2 fmt:2
   else
     hb_na herd-x16-nohold gen "runner has no --no-first-token-hold"
+  fi
   fi
   # A/B of grammar fast-forward under concurrency: run J's constrained x16 (0.76 of free) had
   # every forced token drafted with a full logits row; forced runs carry no rows now.
@@ -229,6 +235,7 @@ hb_herd() {
   # OpenMP threads (one per core) spin after each CPU graph part (the embedding rows) while the
   # GPU computes, which is when the 16 grammar-mask threads need the cores. A/B: the threads
   # sleeping at once (OMP_WAIT_POLICY=PASSIVE), and 4 threads instead of one per core.
+  if [ "${HB_OLD_AB:-0}" = 1 ]; then
   hb_stamp "herd x$HB_CONC OMP_WAIT_POLICY=PASSIVE"
   if w=$(hb_wrapper passive OMP_WAIT_POLICY=PASSIVE --step-stats 128) && hb_serve "$HB_CONC" "$HB_CTX16" "$w"; then
     hb_client "herd-x16-passive" "$HB_CONC" --num-ctx "$HB_CTX16" gen:2 fmt:2
@@ -236,6 +243,7 @@ hb_herd() {
   hb_stamp "herd x$HB_CONC --threads 4"
   if w=$(hb_wrapper t4 --threads 4 --step-stats 128) && hb_serve "$HB_CONC" "$HB_CTX16" "$w"; then
     hb_client "herd-x16-t4" "$HB_CONC" --num-ctx "$HB_CTX16" gen:2 fmt:2
+  fi
   fi
   # One CUDA graph per token count (patch 0005, opt-in): grammar fast-forward and prompts
   # between decode steps change a step's token count.

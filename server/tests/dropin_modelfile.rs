@@ -1,7 +1,7 @@
 //! Modelfile commands are acted on or refused, never stored and ignored (issue 14, item 5):
 //! `REQUIRES` newer than the Ollama release herd implements refuses the model at inference with
-//! the registry's wording; a `RENDERER` herd has no renderer for, or an unknown `PARSER`, is
-//! refused at create; a known `PARSER` selects that parser. The production router with the real
+//! the registry's wording; an unknown `RENDERER` or `PARSER` is refused at create; a known
+//! `PARSER` selects that parser. The production router with the real
 //! runner on SmolLM2.
 
 mod serve_support;
@@ -58,16 +58,15 @@ async fn requires_renderer_and_parser_are_acted_on_or_refused() {
         .await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
 
-    // RENDERER: herd renders the TEMPLATE and has no built-in renderers.
+    // RENDERER: a name herd has no renderer for is refused (it would fail every chat).
     let r = create(
         &h,
-        json!({"model": "r", "from": "smol", "renderer": "qwen3-coder"}),
+        json!({"model": "r", "from": "smol", "renderer": "made-up"}),
     )
     .await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
     assert!(
-        r.text()
-            .contains("renderer \\\"qwen3-coder\\\" is not supported"),
+        r.text().contains("renderer \\\"made-up\\\" is not supported"),
         "{}",
         r.text()
     );
