@@ -27,6 +27,8 @@
 //! ```
 
 pub mod harmony;
+pub mod qwen3coder;
+mod qwen3coder_call;
 pub mod thinking;
 pub mod tools;
 
@@ -109,6 +111,13 @@ pub const NAMED: &[(&str, Support)] = &[
     ("qwen3-thinking", both()),
     ("deepseek-r1", both()),
     ("cogito", both()),
+    (
+        "qwen3-coder",
+        Support {
+            tools: true,
+            thinking: false,
+        },
+    ),
 ];
 
 /// The support of a named parser; `None` for names herd does not know.
@@ -124,8 +133,10 @@ pub fn is_named(name: &str) -> bool {
 /// A family's own parser for `o.named`, when that family has one (harmony and the `<think>`
 /// families are built by [`for_model`] itself).
 fn named(o: &Options) -> Option<Box<dyn Parser>> {
-    let _ = o;
-    None
+    Some(match o.named {
+        "qwen3-coder" => Box::new(qwen3coder::Qwen3Coder::new(o.schemas)),
+        _ => return None,
+    })
 }
 
 impl Options<'_> {

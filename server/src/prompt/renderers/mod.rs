@@ -13,6 +13,7 @@
 //! as the client sent them.
 
 pub mod json;
+pub mod qwen3coder;
 
 use serde_json::Value as J;
 
@@ -32,12 +33,14 @@ pub trait Renderer: Send + Sync {
 }
 
 /// Renderer names herd knows, as Modelfile `RENDERER` accepts them.
-pub const NAMES: &[&str] = &[];
+pub const NAMES: &[&str] = &["qwen3-coder"];
 
 /// The renderer registered under `name` (after [`resolve`]).
 pub fn for_name(name: &str) -> Option<Box<dyn Renderer>> {
-    let _ = name;
-    None
+    Some(match name {
+        "qwen3-coder" => Box::new(qwen3coder::Qwen3Coder),
+        _ => return None,
+    })
 }
 
 /// Whether a Modelfile `RENDERER` names a renderer herd has (`gemma4` resolves to one of its

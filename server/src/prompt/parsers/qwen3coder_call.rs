@@ -1,0 +1,496 @@
+//! One `qwen3-coder` tool call: the text between `<tool_call>` and `</tool_call>`, read the way
+//! Ollama's `parseToolCall` reads it, and its argument values typed from the tool's schema
+//! (`parseValue`). Serves the `qwen3-coder` parser ([`super::qwen3coder`]).
+//!
+//! Ollama rewrites `<name=value>` tags into XML (`<name name="value">`, the value XML-escaped),
+//! escapes the text between `<function…>`/`<parameter…>` tags, and decodes the result with Go's
+//! strict `encoding/xml` into `<function name>` with its direct `<parameter name>` children. herd
+//! does the same rewrite and then reads the tag/text pieces with the same rules instead of
+//! printing and re-parsing XML: text before the first element is skipped, the root must be a
+//! `function` element, elements nested in a parameter (or a function nested in the function) are
+//! skipped with their text, anything after the root's end is ignored, `\r\n` and `\r` in text
+//! read as `\n`, and what Go's decoder rejects (mismatched or unclosed tags, an end tag with an
+//! attribute, characters XML forbids, a bad entity in a literal `name="…"`) is an error.
+
+use regex::Regex;
+use serde_json::{Map, Value as J};
+use std::sync::OnceLock;
+
+use crate::prompt::renderers::qwen3coder::type_names;
+
+/// A decoded `<function>`: its name and its parameters' names and raw text, in order.
+#[derive(Debug, PartialEq)]
+pub(super) struct RawCall {
+    pub name: String,
+    pub params: Vec<(String, String)>,
+}
+
+/// Reads one call; `Err` carries the reason Go's XML decoder would give.
+pub(super) fn decode(raw: &str) -> Result<RawCall, String> {
+    let xml = rewrite_tags(raw);
+    let mut toks = tokens(&xml).into_iter();
+    // Go's Unmarshal skips everything up to the first start element.
+    let (root, name) = loop {
+        match toks.next() {
+            None => return Err("EOF".into()),
+            Some(Tok::Text(t)) => check_chars(&t)?,
+            Some(Tok::End(n)) => return Err(format!("unexpected end element </{n}>")),
+            Some(Tok::Start(n, attr)) => break (n, attr),
+        }
+    };
+    if root != "function" {
+        return Err(format!(
+            "expected element type <function> but have <{root}>"
+        ));
+    }
+    let mut call = RawCall {
+        name: name.unwrap_or_default(),
+        params: Vec::new(),
+    };
+    loop {
+        match toks.next() {
+            None => return Err("unexpected EOF".into()),
+            Some(Tok::Text(t)) => check_chars(&t)?,
+            Some(Tok::Start("parameter", attr)) => {
+                let mut value = String::new();
+                loop {
+                    match toks.next() {
+                        None => return Err("unexpected EOF".into()),
+                        Some(Tok::Text(t)) => {
+                            check_chars(&t)?;
+                            value.push_str(&t);
+                        }
+                        Some(Tok::Start(n, _)) => skip(&mut toks, n)?,
+                        Some(Tok::End("parameter")) => break,
+                        Some(Tok::End(n)) => return Err(mismatch("parameter", n)),
+                    }
+                }
+                call.params.push((attr.unwrap_or_default(), value));
+            }
+            Some(Tok::Start(n, _)) => skip(&mut toks, n)?,
+            Some(Tok::End("function")) => return Ok(call),
+            Some(Tok::End(n)) => return Err(mismatch("function", n)),
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Tok {
+    /// An element start with its decoded `name` attribute, if it has one.
+    Start(&'static str, Option<String>),
+    End(&'static str),
+    /// Character data (already in its decoded form: Ollama's escaping round-trips).
+    Text(String),
+}
+
+fn mismatch(open: &str, close: &str) -> String {
+    format!("element <{open}> closed by </{close}>")
+}
+
+/// Skips an element whose start was just read, with everything inside it.
+fn skip(toks: &mut impl Iterator<Item = Tok>, open: &'static str) -> Result<(), String> {
+    let mut stack = vec![open];
+    while let Some(top) = stack.last().copied() {
+        match toks.next() {
+            None => return Err("unexpected EOF".into()),
+            Some(Tok::Text(t)) => check_chars(&t)?,
+            Some(Tok::Start(n, _)) => stack.push(n),
+            Some(Tok::End(n)) if n == top => {
+                stack.pop();
+            }
+            Some(Tok::End(n)) => return Err(mismatch(top, n)),
+        }
+    }
+    Ok(())
+}
+
+/// Ollama's first pass: every `<word=value>` becomes `<word name="escaped value">`.
+fn rewrite_tags(raw: &str) -> String {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| Regex::new(r"<([0-9A-Za-z_]+)=([^>]+)>").expect("valid regex"));
+    re.replace_all(raw, |c: &regex::Captures| {
+        format!("<{} name=\"{}\">", &c[1], escape_attr(&c[2]))
+    })
+    .into_owned()
+}
+
+/// Go's `xml.EscapeText`: markup characters and `\t\n\r` as references, characters XML forbids
+/// as U+FFFD.
+fn escape_attr(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("&#34;"),
+            '\'' => out.push_str("&#39;"),
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '\t' => out.push_str("&#x9;"),
+            '\n' => out.push_str("&#xA;"),
+            '\r' => out.push_str("&#xD;"),
+            c if !xml_char(c) => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The XML `Char` production (Go's `isInCharacterRange`).
+fn xml_char(c: char) -> bool {
+    matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
+}
+
+fn check_chars(s: &str) -> Result<(), String> {
+    match s.chars().find(|&c| !xml_char(c)) {
+        Some(c) => Err(format!("illegal character code U+{:04X}", c as u32)),
+        None => Ok(()),
+    }
+}
+
+/// Ollama's second pass: the `<function…>`/`<parameter…>` tags in the rewritten text, and the
+/// text between them (which Ollama escapes, so Go's decoder hands it back unchanged apart from
+/// line-end normalization).
+fn tokens(xml: &str) -> Vec<Tok> {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| {
+        Regex::new(r#"</?(?:function|parameter)(?:[\t\n\x0C\r ]+name="[^"]*")?>"#)
+            .expect("valid regex")
+    });
+    let mut out = Vec::new();
+    let mut last = 0;
+    for m in re.find_iter(xml) {
+        if m.start() > last {
+            out.push(Tok::Text(newlines(&xml[last..m.start()])));
+        }
+        out.push(tag(m.as_str()));
+        last = m.end();
+    }
+    if last < xml.len() {
+        out.push(Tok::Text(newlines(&xml[last..])));
+    }
+    out
+}
+
+/// One matched tag as Go's decoder reads it; malformed ones become a text token holding a
+/// forbidden character so that the decode fails where Go's would.
+fn tag(t: &str) -> Tok {
+    let end = t.starts_with("</");
+    let body = &t[if end { 2 } else { 1 }..t.len() - 1];
+    let name: &'static str = if body.starts_with("function") {
+        "function"
+    } else {
+        "parameter"
+    };
+    let rest = &body[name.len()..];
+    if rest.is_empty() {
+        return if end {
+            Tok::End(name)
+        } else {
+            Tok::Start(name, None)
+        };
+    }
+    // ` name="…"`: an end tag may not carry it, form feed is no XML space, and the value must
+    // be valid attribute text.
+    let spaces = rest.len()
+        - rest
+            .trim_start_matches([' ', '\t', '\n', '\r', '\x0C'])
+            .len();
+    if end || rest[..spaces].contains('\x0C') {
+        return Tok::Text(INVALID.into());
+    }
+    let value = &rest[spaces + "name=\"".len()..rest.len() - 1];
+    match attr_value(value) {
+        Some(v) => Tok::Start(name, Some(v)),
+        None => Tok::Text(INVALID.into()),
+    }
+}
+
+/// Text that fails [`check_chars`]: stands in for a syntax error at that point of the stream.
+const INVALID: &str = "\u{0}";
+
+/// `\r\n` and a lone `\r` read as `\n` (Go's decoder does this to unescaped text).
+fn newlines(s: &str) -> String {
+    if s.contains('\r') {
+        s.replace("\r\n", "\n").replace('\r', "\n")
+    } else {
+        s.to_string()
+    }
+}
+
+/// A quoted attribute value as Go's strict decoder reads it: the five named entities and
+/// numeric references, no raw `<`, line ends normalized, only XML characters. `None` = error.
+fn attr_value(raw: &str) -> Option<String> {
+    let mut out = String::with_capacity(raw.len());
+    let mut rest = newlines(raw);
+    while let Some(i) = rest.find(['&', '<']) {
+        out.push_str(&rest[..i]);
+        if rest[i..].starts_with('<') {
+            return None;
+        }
+        let after = &rest[i + 1..];
+        let semi = after.find(';')?;
+        let ent = &after[..semi];
+        let c = if let Some(num) = ent.strip_prefix('#') {
+            let (digits, radix) = match num.strip_prefix('x') {
+                Some(h) => (h, 16),
+                None => (num, 10),
+            };
+            if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+                return None;
+            }
+            let n = u64::from_str_radix(digits, radix).ok()?;
+            if n > 0x10FFFF {
+                return None;
+            }
+            // Go's `string(rune(n))` turns a surrogate into U+FFFD.
+            char::from_u32(n as u32).unwrap_or('\u{FFFD}')
+        } else {
+            match ent {
+                "lt" => '<',
+                "gt" => '>',
+                "amp" => '&',
+                "apos" => '\'',
+                "quot" => '"',
+                _ => return None,
+            }
+        };
+        out.push(c);
+        rest = after[semi + 1..].to_string();
+    }
+    out.push_str(&rest);
+    out.chars().all(xml_char).then_some(out)
+}
+
+/// The schema types of a call's parameter (Ollama collects `anyOf` members' types), from the
+/// request's tools as sent: the first tool of that name, its property of that name.
+pub(super) fn param_types(schemas: &[J], tool: &str, param: &str) -> Vec<String> {
+    let Some(prop) = schemas
+        .iter()
+        .find(|t| t.pointer("/function/name").and_then(J::as_str) == Some(tool))
+        .and_then(|t| t.pointer("/function/parameters/properties"))
+        .and_then(|p| p.get(param))
+    else {
+        return Vec::new();
+    };
+    match prop.get("anyOf").and_then(J::as_array) {
+        Some(any) if !any.is_empty() => any.iter().flat_map(type_names).collect(),
+        _ => type_names(prop),
+    }
+}
+
+/// Ollama's `parseValue`: one leading and one trailing `\n` dropped, `null` (any case) is null,
+/// then the declared types tried as boolean, integer, number, array, object, string; a lone
+/// declared type that does not parse gives the text (a lone `boolean` gives false).
+pub(super) fn typed_value(raw: &str, types: &[String]) -> J {
+    let raw = raw.strip_prefix('\n').unwrap_or(raw);
+    let raw = raw.strip_suffix('\n').unwrap_or(raw);
+    let text = || J::String(raw.to_string());
+    if raw.to_lowercase() == "null" {
+        return J::Null;
+    }
+    if types.is_empty() {
+        return text();
+    }
+    let has = |t: &str| types.iter().any(|x| x == t);
+    let only = types.len() == 1;
+    if has("boolean") {
+        match raw.to_lowercase().as_str() {
+            "true" => return J::Bool(true),
+            "false" => return J::Bool(false),
+            _ if only => return J::Bool(false),
+            _ => {}
+        }
+    }
+    if has("integer") {
+        match raw.parse::<i64>() {
+            Ok(i) => return J::from(i),
+            Err(_) if only => return text(),
+            Err(_) => {}
+        }
+    }
+    if has("number") {
+        match go_parse_float(raw).and_then(number) {
+            Some(v) => return v,
+            None if only => return text(),
+            None => {}
+        }
+    }
+    for (kind, want_array) in [("array", true), ("object", false)] {
+        if has(kind) {
+            match serde_json::from_str::<J>(raw) {
+                // Go decodes `null` into a nil slice or map without error.
+                Ok(J::Null) => return J::Null,
+                Ok(v @ J::Array(_)) if want_array => return go_value(v),
+                Ok(v @ J::Object(_)) if !want_array => return go_value(v),
+                _ if only => return text(),
+                _ => {}
+            }
+        }
+    }
+    text()
+}
+
+/// A parsed float as Ollama stores it: whole values as integers. Go converts a whole float
+/// outside int64 with a platform-defined result and keeps NaN/Inf, which JSON cannot carry;
+/// herd keeps the former as a float and reads the latter as text (`None`).
+fn number(f: f64) -> Option<J> {
+    if !f.is_finite() {
+        return None;
+    }
+    if f.trunc() == f && (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&f) {
+        return Some(J::from(f as i64));
+    }
+    serde_json::Number::from_f64(f).map(J::Number)
+}
+
+/// A JSON value as Go decodes it into `any` and prints it again: object keys sorted (Go maps),
+/// every number a float64 (whole ones print as integers).
+pub(super) fn go_value(v: J) -> J {
+    match v {
+        J::Object(m) => {
+            let mut entries: Vec<(String, J)> = m.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            J::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k, go_value(v)))
+                    .collect::<Map<_, _>>(),
+            )
+        }
+        J::Array(a) => J::Array(a.into_iter().map(go_value).collect()),
+        J::Number(n) => n.as_f64().and_then(number).unwrap_or(J::Number(n)),
+        v => v,
+    }
+}
+
+/// Go's `strconv.ParseFloat(s, 64)`: decimal and hexadecimal (`0x1.8p3`) forms, `_` between
+/// digits, `inf`/`infinity`/`nan` in any case; out of range is an error (`None`).
+fn go_parse_float(s: &str) -> Option<f64> {
+    let (neg, body) = match s.as_bytes().first() {
+        Some(b'+') => (false, &s[1..]),
+        Some(b'-') => (true, &s[1..]),
+        _ => (false, s),
+    };
+    let lower = body.to_ascii_lowercase();
+    if lower == "inf" || lower == "infinity" {
+        return Some(if neg {
+            f64::NEG_INFINITY
+        } else {
+            f64::INFINITY
+        });
+    }
+    if lower == "nan" && body.len() == s.len() {
+        return Some(f64::NAN);
+    }
+    if body.contains('_') && !underscores_ok(s) {
+        return None;
+    }
+    let clean: String = body.chars().filter(|&c| c != '_').collect();
+    let v = if let Some(hex) = clean
+        .strip_prefix("0x")
+        .or_else(|| clean.strip_prefix("0X"))
+    {
+        hex_float(hex)?
+    } else {
+        let b = clean.as_bytes();
+        let mut i = 0;
+        let digits = |i: &mut usize| {
+            let start = *i;
+            while *i < b.len() && b[*i].is_ascii_digit() {
+                *i += 1;
+            }
+            *i - start
+        };
+        let mut n = digits(&mut i);
+        if i < b.len() && b[i] == b'.' {
+            i += 1;
+            n += digits(&mut i);
+        }
+        if n == 0 {
+            return None;
+        }
+        if i < b.len() && (b[i] | 0x20) == b'e' {
+            i += 1;
+            if i < b.len() && (b[i] == b'+' || b[i] == b'-') {
+                i += 1;
+            }
+            if digits(&mut i) == 0 {
+                return None;
+            }
+        }
+        if i != b.len() {
+            return None;
+        }
+        clean.parse::<f64>().ok()?
+    };
+    if v.is_infinite() {
+        return None;
+    }
+    Some(if neg { -v } else { v })
+}
+
+/// Hex mantissa with optional point and a mandatory binary exponent (`1.8p3`). Mantissas beyond
+/// 60 bits are truncated, not rounded (Go rounds them; no model writes such numbers).
+fn hex_float(s: &str) -> Option<f64> {
+    let (mant, exp) = s.split_once(['p', 'P'])?;
+    let (negative, digits) = match exp.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, exp.strip_prefix('+').unwrap_or(exp)),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let exp: i64 = digits.parse::<i64>().unwrap_or(100_000).min(100_000);
+    let exp = if negative { -exp } else { exp };
+    let (int, frac) = mant.split_once('.').unwrap_or((mant, ""));
+    let all = || int.chars().chain(frac.chars());
+    if int.len() + frac.len() == 0 || !all().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    let mut m: u64 = 0;
+    let mut e = exp - 4 * frac.len() as i64;
+    for c in all() {
+        if m >> 56 == 0 {
+            m = m * 16 + u64::from(c.to_digit(16).unwrap_or(0));
+        } else {
+            e += 4;
+        }
+    }
+    let mut v = m as f64;
+    while e != 0 && v != 0.0 && v.is_finite() {
+        let k = e.clamp(-1000, 1000);
+        v *= 2f64.powi(k as i32);
+        e -= k;
+    }
+    Some(v)
+}
+
+/// Go's `underscoreOK`: `_` only between digits (or after a base prefix).
+fn underscores_ok(s: &str) -> bool {
+    let s = s.strip_prefix(['+', '-']).unwrap_or(s);
+    let b = s.as_bytes();
+    let (mut i, mut saw, hex) =
+        if b.len() >= 2 && b[0] == b'0' && matches!(b[1] | 0x20, b'b' | b'o' | b'x') {
+            (2, b'0', b[1] | 0x20 == b'x')
+        } else {
+            (0, b'^', false)
+        };
+    while i < b.len() {
+        let c = b[i];
+        if c.is_ascii_digit() || (hex && c.is_ascii_hexdigit()) {
+            saw = b'0';
+        } else if c == b'_' {
+            if saw != b'0' {
+                return false;
+            }
+            saw = b'_';
+        } else {
+            if saw == b'_' {
+                return false;
+            }
+            saw = b'!';
+        }
+        i += 1;
+    }
+    saw != b'_'
+}
