@@ -66,7 +66,8 @@ async fn requires_renderer_and_parser_are_acted_on_or_refused() {
     .await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
     assert!(
-        r.text().contains("renderer \\\"made-up\\\" is not supported"),
+        r.text()
+            .contains("renderer \\\"made-up\\\" is not supported"),
         "{}",
         r.text()
     );
@@ -86,4 +87,78 @@ async fn requires_renderer_and_parser_are_acted_on_or_refused() {
         show["modelfile"]
     );
     assert_eq!(chat(&h, "p").await.status, StatusCode::OK);
+}
+
+/// A pulled model whose config names a renderer and a parser (qwen3-coder's, as ollama.com
+/// ships it): the renderer writes the prompt instead of the TEMPLATE, the parser's support sets
+/// the capabilities, and the real runner answers a prompt the renderer wrote.
+#[tokio::test]
+async fn a_renderer_and_parser_model_prompts_and_serves_through_them() {
+    let Some(h) = smol() else { return };
+    let r = create(
+        &h,
+        json!({"model": "coder", "from": "smol", "renderer": "qwen3-coder", "parser": "qwen3-coder"}),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let show = h.post("/api/show", json!({"model": "coder"})).await.json();
+    let caps: Vec<&str> = show["capabilities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    // SmolLM2's own template speaks neither tools nor thinking; qwen3-coder's parser has tools.
+    assert!(
+        caps.contains(&"completion") && caps.contains(&"tools"),
+        "{caps:?}"
+    );
+    assert!(!caps.contains(&"thinking"), "{caps:?}");
+    let modelfile = show["modelfile"].as_str().unwrap();
+    assert!(
+        modelfile.contains("RENDERER qwen3-coder") && modelfile.contains("PARSER qwen3-coder"),
+        "{modelfile}"
+    );
+
+    let tool = json!({"type": "function", "function": {"name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}});
+    let messages = json!([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Paris?"}]);
+    let r = h
+        .post(
+            "/api/chat",
+            json!({"model": "coder", "messages": messages, "tools": [tool], "_debug_render_only": true}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let prompt = r.json()["_debug_info"]["rendered_template"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        prompt.starts_with("<|im_start|>system\nBe brief.\n\n# Tools\n\n")
+            && prompt.contains("<function>\n<name>get_weather</name>\n<parameters>\n<parameter>\n<name>city</name>\n<type>string</type>\n</parameter>")
+            && prompt.ends_with("<|im_start|>user\nWeather in Paris?<|im_end|>\n<|im_start|>assistant\n"),
+        "{prompt}"
+    );
+    // The same chat through /api/generate's messages flow renders with the renderer too.
+    let r = h
+        .post(
+            "/api/generate",
+            json!({"model": "coder", "prompt": "hi", "system": "S", "_debug_render_only": true}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert_eq!(
+        r.json()["_debug_info"]["rendered_template"],
+        "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    );
+    // A real answer to the rendered prompt.
+    let r = chat(&h, "coder").await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert_eq!(r.json()["message"]["role"], "assistant");
+    assert!(
+        r.json()["eval_count"].as_u64().unwrap() >= 1,
+        "{}",
+        r.text()
+    );
 }
