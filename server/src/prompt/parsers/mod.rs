@@ -26,6 +26,8 @@
 //! assert_eq!((a.thinking + &b.thinking, b.content), ("hmm".to_string(), "Hello".to_string()));
 //! ```
 
+pub mod gemma4;
+pub mod gemma4_args;
 pub mod harmony;
 pub mod qwen3coder;
 mod qwen3coder_call;
@@ -90,34 +92,40 @@ pub struct Support {
     pub thinking: bool,
 }
 
-const fn both() -> Support {
-    Support {
-        tools: true,
-        thinking: true,
-    }
-}
+/// Tools and thinking.
+const BOTH: Support = Support {
+    tools: true,
+    thinking: true,
+};
+/// Tools only.
+const TOOLS: Support = Support {
+    tools: true,
+    thinking: false,
+};
+/// Thinking only.
+#[allow(dead_code)]
+const THINKING: Support = Support {
+    tools: false,
+    thinking: true,
+};
+/// Neither (a parser that only cleans up output).
+#[allow(dead_code)]
+const NEITHER: Support = Support {
+    tools: false,
+    thinking: false,
+};
 
 /// Modelfile `PARSER` names herd has a built-in parser for, with what each supports (create
 /// refuses other names). Each family's module registers here and in [`named`].
 pub const NAMED: &[(&str, Support)] = &[
-    ("harmony", both()),
-    (
-        "qwen3",
-        Support {
-            tools: true,
-            thinking: false,
-        },
-    ),
-    ("qwen3-thinking", both()),
-    ("deepseek-r1", both()),
-    ("cogito", both()),
-    (
-        "qwen3-coder",
-        Support {
-            tools: true,
-            thinking: false,
-        },
-    ),
+    ("harmony", BOTH),
+    ("qwen3", TOOLS),
+    ("qwen3-thinking", BOTH),
+    ("deepseek-r1", BOTH),
+    ("cogito", BOTH),
+    ("qwen3-coder", TOOLS),
+    ("gemma4", BOTH),
+    ("gemma4-no-thinking", TOOLS),
 ];
 
 /// The support of a named parser; `None` for names herd does not know.
@@ -135,6 +143,8 @@ pub fn is_named(name: &str) -> bool {
 fn named(o: &Options) -> Option<Box<dyn Parser>> {
     Some(match o.named {
         "qwen3-coder" => Box::new(qwen3coder::Qwen3Coder::new(o.schemas)),
+        "gemma4" => Box::new(gemma4::Gemma4::new(o, true)),
+        "gemma4-no-thinking" => Box::new(gemma4::Gemma4::new(o, false)),
         _ => return None,
     })
 }

@@ -12,6 +12,8 @@
 //! (not collated, images not yet tagged: renderers place their own image markers) and the tools
 //! as the client sent them.
 
+pub mod gemma4;
+pub mod gemma4_tools;
 pub mod json;
 pub mod qwen3coder;
 
@@ -33,12 +35,18 @@ pub trait Renderer: Send + Sync {
 }
 
 /// Renderer names herd knows, as Modelfile `RENDERER` accepts them.
-pub const NAMES: &[&str] = &["qwen3-coder"];
+pub const NAMES: &[&str] = &[
+    "qwen3-coder",
+    "gemma4-small",
+    "gemma4-large",
+];
 
 /// The renderer registered under `name` (after [`resolve`]).
 pub fn for_name(name: &str) -> Option<Box<dyn Renderer>> {
     Some(match name {
         "qwen3-coder" => Box::new(qwen3coder::Qwen3Coder),
+        "gemma4-small" => Box::new(gemma4::Gemma4::small()),
+        "gemma4-large" => Box::new(gemma4::Gemma4::large()),
         _ => return None,
     })
 }
