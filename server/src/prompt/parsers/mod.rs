@@ -26,8 +26,11 @@
 //! assert_eq!((a.thinking + &b.thinking, b.content), ("hmm".to_string(), "Hello".to_string()));
 //! ```
 
+pub mod cogito;
+pub mod deepseek3;
 pub mod gemma4;
 pub mod gemma4_args;
+pub mod glm;
 pub mod harmony;
 pub mod qwen3coder;
 mod qwen3coder_call;
@@ -126,6 +129,9 @@ pub const NAMED: &[(&str, Support)] = &[
     ("qwen3-coder", TOOLS),
     ("gemma4", BOTH),
     ("gemma4-no-thinking", TOOLS),
+    ("deepseek3", BOTH),
+    ("glm-4.7", BOTH),
+    ("glm-ocr", TOOLS),
 ];
 
 /// The support of a named parser; `None` for names herd does not know.
@@ -145,6 +151,10 @@ fn named(o: &Options) -> Option<Box<dyn Parser>> {
         "qwen3-coder" => Box::new(qwen3coder::Qwen3Coder::new(o.schemas)),
         "gemma4" => Box::new(gemma4::Gemma4::new(o, true)),
         "gemma4-no-thinking" => Box::new(gemma4::Gemma4::new(o, false)),
+        "deepseek3" => Box::new(deepseek3::DeepSeekTokens::deepseek3(o)),
+        "cogito" => Box::new(cogito::cogito(o)),
+        "glm-4.7" => Box::new(glm::Glm::glm47(o)),
+        "glm-ocr" => Box::new(glm::Glm::glm_ocr(o)),
         _ => return None,
     })
 }

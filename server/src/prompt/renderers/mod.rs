@@ -12,8 +12,11 @@
 //! (not collated, images not yet tagged: renderers place their own image markers) and the tools
 //! as the client sent them.
 
+pub mod cogito;
+pub mod deepseek3;
 pub mod gemma4;
 pub mod gemma4_tools;
+pub mod glm;
 pub mod json;
 pub mod qwen3coder;
 
@@ -39,6 +42,10 @@ pub const NAMES: &[&str] = &[
     "qwen3-coder",
     "gemma4-small",
     "gemma4-large",
+    "deepseek3.1",
+    "cogito",
+    "glm-4.7",
+    "glm-ocr",
 ];
 
 /// The renderer registered under `name` (after [`resolve`]).
@@ -47,6 +54,10 @@ pub fn for_name(name: &str) -> Option<Box<dyn Renderer>> {
         "qwen3-coder" => Box::new(qwen3coder::Qwen3Coder),
         "gemma4-small" => Box::new(gemma4::Gemma4::small()),
         "gemma4-large" => Box::new(gemma4::Gemma4::large()),
+        "deepseek3.1" => Box::new(deepseek3::DeepSeek3 { thinking: true }),
+        "cogito" => Box::new(cogito::Cogito { thinking: true }),
+        "glm-4.7" => Box::new(glm::Glm47),
+        "glm-ocr" => Box::new(glm::GlmOcr),
         _ => return None,
     })
 }

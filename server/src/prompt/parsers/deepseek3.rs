@@ -1,0 +1,501 @@
+//! DeepSeek-token output (Ollama's `DeepSeek3Parser`, the `PARSER` name `deepseek3`), and the
+//! streaming machine it shares with `cogito` ([`super::cogito`], Ollama's `CogitoParser`, which
+//! is the same parser with its own call body and tool-output handling):
+//! - thinking (when the response starts in it) runs to `</think>`; whitespace before the tag and
+//!   after it is dropped;
+//! - content runs until `<｜tool▁calls▁begin｜>` (whitespace before it dropped) or a tool-output
+//!   region the model writes itself (deepseek3: `<｜tool▁output▁begin｜>…<｜tool▁output▁end｜>`,
+//!   whose text stays content; cogito: `<｜tool▁outputs▁begin｜>…<｜tool▁outputs▁end｜>`, dropped);
+//! - in a calls block each `<｜tool▁call▁begin｜>…<｜tool▁call▁end｜>` is one call, until
+//!   `<｜tool▁calls▁end｜>`; text between calls is dropped.
+//!
+//! Where Ollama's Go parser is silent, herd matches its one-shot result (`Add(all, true)`):
+//! whitespace held back for a tag that never comes is delivered in content; text still held in
+//! thinking, an unfinished calls block or an unfinished tool-output region at the end is dropped,
+//! as Go never delivers it. A call whose body does not parse is dropped with the rest of its block
+//! (Go logs it and skips to `<｜tool▁calls▁end｜>`; it returns no error, so neither does herd).
+//! Go scans a whole buffer for one tag before another; herd takes tags in the order they appear,
+//! which is what Go does on a token-by-token stream. Tool names are not checked against the
+//! request (Go does not check them).
+//!
+//! Init: deepseek3 thinks only when the request asks (`think` true or a level; unset is off) and
+//! no non-empty assistant prefill is being continued (nor herd's two-pass thinking prefill, see
+//! [`after_thinking`]).
+
+use serde_json::{Map, Value as J};
+
+use super::{call_id, cogito, partial_tag_len, Options, Parsed, Parser};
+use crate::prompt::{Think, ToolCall};
+
+pub(super) const THINK_CLOSE: &str = "</think>";
+pub(super) const CALLS_BEGIN: &str = "<｜tool▁calls▁begin｜>";
+pub(super) const CALLS_END: &str = "<｜tool▁calls▁end｜>";
+pub(super) const CALL_BEGIN: &str = "<｜tool▁call▁begin｜>";
+pub(super) const CALL_END: &str = "<｜tool▁call▁end｜>";
+pub(super) const SEP: &str = "<｜tool▁sep｜>";
+pub(super) const OUTPUT_BEGIN: &str = "<｜tool▁output▁begin｜>";
+pub(super) const OUTPUT_END: &str = "<｜tool▁output▁end｜>";
+pub(super) const OUTPUTS_BEGIN: &str = "<｜tool▁outputs▁begin｜>";
+pub(super) const OUTPUTS_END: &str = "<｜tool▁outputs▁end｜>";
+
+/// Which of the two families' rules apply.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Flavor {
+    DeepSeek,
+    Cogito,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum State {
+    Thinking,
+    Content,
+    Calls,
+    Output,
+}
+
+/// The streaming parser for `deepseek3` and `cogito`.
+pub struct DeepSeekTokens {
+    flavor: Flavor,
+    state: State,
+    buf: String,
+    /// Leading whitespace of what follows is dropped (after `</think>` or the end of a block).
+    trim_lead: bool,
+    index: i64,
+    starts_thinking: bool,
+}
+
+impl DeepSeekTokens {
+    /// `deepseek3` (`hasThinkingSupport` true).
+    pub fn deepseek3(o: &Options) -> DeepSeekTokens {
+        let thinking = o.think.is_some_and(Think::enabled) && !prefilled(o);
+        DeepSeekTokens::new(Flavor::DeepSeek, thinking)
+    }
+
+    pub(super) fn new(flavor: Flavor, thinking: bool) -> DeepSeekTokens {
+        DeepSeekTokens {
+            flavor,
+            state: if thinking {
+                State::Thinking
+            } else {
+                State::Content
+            },
+            buf: String::new(),
+            trim_lead: false,
+            index: 0,
+            starts_thinking: thinking,
+        }
+    }
+
+    /// The tag that opens a model-written tool-output region in content.
+    fn output_open(&self) -> &'static str {
+        match self.flavor {
+            Flavor::DeepSeek => OUTPUT_BEGIN,
+            Flavor::Cogito => OUTPUTS_BEGIN,
+        }
+    }
+
+    fn enter_content(&mut self, rest_at: usize) {
+        self.buf.drain(..rest_at);
+        self.state = State::Content;
+        self.trim_lead = true;
+    }
+
+    /// One step; false when nothing more can be decided without more text.
+    fn step(&mut self, out: &mut Parsed, done: bool) -> bool {
+        if self.trim_lead {
+            let lead = self.buf.len() - self.buf.trim_start().len();
+            self.buf.drain(..lead);
+            if self.buf.is_empty() {
+                return false;
+            }
+            self.trim_lead = false;
+        }
+        match self.state {
+            State::Thinking => {
+                if let Some(i) = self.buf.find(THINK_CLOSE) {
+                    out.thinking.push_str(self.buf[..i].trim_end());
+                    self.enter_content(i + THINK_CLOSE.len());
+                    return true;
+                }
+                let keep = partial_tag_len(&self.buf, &[THINK_CLOSE]);
+                let emit = self.buf[..self.buf.len() - keep].trim_end().len();
+                out.thinking.push_str(&self.buf[..emit]);
+                self.buf.drain(..emit);
+                false
+            }
+            State::Content => {
+                let open = self.output_open();
+                let calls = self.buf.find(CALLS_BEGIN);
+                let output = self.buf.find(open);
+                match (calls, output) {
+                    (Some(c), o) if o.is_none_or(|o| c < o) => {
+                        out.content.push_str(self.buf[..c].trim_end());
+                        self.buf.drain(..c + CALLS_BEGIN.len());
+                        self.state = State::Calls;
+                        true
+                    }
+                    (_, Some(o)) => {
+                        let before = &self.buf[..o];
+                        out.content.push_str(match self.flavor {
+                            Flavor::DeepSeek => before,
+                            Flavor::Cogito => before.trim_end(),
+                        });
+                        self.buf.drain(..o + open.len());
+                        self.state = State::Output;
+                        true
+                    }
+                    _ if done => {
+                        out.content.push_str(&std::mem::take(&mut self.buf));
+                        false
+                    }
+                    _ => {
+                        // A possible tag and the whitespace before it (trimmed if it is the
+                        // calls tag) wait for the next chunk.
+                        let keep = partial_tag_len(&self.buf, &[CALLS_BEGIN, open]);
+                        let emit = self.buf[..self.buf.len() - keep].trim_end().len();
+                        out.content.push_str(&self.buf[..emit]);
+                        self.buf.drain(..emit);
+                        false
+                    }
+                }
+            }
+            State::Calls => self.calls(out),
+            State::Output => match self.flavor {
+                Flavor::DeepSeek => match self.buf.find(OUTPUT_END) {
+                    Some(i) => {
+                        out.content.push_str(&self.buf[..i]);
+                        self.buf.drain(..i + OUTPUT_END.len());
+                        self.state = State::Content;
+                        true
+                    }
+                    None => false,
+                },
+                Flavor::Cogito => match region(&self.buf, OUTPUT_BEGIN, OUTPUT_END, OUTPUTS_END) {
+                    Region::Item(_, next) => {
+                        self.buf.drain(..next);
+                        true
+                    }
+                    Region::BlockEnd(next) => {
+                        self.enter_content(next);
+                        true
+                    }
+                    Region::Wait => false,
+                },
+            },
+        }
+    }
+
+    fn calls(&mut self, out: &mut Parsed) -> bool {
+        match region(&self.buf, CALL_BEGIN, CALL_END, CALLS_END) {
+            Region::Item(body, next) => {
+                let parsed = match self.flavor {
+                    Flavor::DeepSeek => call_body(&self.buf[body]),
+                    Flavor::Cogito => cogito::call_body(&self.buf[body]),
+                };
+                match parsed {
+                    Some((name, arguments)) => {
+                        out.tool_calls.push(ToolCall {
+                            id: call_id(),
+                            index: self.index,
+                            name,
+                            arguments,
+                        });
+                        self.index += 1;
+                        self.buf.drain(..next);
+                        true
+                    }
+                    // The rest of the block goes with the broken call.
+                    None => match self.buf[next..].find(CALLS_END) {
+                        Some(q) => {
+                            self.enter_content(next + q + CALLS_END.len());
+                            true
+                        }
+                        None => false,
+                    },
+                }
+            }
+            Region::BlockEnd(next) => {
+                self.enter_content(next);
+                true
+            }
+            Region::Wait => false,
+        }
+    }
+}
+
+/// What comes first in a block of `open…close` items ended by `end`.
+enum Region {
+    /// A complete item: its body's range and where the text after its closing tag starts.
+    Item(std::ops::Range<usize>, usize),
+    /// The block's end tag (before any complete item); where the text after it starts.
+    BlockEnd(usize),
+    Wait,
+}
+
+fn region(buf: &str, open: &str, close: &str, end: &str) -> Region {
+    let block_end = |from: usize| buf[from..].find(end).map(|q| from + q + end.len());
+    let first_end = buf.find(end);
+    match buf.find(open) {
+        Some(p) if first_end.is_none_or(|q| p < q) => {
+            let start = p + open.len();
+            let rest = &buf[start..];
+            match (rest.find(close), rest.find(end)) {
+                (Some(e), q) if q.is_none_or(|q| e < q) => {
+                    Region::Item(start..start + e, start + e + close.len())
+                }
+                // An item the block's end cuts short is dropped with it.
+                _ => block_end(start).map_or(Region::Wait, Region::BlockEnd),
+            }
+        }
+        _ => block_end(0).map_or(Region::Wait, Region::BlockEnd),
+    }
+}
+
+impl Parser for DeepSeekTokens {
+    fn add(&mut self, chunk: &str, done: bool) -> Parsed {
+        self.buf.push_str(chunk);
+        let mut out = Parsed::default();
+        while self.step(&mut out, done) {}
+        if done {
+            // What Go still holds at the end (thinking whitespace or a partial tag, an unfinished
+            // block) is never delivered.
+            self.buf.clear();
+        }
+        out
+    }
+
+    fn thinking_close(&self) -> Vec<String> {
+        if self.starts_thinking {
+            vec![THINK_CLOSE.to_string()]
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+/// Whether the response continues a non-empty assistant prefill (Go), or a thinking-only one
+/// ([`after_thinking`]).
+pub(super) fn prefilled(o: &Options) -> bool {
+    (o.prefill() && o.last.is_some_and(|m| !m.content.is_empty())) || after_thinking(o)
+}
+
+/// A last assistant message with thinking and nothing else: herd's two-pass re-prompt
+/// (`engine::two_pass::prefill`) continues after the first pass's thinking, with the format
+/// applying from the first token. Ollama keeps its parser instance across the two passes, by then
+/// in content; herd builds a new one, which therefore starts in content here too.
+pub(super) fn after_thinking(o: &Options) -> bool {
+    o.last.is_some_and(|m| {
+        m.role == "assistant"
+            && m.content.is_empty()
+            && m.tool_calls.is_empty()
+            && m.thinking.is_some()
+    })
+}
+
+/// `name<｜tool▁sep｜>{args}`.
+fn call_body(body: &str) -> Option<(String, Map<String, J>)> {
+    let (name, args) = body.split_once(SEP)?;
+    Some((name.trim().to_string(), arguments(args.trim())?))
+}
+
+/// A call's arguments as Ollama decodes them (`ToolCallFunctionArguments`): a JSON object, keys
+/// in the model's order, nested values as Go's `any`; `null` is no arguments; anything else fails.
+pub(super) fn arguments(text: &str) -> Option<Map<String, J>> {
+    match serde_json::from_str::<J>(text).ok()? {
+        J::Object(m) => Some(m.into_iter().map(|(k, v)| (k, go_any(v))).collect()),
+        J::Null => Some(Map::new()),
+        _ => None,
+    }
+}
+
+/// A JSON value as Go decodes it into `any` and prints it back: objects with sorted keys, whole
+/// float64 numbers as integers.
+pub(super) fn go_any(v: J) -> J {
+    match v {
+        J::Object(m) => {
+            let mut entries: Vec<(String, J)> = m.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            J::Object(entries.into_iter().map(|(k, v)| (k, go_any(v))).collect())
+        }
+        J::Array(a) => J::Array(a.into_iter().map(go_any).collect()),
+        J::Number(n) => match n.as_f64() {
+            // Go prints -0 as "-0": only that zero stays a float.
+            Some(f)
+                if n.is_f64()
+                    && f.fract() == 0.0
+                    && f.abs() < 9.007_199_254_740_992e15
+                    && !(f == 0.0 && f.is_sign_negative()) =>
+            {
+                J::from(f as i64)
+            }
+            _ => J::Number(n),
+        },
+        v => v,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prompt::parsers::testutil::{every_split, run};
+    use crate::prompt::Message;
+    use serde_json::json;
+
+    fn ds(think: Option<Think>, last: Option<Message>) -> DeepSeekTokens {
+        DeepSeekTokens::deepseek3(&Options {
+            think: think.as_ref(),
+            last: last.as_ref(),
+            ..Default::default()
+        })
+    }
+
+    fn on() -> DeepSeekTokens {
+        ds(Some(Think::Bool(true)), None)
+    }
+
+    /// (content, thinking, [(name, args)]) under every chunking, all equal to the one-shot result.
+    fn check(make: impl Fn() -> DeepSeekTokens, text: &str, want: (&str, &str, Vec<(&str, J)>)) {
+        every_split(text, |chunks| {
+            let r = run(&mut make(), chunks);
+            // Arguments compare as printed: key order counts.
+            let calls: Vec<(&str, String)> = r
+                .tool_calls
+                .iter()
+                .map(|c| (c.name.as_str(), J::Object(c.arguments.clone()).to_string()))
+                .collect();
+            let wanted: Vec<(&str, String)> =
+                want.2.iter().map(|(n, a)| (*n, a.to_string())).collect();
+            assert_eq!(
+                (r.content.as_str(), r.thinking.as_str(), calls),
+                (want.0, want.1, wanted),
+                "{chunks:?}"
+            );
+            for (i, c) in r.tool_calls.iter().enumerate() {
+                assert_eq!(c.index, i as i64);
+                assert!(c.id.starts_with("call_") && c.id.len() == 13, "{}", c.id);
+            }
+        });
+    }
+
+    #[test]
+    fn init_follows_the_request() {
+        assert_eq!(on().thinking_close(), ["</think>"]);
+        assert!(ds(None, None).thinking_close().is_empty(), "unset is off");
+        assert!(ds(Some(Think::Bool(false)), None)
+            .thinking_close()
+            .is_empty());
+        assert!(!ds(Some(Think::Level("max".into())), None)
+            .thinking_close()
+            .is_empty());
+        let prefill = Message::new("assistant", "So far");
+        assert!(ds(Some(Think::Bool(true)), Some(prefill))
+            .thinking_close()
+            .is_empty());
+        // An empty prefill still starts in thinking (Go); a thinking-only one (herd's two-pass
+        // re-prompt) continues in content.
+        let empty = Message::new("assistant", "");
+        assert!(!ds(Some(Think::Bool(true)), Some(empty))
+            .thinking_close()
+            .is_empty());
+        let thought = Message {
+            thinking: Some("done".into()),
+            ..Message::new("assistant", "")
+        };
+        let mut p = ds(Some(Think::Bool(true)), Some(thought));
+        assert!(p.thinking_close().is_empty());
+        assert_eq!(p.add("{\"a\": 1}", true).content, "{\"a\": 1}");
+    }
+
+    #[test]
+    fn thinking_then_content() {
+        check(
+            on,
+            " Let me think.  \n</think>\n\n Hello  ",
+            ("Hello  ", " Let me think.", vec![]),
+        );
+        // Unterminated thinking loses only the held whitespace and partial tag.
+        check(on, "Still going \n</thi", ("", "Still going", vec![]));
+        // Thinking off: tags are plain content.
+        check(
+            || ds(None, None),
+            "a</think> b",
+            ("a</think> b", "", vec![]),
+        );
+    }
+
+    #[test]
+    fn tool_calls_with_content_before() {
+        let text = "Checking.  \n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\", \"opt\": {\"b\": 1.0, \"a\": 2.5}}<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜> noop <｜tool▁sep｜> null <｜tool▁call▁end｜><｜tool▁calls▁end｜>\n Done.";
+        check(
+            on,
+            &format!("hmm</think>{text}"),
+            (
+                "Checking.Done.",
+                "hmm",
+                vec![
+                    (
+                        "get_weather",
+                        json!({"city": "Paris", "opt": {"a": 2.5, "b": 1}}),
+                    ),
+                    ("noop", json!({})),
+                ],
+            ),
+        );
+    }
+
+    #[test]
+    fn a_broken_call_drops_the_rest_of_its_block() {
+        let text = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>a<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁call▁begin｜>b<｜tool▁sep｜>[1]<｜tool▁call▁end｜><｜tool▁call▁begin｜>c<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>after";
+        check(
+            || ds(None, None),
+            text,
+            ("after", "", vec![("a", json!({}))]),
+        );
+        // No separator at all, and a block that never ends.
+        let text = "x<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>{}<｜tool▁call▁end｜>tail";
+        check(|| ds(None, None), text, ("x", "", vec![]));
+        // A call the block's end cuts short.
+        let text =
+            "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>a<｜tool▁sep｜>{}<｜tool▁calls▁end｜> ok";
+        check(|| ds(None, None), text, ("ok", "", vec![]));
+    }
+
+    #[test]
+    fn tool_output_regions_stay_content() {
+        let text = "Result: <｜tool▁output▁begin｜> 22C <｜tool▁output▁end｜> and more";
+        check(
+            || ds(None, None),
+            text,
+            ("Result:  22C  and more", "", vec![]),
+        );
+        // An unfinished region is dropped at the end.
+        check(
+            || ds(None, None),
+            "A <｜tool▁output▁begin｜>partial",
+            ("A ", "", vec![]),
+        );
+    }
+
+    #[test]
+    fn partial_tags_are_held_until_known() {
+        let mut p = ds(None, None);
+        let a = p.add("Hi <｜tool▁ca", false);
+        assert_eq!(a.content, "Hi");
+        let b = p.add("t", false);
+        assert_eq!(b.content, " <｜tool▁cat");
+        let c = p.add("  ", true);
+        assert_eq!(c.content, "  ");
+    }
+
+    #[test]
+    fn go_any_sorts_nested_maps_and_prints_whole_floats_as_ints() {
+        assert_eq!(
+            go_any(json!({"z": [1.0, 1.5, {"b": 0.0, "a": -2.0}], "a": 1e3})).to_string(),
+            r#"{"a":1000,"z":[1,1.5,{"a":-2,"b":0}]}"#
+        );
+        assert!(arguments("[]").is_none());
+        assert!(arguments("{} x").is_none());
+        let m = arguments(r#"{"b": 1, "a": 2, "b": 3}"#).unwrap();
+        assert_eq!(J::Object(m).to_string(), r#"{"b":3,"a":2}"#);
+    }
+}
