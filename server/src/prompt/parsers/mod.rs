@@ -32,6 +32,9 @@ pub mod gemma4;
 pub mod gemma4_args;
 pub mod glm;
 pub mod harmony;
+pub mod nemotron;
+pub mod nemotron_tools;
+pub mod olmo3;
 pub mod qwen3coder;
 mod qwen3coder_call;
 pub mod thinking;
@@ -106,7 +109,6 @@ const TOOLS: Support = Support {
     thinking: false,
 };
 /// Thinking only.
-#[allow(dead_code)]
 const THINKING: Support = Support {
     tools: false,
     thinking: true,
@@ -132,6 +134,10 @@ pub const NAMED: &[(&str, Support)] = &[
     ("deepseek3", BOTH),
     ("glm-4.7", BOTH),
     ("glm-ocr", TOOLS),
+    ("olmo3", TOOLS),
+    ("olmo3-think", THINKING),
+    ("nemotron-3-nano", BOTH),
+    ("nemotron-3.5-nano", BOTH),
 ];
 
 /// The support of a named parser; `None` for names herd does not know.
@@ -147,6 +153,10 @@ pub fn is_named(name: &str) -> bool {
 /// A family's own parser for `o.named`, when that family has one (harmony and the `<think>`
 /// families are built by [`for_model`] itself).
 fn named(o: &Options) -> Option<Box<dyn Parser>> {
+    // A prefill with content: the response continues it (Ollama's parsers then start in content).
+    let prefilled = o
+        .last
+        .is_some_and(|m| m.role == "assistant" && !m.content.is_empty());
     Some(match o.named {
         "qwen3-coder" => Box::new(qwen3coder::Qwen3Coder::new(o.schemas)),
         "gemma4" => Box::new(gemma4::Gemma4::new(o, true)),
@@ -155,6 +165,13 @@ fn named(o: &Options) -> Option<Box<dyn Parser>> {
         "cogito" => Box::new(cogito::cogito(o)),
         "glm-4.7" => Box::new(glm::Glm::glm47(o)),
         "glm-ocr" => Box::new(glm::Glm::glm_ocr(o)),
+        "olmo3" => Box::new(olmo3::Olmo3::new()),
+        "olmo3-think" => Box::new(olmo3::Olmo3Think::new(prefilled)),
+        "nemotron-3-nano" | "nemotron-3.5-nano" => Box::new(nemotron::Nemotron3Nano::new(
+            o.thinking_on(),
+            prefilled,
+            o.schemas,
+        )),
         _ => return None,
     })
 }

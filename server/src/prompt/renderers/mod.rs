@@ -18,6 +18,10 @@ pub mod gemma4;
 pub mod gemma4_tools;
 pub mod glm;
 pub mod json;
+pub mod lfm2;
+pub mod nemotron;
+pub mod nemotron_tools;
+pub mod olmo3;
 pub mod qwen3coder;
 
 use serde_json::Value as J;
@@ -46,6 +50,14 @@ pub const NAMES: &[&str] = &[
     "cogito",
     "glm-4.7",
     "glm-ocr",
+    "olmo3",
+    "olmo3.1",
+    "olmo3-think",
+    "olmo3-32b-think",
+    "nemotron-3-nano",
+    "nemotron-3.5-nano",
+    "lfm2",
+    "lfm2-thinking",
 ];
 
 /// The renderer registered under `name` (after [`resolve`]).
@@ -58,6 +70,14 @@ pub fn for_name(name: &str) -> Option<Box<dyn Renderer>> {
         "cogito" => Box::new(cogito::Cogito { thinking: true }),
         "glm-4.7" => Box::new(glm::Glm47),
         "glm-ocr" => Box::new(glm::GlmOcr),
+        "olmo3" => Box::new(olmo3::Olmo3 { extended: false }),
+        "olmo3.1" => Box::new(olmo3::Olmo3 { extended: true }),
+        "olmo3-think" => Box::new(olmo3::Olmo3Think { large_32b: false }),
+        "olmo3-32b-think" => Box::new(olmo3::Olmo3Think { large_32b: true }),
+        "nemotron-3-nano" => Box::new(nemotron::Nemotron3Nano { v35: false }),
+        "nemotron-3.5-nano" => Box::new(nemotron::Nemotron3Nano { v35: true }),
+        "lfm2" => Box::new(lfm2::Lfm2 { thinking: false }),
+        "lfm2-thinking" => Box::new(lfm2::Lfm2 { thinking: true }),
         _ => return None,
     })
 }

@@ -1,0 +1,272 @@
+//! Nemotron 3 output (Ollama's `Nemotron3NanoParser`), serving the parser names
+//! `nemotron-3-nano` and `nemotron-3.5-nano` (one parser; tools and thinking).
+//!
+//! With thinking on (the request's `think`, unset = on) and no prefill with content, the
+//! response begins in thinking (the prompt opened `<think>\n`): a leading `<think>` the model
+//! repeats is dropped with the whitespace around it; thinking ends at `</think>` (whitespace
+//! after it dropped) or at a `<tool_call>` the model writes without closing its thinking.
+//! Thinking loses its trailing whitespace; when the response ends inside it, a held partial tag
+//! is dropped, as in Ollama. Everything after is content with tool calls, parsed by
+//! [`XmlCalls`] (Ollama's Qwen3-Coder format), which also runs alone when thinking is off.
+
+use serde_json::Value as J;
+
+use super::nemotron_tools::{XmlCalls, OPEN as TOOL_OPEN};
+use super::{partial_tag_len, Parsed, Parser};
+
+const THINK_OPEN: &str = "<think>";
+const THINK_CLOSE: &str = "</think>";
+
+#[derive(Clone, Copy, PartialEq)]
+enum State {
+    /// Waiting to see whether the model repeats `<think>` (leading whitespace held).
+    Opening,
+    /// After a repeated `<think>`: whitespace dropped.
+    ThinkingStart,
+    Thinking,
+    /// After `</think>` with nothing yet: whitespace dropped.
+    AfterThinking,
+    Content,
+}
+
+pub struct Nemotron3Nano {
+    state: State,
+    buf: String,
+    calls: XmlCalls,
+    starts_thinking: bool,
+}
+
+impl Nemotron3Nano {
+    /// `thinking`: the request's `think` is on or unset; `prefill`: the response continues an
+    /// assistant message that has content.
+    pub fn new(thinking: bool, prefill: bool, schemas: &[J]) -> Nemotron3Nano {
+        let starts_thinking = thinking && !prefill;
+        Nemotron3Nano {
+            state: if starts_thinking {
+                State::Opening
+            } else {
+                State::Content
+            },
+            buf: String::new(),
+            calls: XmlCalls::new(schemas),
+            starts_thinking,
+        }
+    }
+
+    fn step(&mut self, out: &mut Parsed) -> bool {
+        match self.state {
+            State::Opening => {
+                let t = self.buf.trim_start();
+                if let Some(rest) = t.strip_prefix(THINK_OPEN) {
+                    self.buf = rest.to_string();
+                    self.state = State::ThinkingStart;
+                } else if t.is_empty() || THINK_OPEN.starts_with(t) {
+                    return false;
+                } else {
+                    // No repeated tag: the thinking keeps its leading whitespace.
+                    self.state = State::Thinking;
+                }
+            }
+            State::ThinkingStart | State::AfterThinking => {
+                let lead = self.buf.len() - self.buf.trim_start().len();
+                self.buf.drain(..lead);
+                if self.buf.is_empty() {
+                    return false;
+                }
+                self.state = match self.state {
+                    State::ThinkingStart => State::Thinking,
+                    _ => State::Content,
+                };
+            }
+            State::Thinking => {
+                let close = self.buf.find(THINK_CLOSE);
+                let call = self.buf.find(TOOL_OPEN);
+                match (close, call) {
+                    (Some(i), c) if c.is_none_or(|c| i < c) => {
+                        out.thinking.push_str(self.buf[..i].trim_end());
+                        self.buf.drain(..i + THINK_CLOSE.len());
+                        self.state = State::AfterThinking;
+                    }
+                    (_, Some(i)) => {
+                        out.thinking.push_str(self.buf[..i].trim_end());
+                        self.buf.drain(..i);
+                        self.state = State::Content;
+                    }
+                    _ => {
+                        let keep = partial_tag_len(&self.buf, &[THINK_CLOSE, TOOL_OPEN]);
+                        let emit = self.buf[..self.buf.len() - keep].trim_end().len();
+                        out.thinking.push_str(&self.buf[..emit]);
+                        self.buf.drain(..emit);
+                        return false;
+                    }
+                }
+            }
+            State::Content => {
+                let text = std::mem::take(&mut self.buf);
+                self.calls.add(&text, false, out);
+                return false;
+            }
+        }
+        true
+    }
+}
+
+impl Parser for Nemotron3Nano {
+    fn add(&mut self, chunk: &str, done: bool) -> Parsed {
+        self.buf.push_str(chunk);
+        let mut out = Parsed::default();
+        while self.step(&mut out) {}
+        if done {
+            // Held thinking (whitespace, a partial tag) and held content are not delivered.
+            self.buf.clear();
+            self.calls.add("", true, &mut out);
+        }
+        out
+    }
+
+    fn thinking_close(&self) -> Vec<String> {
+        if self.starts_thinking {
+            vec![THINK_CLOSE.to_string()]
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prompt::parsers::testutil::{every_split, run};
+    use serde_json::json;
+
+    fn p(thinking: bool) -> Nemotron3Nano {
+        Nemotron3Nano::new(thinking, false, &[])
+    }
+
+    #[test]
+    fn thinking_then_content_under_every_split() {
+        let cases = [
+            (
+                "Let me think...</think>\nHere is my answer.",
+                "Let me think...",
+                "Here is my answer.",
+            ),
+            (
+                " \n<think>\n Think first \n</think>   \n\t Done. ",
+                "Think first",
+                "Done.",
+            ),
+            ("<think><think>x</think>y", "<think>x", "y"),
+            ("</think>\nJust content.", "", "Just content."),
+            ("  leading kept</think>c", "  leading kept", "c"),
+            (
+                "<thoughts are literal</think>Done.",
+                "<thoughts are literal",
+                "Done.",
+            ),
+            (
+                "a <tool_call fakeout </think fakeout</think>Done.",
+                "a <tool_call fakeout </think fakeout",
+                "Done.",
+            ),
+            ("unfinished thinking </thi", "unfinished thinking", ""),
+            ("   ", "", ""),
+            ("<thi", "", ""),
+        ];
+        for (s, thinking, content) in cases {
+            every_split(s, |chunks| {
+                let r = run(&mut p(true), chunks);
+                assert_eq!(r.thinking, thinking, "{chunks:?}");
+                assert_eq!(r.content, content, "{chunks:?}");
+                assert!(r.tool_calls.is_empty());
+            });
+        }
+    }
+
+    #[test]
+    fn tool_calls_end_thinking_with_or_without_close() {
+        let call = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>";
+        for (s, thinking, content) in [
+            (
+                format!("I should check.</think>\nLet me look. \n{call}\n\n"),
+                "I should check.",
+                "Let me look.",
+            ),
+            (format!("Analyzing... \n{call}"), "Analyzing...", ""),
+        ] {
+            every_split(&s, |chunks| {
+                let r = run(&mut p(true), chunks);
+                assert_eq!(r.thinking, thinking, "{chunks:?}");
+                assert_eq!(r.content, content, "{chunks:?}");
+                assert_eq!(r.tool_calls.len(), 1, "{chunks:?}");
+                assert_eq!(r.tool_calls[0].name, "get_weather");
+                assert_eq!(
+                    J::Object(r.tool_calls[0].arguments.clone()),
+                    json!({"city": "Paris"})
+                );
+            });
+        }
+    }
+
+    #[test]
+    fn thinking_off_or_prefill_is_content() {
+        every_split("</think>\nSome content after a spurious tag.", |chunks| {
+            let r = run(&mut p(false), chunks);
+            assert_eq!(r.content, "</think>\nSome content after a spurious tag.");
+            assert_eq!(r.thinking, "");
+        });
+        let mut prefilled = Nemotron3Nano::new(true, true, &[]);
+        assert!(prefilled.thinking_close().is_empty());
+        assert_eq!(
+            run(&mut prefilled, &["more</think>x"]).content,
+            "more</think>x"
+        );
+        assert!(p(false).thinking_close().is_empty());
+        assert_eq!(p(true).thinking_close(), ["</think>"]);
+    }
+
+    #[test]
+    fn registered_under_both_names() {
+        use crate::prompt::parsers::{for_model, support, Options, Support};
+        use crate::prompt::{Message, Template, Think};
+        let t = Template::parse_go("{{ .Prompt }}").unwrap();
+        let off = Think::Bool(false);
+        let prefill = Message::new("assistant", "So");
+        let empty_prefill = Message::new("assistant", "");
+        for name in ["nemotron-3-nano", "nemotron-3.5-nano"] {
+            assert_eq!(
+                support(name),
+                Some(Support {
+                    tools: true,
+                    thinking: true
+                })
+            );
+            let o = |think, last| Options {
+                named: name,
+                think,
+                last,
+                ..Default::default()
+            };
+            let mut p = for_model(&t, &o(None, None));
+            assert_eq!(p.thinking_close(), ["</think>"]);
+            let r = run(
+                p.as_mut(),
+                &["a</think>b<tool_call>\n<function=f>\n</function>\n</tool_call>"],
+            );
+            assert_eq!(
+                (r.thinking.as_str(), r.content.as_str(), r.tool_calls.len()),
+                ("a", "b", 1)
+            );
+            assert!(for_model(&t, &o(Some(&off), None))
+                .thinking_close()
+                .is_empty());
+            assert!(for_model(&t, &o(None, Some(&prefill)))
+                .thinking_close()
+                .is_empty());
+            assert_eq!(
+                for_model(&t, &o(None, Some(&empty_prefill))).thinking_close(),
+                ["</think>"]
+            );
+        }
+    }
+}
