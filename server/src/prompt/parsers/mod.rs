@@ -32,6 +32,9 @@ pub mod gemma4;
 pub mod gemma4_args;
 pub mod glm;
 pub mod harmony;
+pub mod ministral;
+pub mod lfm2_calls;
+pub mod lfm2;
 pub mod nemotron;
 pub mod nemotron_tools;
 pub mod olmo3;
@@ -138,6 +141,9 @@ pub const NAMED: &[(&str, Support)] = &[
     ("olmo3-think", THINKING),
     ("nemotron-3-nano", BOTH),
     ("nemotron-3.5-nano", BOTH),
+    ("lfm2", TOOLS),
+    ("lfm2-thinking", BOTH),
+    ("ministral", TOOLS),
 ];
 
 /// The support of a named parser; `None` for names herd does not know.
@@ -172,6 +178,9 @@ fn named(o: &Options) -> Option<Box<dyn Parser>> {
             prefilled,
             o.schemas,
         )),
+        "lfm2" => Box::new(lfm2::Lfm2::new(false, o.think, prefilled)),
+        "lfm2-thinking" => Box::new(lfm2::Lfm2::new(true, o.think, prefilled)),
+        "ministral" => Box::new(ministral::Ministral::new(o.tools)),
         _ => return None,
     })
 }
