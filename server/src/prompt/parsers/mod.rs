@@ -32,6 +32,7 @@ pub mod gemma4;
 pub mod gemma4_args;
 pub mod glm;
 pub mod harmony;
+pub mod functiongemma;
 pub mod ministral;
 pub mod lfm2_calls;
 pub mod lfm2;
@@ -144,6 +145,7 @@ pub const NAMED: &[(&str, Support)] = &[
     ("lfm2", TOOLS),
     ("lfm2-thinking", BOTH),
     ("ministral", TOOLS),
+    ("functiongemma", TOOLS),
 ];
 
 /// The support of a named parser; `None` for names herd does not know.
@@ -181,6 +183,7 @@ fn named(o: &Options) -> Option<Box<dyn Parser>> {
         "lfm2" => Box::new(lfm2::Lfm2::new(false, o.think, prefilled)),
         "lfm2-thinking" => Box::new(lfm2::Lfm2::new(true, o.think, prefilled)),
         "ministral" => Box::new(ministral::Ministral::new(o.tools)),
+        "functiongemma" => Box::new(functiongemma::FunctionGemma::new()),
         _ => return None,
     })
 }

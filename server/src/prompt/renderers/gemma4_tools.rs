@@ -82,8 +82,9 @@ fn value(v: &J, quote_keys: bool) -> String {
 }
 
 /// Go's `v == float64(int64(v))` → `%d`, else `%v` (amd64: out-of-range conversions give
-/// `MinInt64`, so only integral values in range print as integers).
-fn number(f: f64) -> String {
+/// `MinInt64`, so only integral values in range print as integers). FunctionGemma prints its
+/// numbers the same way.
+pub fn number(f: f64) -> String {
     const LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
     if f.fract() == 0.0 && (-LIMIT..LIMIT).contains(&f) {
         (f as i64).to_string()
@@ -306,7 +307,7 @@ fn text<'a>(v: &'a J, key: &str) -> &'a str {
 
 /// Go's `strings.ToUpper`: per-rune simple mappings (a rune whose upper case is several runes,
 /// such as `ß`, stays as it is).
-fn go_upper(s: &str) -> String {
+pub fn go_upper(s: &str) -> String {
     s.chars()
         .map(|c| {
             let mut up = c.to_uppercase();

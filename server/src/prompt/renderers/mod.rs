@@ -18,6 +18,7 @@ pub mod gemma4;
 pub mod gemma4_tools;
 pub mod glm;
 pub mod json;
+pub mod functiongemma;
 pub mod lfm2;
 pub mod nemotron;
 pub mod nemotron_tools;
@@ -58,6 +59,7 @@ pub const NAMES: &[&str] = &[
     "nemotron-3.5-nano",
     "lfm2",
     "lfm2-thinking",
+    "functiongemma",
 ];
 
 /// The renderer registered under `name` (after [`resolve`]).
@@ -78,6 +80,7 @@ pub fn for_name(name: &str) -> Option<Box<dyn Renderer>> {
         "nemotron-3.5-nano" => Box::new(nemotron::Nemotron3Nano { v35: true }),
         "lfm2" => Box::new(lfm2::Lfm2 { thinking: false }),
         "lfm2-thinking" => Box::new(lfm2::Lfm2 { thinking: true }),
+        "functiongemma" => Box::new(functiongemma::FunctionGemma),
         _ => return None,
     })
 }
