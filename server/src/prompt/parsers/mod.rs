@@ -32,6 +32,7 @@ pub mod gemma4;
 pub mod gemma4_args;
 pub mod glm;
 pub mod harmony;
+pub mod qwen3vl;
 pub mod functiongemma;
 pub mod ministral;
 pub mod lfm2_calls;
@@ -146,6 +147,8 @@ pub const NAMED: &[(&str, Support)] = &[
     ("lfm2-thinking", BOTH),
     ("ministral", TOOLS),
     ("functiongemma", TOOLS),
+    ("qwen3-vl-instruct", TOOLS),
+    ("qwen3-vl-thinking", BOTH),
 ];
 
 /// The support of a named parser; `None` for names herd does not know.
@@ -184,6 +187,8 @@ fn named(o: &Options) -> Option<Box<dyn Parser>> {
         "lfm2-thinking" => Box::new(lfm2::Lfm2::new(true, o.think, prefilled)),
         "ministral" => Box::new(ministral::Ministral::new(o.tools)),
         "functiongemma" => Box::new(functiongemma::FunctionGemma::new()),
+        "qwen3-vl-instruct" => Box::new(qwen3vl::Qwen3Vl::new(false, o)),
+        "qwen3-vl-thinking" => Box::new(qwen3vl::Qwen3Vl::new(true, o)),
         _ => return None,
     })
 }

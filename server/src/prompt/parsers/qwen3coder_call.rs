@@ -1,6 +1,7 @@
 //! One `qwen3-coder` tool call: the text between `<tool_call>` and `</tool_call>`, read the way
 //! Ollama's `parseToolCall` reads it, and its argument values typed from the tool's schema
-//! (`parseValue`). Serves the `qwen3-coder` parser ([`super::qwen3coder`]).
+//! (`parseValue`). Serves the `qwen3-coder` parser ([`super::qwen3coder`]); [`go_value`] (Go's
+//! re-printing of decoded JSON) also serves the `qwen3-vl-*` parsers.
 //!
 //! Ollama rewrites `<name=value>` tags into XML (`<name name="value">`, the value XML-escaped),
 //! escapes the text between `<function…>`/`<parameter…>` tags, and decodes the result with Go's
@@ -493,4 +494,107 @@ fn underscores_ok(s: &str) -> bool {
         i += 1;
     }
     saw != b'_'
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floats_parse_as_gos_parse_float() {
+        let ok = [
+            ("1_23.50_0_0e+1_2", 1.235e14),
+            ("0x_1_2.3_4_5p+1_2", 74565.0),
+            ("0x1p-2", 0.25),
+            (".5", 0.5),
+            ("5.", 5.0),
+            ("-1E3", -1000.0),
+            ("+0.1", 0.1),
+            ("1e-400", 0.0),
+        ];
+        for (s, want) in ok {
+            assert_eq!(go_parse_float(s), Some(want), "{s}");
+        }
+        assert_eq!(go_parse_float("-Infinity"), Some(f64::NEG_INFINITY));
+        assert!(go_parse_float("nAn").is_some_and(f64::is_nan));
+        for bad in [
+            "",
+            ".",
+            "e5",
+            "1e",
+            "1e+",
+            "+nan",
+            "infin",
+            "-_123.5e+12",
+            "1__23.5",
+            "123_.5",
+            "123._5",
+            "123.5e+12_",
+            "0x1.8",
+            "0x",
+            "1.5.2",
+            " 1",
+            "1e400",
+            "0b101",
+        ] {
+            assert_eq!(go_parse_float(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn attribute_values_read_as_gos_strict_decoder() {
+        let cases = [
+            ("plain", Some("plain")),
+            ("a&amp;b&lt;&gt;&quot;&apos;", Some("a&b<>\"'")),
+            ("&#65;&#x42;&#x1F600;", Some("AB😀")),
+            ("a\r\nb\rc", Some("a\nb\nc")),
+            ("&#xD800;", Some("\u{FFFD}")),
+            ("a&b", None),
+            ("&nbsp;", None),
+            ("&#X41;", None),
+            ("&#;", None),
+            ("&#1;", None),
+            ("&#x110000;", None),
+            ("a<b", None),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(attr_value(raw).as_deref(), want, "{raw:?}");
+        }
+        // Rewritten names round-trip through Ollama's escaping.
+        let s = "a\"b'c&<\t\n\r\u{1}";
+        assert_eq!(
+            attr_value(&escape_attr(s)).unwrap(),
+            "a\"b'c&<\t\n\r\u{FFFD}"
+        );
+    }
+
+    #[test]
+    fn decode_errors_name_what_go_rejects() {
+        let cases = [
+            ("", "EOF"),
+            ("</function>", "unexpected end element </function>"),
+            (
+                "<parameter=a></parameter>",
+                "expected element type <function> but have <parameter>",
+            ),
+            (
+                "<function=f><parameter=a></function>",
+                "element <parameter> closed by </function>",
+            ),
+            ("<function=f>", "unexpected EOF"),
+            (
+                "\u{B}<function=f></function>",
+                "illegal character code U+000B",
+            ),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(decode(raw), Err(want.to_string()), "{raw:?}");
+        }
+        let ok = decode("x<function=f><parameter=a>1</parameter></function>\u{0}").unwrap();
+        assert_eq!(
+            (ok.name.as_str(), ok.params.len()),
+            ("f", 1),
+            "after the root is unread"
+        );
+    }
 }

@@ -18,6 +18,7 @@ pub mod gemma4;
 pub mod gemma4_tools;
 pub mod glm;
 pub mod json;
+pub mod qwen3vl;
 pub mod functiongemma;
 pub mod lfm2;
 pub mod nemotron;
@@ -60,6 +61,8 @@ pub const NAMES: &[&str] = &[
     "lfm2",
     "lfm2-thinking",
     "functiongemma",
+    "qwen3-vl-instruct",
+    "qwen3-vl-thinking",
 ];
 
 /// The renderer registered under `name` (after [`resolve`]).
@@ -81,6 +84,8 @@ pub fn for_name(name: &str) -> Option<Box<dyn Renderer>> {
         "lfm2" => Box::new(lfm2::Lfm2 { thinking: false }),
         "lfm2-thinking" => Box::new(lfm2::Lfm2 { thinking: true }),
         "functiongemma" => Box::new(functiongemma::FunctionGemma),
+        "qwen3-vl-instruct" => Box::new(qwen3vl::Qwen3Vl { thinking: false }),
+        "qwen3-vl-thinking" => Box::new(qwen3vl::Qwen3Vl { thinking: true }),
         _ => return None,
     })
 }

@@ -1,0 +1,388 @@
+//! The `qwen3-vl-instruct` and `qwen3-vl-thinking` parsers (Ollama's `Qwen3VLParser`): optional
+//! thinking ended by `</think>`, then content with `<tool_call>{"name": …, "arguments": {…}}
+//! </tool_call>` JSON calls.
+//!
+//! Rules, as Ollama's parser gives them for the whole output at once:
+//! - `qwen3-vl-thinking` starts in thinking (the prompt opened `<think>`), whatever `think` says,
+//!   unless the last message is an assistant prefill with content; `-instruct` starts in content;
+//! - thinking ends at `</think>` (whitespace around it dropped), or at a `<tool_call>` that comes
+//!   first; a `<think>` tag is not special;
+//! - trailing whitespace and a possible partial tag wait for more text; whitespace right before
+//!   `<tool_call>` and right after `</tool_call>` is dropped;
+//! - a call's JSON is Go's decoding into `api.ToolCallFunction`: field names in any case, `name` a
+//!   string, `arguments` an object (top-level keys in the model's order, nested maps sorted as Go
+//!   prints them), an integer `index` ignored, other fields ignored, `null` an empty call; tool
+//!   names are not checked. Calls get `index` 0, 1, … and an id;
+//! - Ollama never flushes at the end: held whitespace or partial tags and an unclosed call are
+//!   dropped, and herd drops them too;
+//! - a call Ollama cannot decode fails Ollama's whole request; herd, as its other parsers do with
+//!   unparseable calls, returns that call's text (with its tags) as content instead.
+//!
+//! `thinking_close` is `</think>` when the response starts in thinking, except with `think: false`,
+//! where Ollama applies a `format` from the first token (its `forceImmediate`).
+
+use serde_json::{Map, Value as J};
+
+use super::qwen3coder_call::go_value;
+use super::{call_id, partial_tag_len, Options, Parsed, Parser};
+use crate::prompt::{Think, ToolCall};
+
+const OPEN: &str = "<tool_call>";
+const CLOSE: &str = "</tool_call>";
+const THINK_CLOSE: &str = "</think>";
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum State {
+    Thinking,
+    Content,
+    Call,
+    /// After `</think>` or `</tool_call>`: leading whitespace is dropped.
+    Trim,
+}
+
+pub struct Qwen3Vl {
+    state: State,
+    buf: String,
+    index: i64,
+    close: Vec<String>,
+}
+
+impl Qwen3Vl {
+    /// `thinking`: the `-thinking` variant (Ollama's `HasThinkingSupport`).
+    pub fn new(thinking: bool, o: &Options) -> Qwen3Vl {
+        let prefilled = o
+            .last
+            .is_some_and(|m| m.role == "assistant" && !m.content.is_empty());
+        let state = if thinking && !prefilled {
+            State::Thinking
+        } else {
+            State::Content
+        };
+        let immediate = o.think.is_some_and(|t| !Think::enabled(t));
+        let close = if state == State::Thinking && !immediate {
+            vec![THINK_CLOSE.to_string()]
+        } else {
+            Vec::new()
+        };
+        Qwen3Vl {
+            state,
+            buf: String::new(),
+            index: 0,
+            close,
+        }
+    }
+
+    /// Emits `buf` up to what may still be a tag (and the whitespace before it) into `out`.
+    fn emit_certain(&mut self, tags: &[&str], out: &mut String) {
+        let held = partial_tag_len(&self.buf, tags);
+        let emit = self.buf[..self.buf.len() - held].trim_end().len();
+        out.push_str(&self.buf[..emit]);
+        self.buf.drain(..emit);
+    }
+
+    /// One step on `buf`; false when nothing more can be decided without more text.
+    fn step(&mut self, out: &mut Parsed) -> bool {
+        match self.state {
+            State::Thinking => {
+                let close = self.buf.find(THINK_CLOSE);
+                let open = self.buf.find(OPEN);
+                let (at, tag, next) = match (open, close) {
+                    (Some(o), c) if c.is_none_or(|c| o < c) => (o, OPEN, State::Call),
+                    (_, Some(c)) => (c, THINK_CLOSE, State::Trim),
+                    _ => {
+                        self.emit_certain(&[THINK_CLOSE, OPEN], &mut out.thinking);
+                        return false;
+                    }
+                };
+                out.thinking.push_str(self.buf[..at].trim_end());
+                self.buf.drain(..at + tag.len());
+                self.state = next;
+                true
+            }
+            State::Content => {
+                let Some(i) = self.buf.find(OPEN) else {
+                    self.emit_certain(&[OPEN], &mut out.content);
+                    return false;
+                };
+                out.content.push_str(self.buf[..i].trim_end());
+                self.buf.drain(..i + OPEN.len());
+                self.state = State::Call;
+                true
+            }
+            State::Call => {
+                let Some(i) = self.buf.find(CLOSE) else {
+                    return false;
+                };
+                let raw: String = self.buf.drain(..i + CLOSE.len()).collect();
+                let raw = &raw[..i];
+                match decode(raw) {
+                    Some((name, arguments)) => {
+                        out.tool_calls.push(ToolCall {
+                            id: call_id(),
+                            index: self.index,
+                            name,
+                            arguments,
+                        });
+                        self.index += 1;
+                    }
+                    None => {
+                        out.content.push_str(OPEN);
+                        out.content.push_str(raw);
+                        out.content.push_str(CLOSE);
+                    }
+                }
+                self.state = State::Trim;
+                true
+            }
+            State::Trim => {
+                let n = self.buf.len() - self.buf.trim_start().len();
+                self.buf.drain(..n);
+                if self.buf.is_empty() {
+                    return false;
+                }
+                self.state = State::Content;
+                true
+            }
+        }
+    }
+}
+
+impl Parser for Qwen3Vl {
+    fn add(&mut self, chunk: &str, _done: bool) -> Parsed {
+        self.buf.push_str(chunk);
+        let mut out = Parsed::default();
+        while self.step(&mut out) {}
+        out
+    }
+
+    fn thinking_close(&self) -> Vec<String> {
+        self.close.clone()
+    }
+}
+
+/// Go's `json.Unmarshal` of a call into `api.ToolCallFunction`; `None` where Go returns an
+/// error.
+fn decode(raw: &str) -> Option<(String, Map<String, J>)> {
+    let fields = match serde_json::from_str::<J>(raw).ok()? {
+        J::Null => return Some((String::new(), Map::new())),
+        J::Object(o) => o,
+        _ => return None,
+    };
+    let (mut name, mut arguments) = (String::new(), Map::new());
+    for (key, value) in fields {
+        if key.eq_ignore_ascii_case("name") {
+            match value {
+                J::String(s) => name = s,
+                J::Null => {}
+                _ => return None,
+            }
+        } else if key.eq_ignore_ascii_case("arguments") {
+            match value {
+                J::Object(m) => arguments = m.into_iter().map(|(k, v)| (k, go_value(v))).collect(),
+                J::Null => arguments = Map::new(),
+                _ => return None,
+            }
+        } else if key.eq_ignore_ascii_case("index") && !(value.is_null() || value.is_i64()) {
+            return None;
+        }
+    }
+    Some((name, arguments))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prompt::parsers::testutil::{every_split, run};
+    use crate::prompt::Message;
+    use serde_json::json;
+
+    fn parse(thinking: bool, o: &Options, s: &str) -> Parsed {
+        let want = run(&mut Qwen3Vl::new(thinking, o), &[s]);
+        every_split(s, |chunks| {
+            let got = run(&mut Qwen3Vl::new(thinking, o), chunks);
+            assert_eq!(
+                (&got.thinking, &got.content),
+                (&want.thinking, &want.content),
+                "{chunks:?}"
+            );
+            let strip = |p: &Parsed| {
+                p.tool_calls
+                    .iter()
+                    .map(|c| (c.index, c.name.clone(), c.arguments.clone()))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(strip(&got), strip(&want), "{chunks:?}");
+        });
+        want
+    }
+
+    fn split(thinking: bool, s: &str) -> (String, String) {
+        let r = parse(thinking, &Options::default(), s);
+        (r.thinking, r.content)
+    }
+
+    #[test]
+    fn thinking_ends_at_its_tag_or_a_tool_call() {
+        let cases = [
+            ("abc</think>", "abc", ""),
+            ("  plan \n</think>\n\n Answer. \n", "  plan", "Answer."),
+            ("<think>abc</think>def", "<think>abc", "def"),
+            ("a<think>b</think></think>", "a<think>b", "</think>"),
+            ("a</think", "a", ""),
+            ("a</thinking> b", "a</thinking> b", ""),
+            (
+                "Hello I am think</think>     NOT",
+                "Hello I am think",
+                "NOT",
+            ),
+            ("no close at all\n", "no close at all", ""),
+        ];
+        for (s, thinking, content) in cases {
+            assert_eq!(split(true, s), (thinking.into(), content.into()), "{s:?}");
+        }
+        let r = parse(
+            true,
+            &Options::default(),
+            "think <tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call> </think>",
+        );
+        assert_eq!(
+            (r.thinking.as_str(), r.content.as_str()),
+            ("think", "</think>")
+        );
+        assert_eq!(r.tool_calls.len(), 1);
+    }
+
+    #[test]
+    fn instruct_and_prefill_start_in_content() {
+        assert_eq!(
+            split(false, "abc</think> x"),
+            ("".into(), "abc</think> x".into())
+        );
+        let prefill = Message::new("assistant", "Once");
+        let o = Options {
+            last: Some(&prefill),
+            ..Default::default()
+        };
+        let r = parse(true, &o, " upon</think>");
+        assert_eq!(
+            (r.thinking.as_str(), r.content.as_str()),
+            ("", " upon</think>")
+        );
+        assert!(Qwen3Vl::new(true, &o).thinking_close().is_empty());
+        // An empty prefill still starts in thinking.
+        let empty = Message::new("assistant", "");
+        let o = Options {
+            last: Some(&empty),
+            ..Default::default()
+        };
+        assert_eq!(parse(true, &o, "x</think>y").thinking, "x");
+        assert_eq!(Qwen3Vl::new(true, &o).thinking_close(), [THINK_CLOSE]);
+    }
+
+    #[test]
+    fn think_false_still_parses_thinking_but_closes_nothing() {
+        let off = Think::Bool(false);
+        let o = Options {
+            think: Some(&off),
+            ..Default::default()
+        };
+        assert!(Qwen3Vl::new(true, &o).thinking_close().is_empty());
+        assert_eq!(parse(true, &o, "a</think>b").thinking, "a");
+        let on = Think::Level("high".into());
+        let o = Options {
+            think: Some(&on),
+            ..Default::default()
+        };
+        assert_eq!(Qwen3Vl::new(true, &o).thinking_close(), [THINK_CLOSE]);
+        assert!(Qwen3Vl::new(false, &o).thinking_close().is_empty());
+    }
+
+    #[test]
+    fn json_calls_decode_as_go_does() {
+        let s = "Sure.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"opts\": {\"z\": 1.0, \"a\": 2}}}\n</tool_call>\n<tool_call>{\"Name\": \"b\", \"ARGUMENTS\": null, \"index\": 7, \"extra\": 1}</tool_call>\n<tool_call>null</tool_call>\n tail \n";
+        let r = parse(false, &Options::default(), s);
+        assert_eq!(r.content, "Sure.tail");
+        let calls: Vec<(i64, &str, J)> = r
+            .tool_calls
+            .iter()
+            .map(|c| (c.index, c.name.as_str(), J::Object(c.arguments.clone())))
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                (
+                    0,
+                    "get_weather",
+                    json!({"city": "Paris", "opts": {"a": 2, "z": 1}})
+                ),
+                (1, "b", json!({})),
+                (2, "", json!({})),
+            ]
+        );
+        let opts: Vec<&String> = r.tool_calls[0].arguments["opts"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect();
+        assert_eq!(opts, ["a", "z"], "nested maps print sorted");
+        assert!(r.tool_calls.iter().all(|c| c.id.starts_with("call_")));
+    }
+
+    #[test]
+    fn undecodable_calls_are_content_and_unclosed_ones_dropped() {
+        for bad in [
+            "",
+            "[1]",
+            "{\"name\": 1}",
+            "{\"name\": \"f\", \"arguments\": \"{}\"}",
+            "{\"name\": \"f\", \"index\": 1.5}",
+            "{\"name\": \"f\"} x",
+        ] {
+            let s = format!("a <tool_call>{bad}</tool_call> b");
+            let r = parse(false, &Options::default(), &s);
+            assert!(r.tool_calls.is_empty(), "{bad:?}");
+            assert_eq!(
+                r.content,
+                format!("a<tool_call>{bad}</tool_call>b"),
+                "{bad:?}"
+            );
+        }
+        let r = parse(false, &Options::default(), "a <tool_call>{\"name\": \"f\"}");
+        assert_eq!((r.content.as_str(), r.tool_calls.len()), ("a", 0));
+        let r = parse(true, &Options::default(), "t <tool_call>{\"name\": \"f\"}");
+        assert_eq!((r.thinking.as_str(), r.tool_calls.len()), ("t", 0));
+    }
+
+    #[test]
+    fn registered_as_named_parsers() {
+        use crate::prompt::parsers::{for_model, support, Support};
+        use crate::prompt::Template;
+        assert_eq!(
+            support("qwen3-vl-instruct"),
+            Some(Support {
+                tools: true,
+                thinking: false
+            })
+        );
+        assert_eq!(
+            support("qwen3-vl-thinking"),
+            Some(Support {
+                tools: true,
+                thinking: true
+            })
+        );
+        let t = Template::parse_go("{{ .Prompt }}").unwrap();
+        for (name, want) in [
+            ("qwen3-vl-instruct", ("", "a</think>b")),
+            ("qwen3-vl-thinking", ("a", "b")),
+        ] {
+            let o = Options {
+                named: name,
+                ..Default::default()
+            };
+            let mut p = for_model(&t, &o);
+            let r = p.add("a</think>b", true);
+            assert_eq!((r.thinking.as_str(), r.content.as_str()), want, "{name}");
+        }
+    }
+}
