@@ -28,20 +28,22 @@
 
 pub mod cogito;
 pub mod deepseek3;
+pub mod functiongemma;
 pub mod gemma4;
 pub mod gemma4_args;
 pub mod glm;
 pub mod harmony;
-pub mod qwen3vl;
-pub mod functiongemma;
-pub mod ministral;
-pub mod lfm2_calls;
 pub mod lfm2;
+pub mod lfm2_calls;
+pub mod ministral;
 pub mod nemotron;
 pub mod nemotron_tools;
 pub mod olmo3;
+pub mod qwen3;
+pub mod qwen35;
 pub mod qwen3coder;
 mod qwen3coder_call;
+pub mod qwen3vl;
 pub mod thinking;
 pub mod tools;
 
@@ -149,6 +151,8 @@ pub const NAMED: &[(&str, Support)] = &[
     ("functiongemma", TOOLS),
     ("qwen3-vl-instruct", TOOLS),
     ("qwen3-vl-thinking", BOTH),
+    ("qwen3.5", BOTH),
+    ("ornith", BOTH),
 ];
 
 /// The support of a named parser; `None` for names herd does not know.
@@ -189,6 +193,9 @@ fn named(o: &Options) -> Option<Box<dyn Parser>> {
         "functiongemma" => Box::new(functiongemma::FunctionGemma::new()),
         "qwen3-vl-instruct" => Box::new(qwen3vl::Qwen3Vl::new(false, o)),
         "qwen3-vl-thinking" => Box::new(qwen3vl::Qwen3Vl::new(true, o)),
+        "qwen3" => Box::new(qwen3::QwenParser::qwen3(false, o)),
+        "qwen3-thinking" => Box::new(qwen3::QwenParser::qwen3(true, o)),
+        "qwen3.5" | "ornith" => Box::new(qwen35::parser(o)),
         _ => return None,
     })
 }

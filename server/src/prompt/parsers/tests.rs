@@ -125,7 +125,7 @@ fn a_named_parser_splits_thinking_whatever_the_template_shows() {
         &plain,
         &Options {
             think: Some(&think),
-            named: "qwen3",
+            named: "deepseek-r1",
             ..Default::default()
         },
     );

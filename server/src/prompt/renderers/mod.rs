@@ -14,17 +14,19 @@
 
 pub mod cogito;
 pub mod deepseek3;
+pub mod functiongemma;
 pub mod gemma4;
 pub mod gemma4_tools;
 pub mod glm;
 pub mod json;
-pub mod qwen3vl;
-pub mod functiongemma;
 pub mod lfm2;
 pub mod nemotron;
 pub mod nemotron_tools;
 pub mod olmo3;
+pub mod qwen35;
+pub mod qwen38;
 pub mod qwen3coder;
+pub mod qwen3vl;
 
 use serde_json::Value as J;
 
@@ -63,6 +65,9 @@ pub const NAMES: &[&str] = &[
     "functiongemma",
     "qwen3-vl-instruct",
     "qwen3-vl-thinking",
+    "qwen3.5",
+    "qwen3.8",
+    "ornith",
 ];
 
 /// The renderer registered under `name` (after [`resolve`]).
@@ -86,6 +91,9 @@ pub fn for_name(name: &str) -> Option<Box<dyn Renderer>> {
         "functiongemma" => Box::new(functiongemma::FunctionGemma),
         "qwen3-vl-instruct" => Box::new(qwen3vl::Qwen3Vl { thinking: false }),
         "qwen3-vl-thinking" => Box::new(qwen3vl::Qwen3Vl { thinking: true }),
+        "qwen3.5" => Box::new(qwen35::Qwen35::v35()),
+        "qwen3.8" => Box::new(qwen35::Qwen35::v38()),
+        "ornith" => Box::new(qwen35::Qwen35::ornith()),
         _ => return None,
     })
 }
