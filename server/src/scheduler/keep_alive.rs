@@ -33,7 +33,9 @@ impl KeepAlive {
         match v {
             serde_json::Value::Number(n) => {
                 let secs = n.as_f64().unwrap_or(0.0);
-                Ok(if secs < 0.0 {
+                // Go converts to a time.Duration (int64 nanoseconds): a value past ~292 years
+                // does not fit and comes out negative on amd64, which Ollama keeps forever.
+                Ok(if secs < 0.0 || secs * 1e9 >= i64::MAX as f64 {
                     KeepAlive::Forever
                 } else {
                     KeepAlive::For(Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX))

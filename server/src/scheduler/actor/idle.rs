@@ -22,7 +22,8 @@ impl Actor {
             match e.keep_alive.duration() {
                 None => {}
                 Some(d) if d.is_zero() => unload.push(id),
-                Some(d) => e.idle_deadline = Some(now + d),
+                // A deadline past what the clock can hold never comes: no timer (forever).
+                Some(d) => e.idle_deadline = now.checked_add(d),
             }
         }
         for id in unload {

@@ -25,7 +25,7 @@ impl Actor {
                         size: e.memory(),
                         size_vram: info.memory_device_bytes,
                         context_length: e.options.ctx_size,
-                        expires_at: left.map(|d| wall + d),
+                        expires_at: left.and_then(|d| wall.checked_add(d)),
                         pid: r.pid(),
                         active: e.refcount,
                         // As spawned: with the placement's `main_gpu`.
