@@ -10,6 +10,7 @@ mod host;
 mod log;
 mod ops;
 mod parse;
+pub use parse::take_fallbacks;
 mod remote;
 mod rpc;
 

@@ -209,3 +209,52 @@ async fn an_idle_h2c_connection_is_closed() {
     assert!(closed >= Duration::from_millis(900), "closed at {closed:?}");
     assert!(closed < Duration::from_secs(5), "closed at {closed:?}");
 }
+
+/// Plain HTTP GET of `/api/version` on `addr`; the status line.
+async fn version_status(addr: &str) -> String {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET /api/version HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out.lines().next().unwrap_or_default().to_owned()
+}
+
+/// A service file carried over from Ollama: `OLLAMA_HOST=0.0.0.0` listens on every address as
+/// Go's `net.Listen` does (IPv6 too, where the machine has it), and values Ollama's envconfig
+/// would not parse fall back to their defaults with a warning instead of stopping the server.
+#[tokio::test]
+async fn an_ollama_service_environment_starts_and_listens_everywhere() {
+    let ts = TestStore::new();
+    let herd = HerdServe::start(
+        ts.root(),
+        &[
+            ("OLLAMA_HOST", "0.0.0.0:0"),
+            ("OLLAMA_KEEP_ALIVE", "1d"),
+            ("OLLAMA_CONTEXT_LENGTH", "8k"),
+            ("OLLAMA_LOAD_TIMEOUT", "???"),
+        ],
+    );
+    let port = herd.addr.rsplit(':').next().unwrap().to_owned();
+    assert_eq!(
+        version_status(&format!("127.0.0.1:{port}")).await,
+        "HTTP/1.1 200 OK"
+    );
+    // Where this machine has IPv6 loopback, the same listener answers on it.
+    if std::net::TcpListener::bind("[::1]:0").is_ok() {
+        assert!(herd.addr.starts_with("[::]:"), "{}", herd.addr);
+        assert_eq!(
+            version_status(&format!("[::1]:{port}")).await,
+            "HTTP/1.1 200 OK"
+        );
+    }
+    let log = herd.log_text();
+    for v in ["\"1d\"", "\"8k\"", "\"???\""] {
+        assert!(
+            log.contains(&format!(
+                "invalid environment variable, using default: invalid value {v}"
+            )),
+            "{v}: {log}"
+        );
+    }
+}

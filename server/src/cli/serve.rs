@@ -16,6 +16,36 @@ use crate::api::{
 use crate::config::Config;
 use crate::store::Store;
 
+/// Binds the listener. Go's `net.Listen("tcp", …)` on a wildcard IPv4 address (`0.0.0.0`, or
+/// the empty host of `:port`) listens on every address of the machine, IPv6 included (one
+/// dual-stack socket), so clients that reach `localhost` as `::1` connect: here the same, `[::]`
+/// with IPV6_V6ONLY off, and `0.0.0.0` alone where the machine has no IPv6.
+async fn listen(bind: &str) -> std::io::Result<TcpListener> {
+    let addr = tokio::net::lookup_host(bind).await?.next().ok_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "no address to bind")
+    })?;
+    if let std::net::SocketAddr::V4(v4) = addr {
+        if v4.ip().is_unspecified() {
+            if let Ok(l) = dual_stack(v4.port()) {
+                return Ok(l);
+            }
+        }
+    }
+    TcpListener::bind(addr).await
+}
+
+fn dual_stack(port: u16) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let s = Socket::new(Domain::IPV6, Type::STREAM, Some(Protocol::TCP))?;
+    s.set_only_v6(false)?;
+    s.set_reuse_address(true)?;
+    s.set_nonblocking(true)?;
+    let addr = std::net::SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port));
+    s.bind(&addr.into())?;
+    s.listen(1024)?;
+    TcpListener::from_std(s.into())
+}
+
 /// Ollama's `PruneLayers` grace period: blobs younger than this may belong to a pull or create
 /// that has not written its manifest yet.
 pub const PRUNE_OLDER_THAN: Duration = Duration::from_secs(3600);
@@ -28,6 +58,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .map(|(k, v)| format!("{k}:{v}"))
         .collect();
     tracing::info!(target: "herd", "server config: {}", pairs.join(" "));
+    for line in crate::config::take_fallbacks() {
+        tracing::warn!(target: "herd", "invalid environment variable, using default: {line}");
+    }
     let nofile = match crate::api::serve::raise_nofile_limit() {
         Ok(n) => {
             tracing::debug!(limit = n, "open file limit");
@@ -91,7 +124,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     )?;
 
     let bind = config.host.bind_addr();
-    let listener = TcpListener::bind(&bind)
+    let listener = listen(&bind)
         .await
         .with_context(|| format!("listening on {bind}"))?;
     let local = listener.local_addr()?;

@@ -3,9 +3,32 @@
 //! duration-or-seconds rule of `OLLAMA_KEEP_ALIVE` / `OLLAMA_LOAD_TIMEOUT`. Pure functions, so the
 //! rules are table-tested here and reused by the API layer (`keep_alive` in requests).
 
+use std::sync::Mutex;
 use std::time::Duration;
 
 pub use crate::scheduler::KeepAlive;
+
+/// Values of Ollama's variables that did not parse and fell back to their default, as Ollama's
+/// `envconfig` does ("invalid environment variable, using default"): a service file carried
+/// over from Ollama with `OLLAMA_KEEP_ALIVE=1d` must still start. `herd serve` logs them once
+/// logging is up ([`take_fallbacks`]).
+static FALLBACKS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn fallback<T: std::fmt::Debug>(raw: &str, default: T) -> T {
+    let line = format!("invalid value {:?}, using default {default:?}", clean(raw));
+    if let Ok(mut f) = FALLBACKS.lock() {
+        f.push(line);
+    }
+    default
+}
+
+/// The fallbacks recorded while parsing the configuration (see [`FALLBACKS`]), once.
+pub fn take_fallbacks() -> Vec<String> {
+    FALLBACKS
+        .lock()
+        .map(|mut f| std::mem::take(&mut *f))
+        .unwrap_or_default()
+}
 
 /// Ollama's `envconfig.Var`: trim spaces, then quotes (both kinds), as one cut.
 pub fn clean(raw: &str) -> &str {
@@ -158,15 +181,13 @@ pub fn clap_bool(raw: &str) -> Result<bool, String> {
     Ok(ollama_bool(raw, false))
 }
 
-/// Parse an unsigned count with an empty value meaning `D` (Ollama's `Uint`), for clap.
-/// Unlike Ollama, a malformed value is an error at startup instead of a silent default.
+/// Parse an unsigned count with an empty value meaning `D` (Ollama's `Uint`), for clap; a
+/// malformed value is `D` too, recorded as a [`fallback`].
 pub fn clap_uint<const D: u32>(raw: &str) -> Result<u32, String> {
-    match clean(raw) {
-        "" => Ok(D),
-        s => s
-            .parse::<u32>()
-            .map_err(|_| format!("{s:?} is not a non-negative integer")),
-    }
+    Ok(match clean(raw) {
+        "" => D,
+        s => s.parse::<u32>().unwrap_or_else(|_| fallback(raw, D)),
+    })
 }
 
 /// A byte count: digits with an optional decimal (`K`, `M`, `G`, `T`, optional `B`) or binary
@@ -193,19 +214,16 @@ pub fn clap_byte_size(raw: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("invalid size {raw:?}"))
 }
 
-/// `OLLAMA_KEEP_ALIVE`: Go duration or integer seconds, negative = forever.
+/// `OLLAMA_KEEP_ALIVE`: Go duration or integer seconds, negative = forever; anything else is
+/// the default 5m, recorded as a [`fallback`].
 pub fn clap_keep_alive(raw: &str) -> Result<KeepAlive, String> {
+    let default = KeepAlive::For(Duration::from_secs(300));
     if clean(raw).is_empty() {
-        return Ok(KeepAlive::For(Duration::from_secs(300)));
+        return Ok(default);
     }
-    env_duration_nanos(raw)
+    Ok(env_duration_nanos(raw)
         .map(keep_alive_from_nanos)
-        .ok_or_else(|| {
-            format!(
-                "{:?} is neither a duration (5m, 1h30m) nor seconds",
-                clean(raw)
-            )
-        })
+        .unwrap_or_else(|| fallback(raw, default)))
 }
 
 /// How long a model load may stall; `None` = no limit.
@@ -222,10 +240,11 @@ impl LoadTimeout {
 
 /// `OLLAMA_LOAD_TIMEOUT`: Go duration or integer seconds; zero or negative = no limit.
 pub fn clap_load_timeout(raw: &str) -> Result<LoadTimeout, String> {
+    let default = LoadTimeout(Some(Duration::from_secs(300)));
     if clean(raw).is_empty() {
-        return Ok(LoadTimeout(Some(Duration::from_secs(300))));
+        return Ok(default);
     }
-    clap_deadline(raw)
+    Ok(clap_deadline(raw).unwrap_or_else(|_| fallback(raw, default)))
 }
 
 /// herd's own deadlines (`HERD_PROGRESS_TIMEOUT`, `HERD_HEALTH_*`): the same Go duration or
@@ -346,7 +365,19 @@ mod tests {
             clap_keep_alive(""),
             Ok(KeepAlive::For(Duration::from_secs(300)))
         );
-        assert!(clap_keep_alive("soon").is_err());
+        // Invalid values fall back to the default, as Ollama's envconfig does.
+        let five = KeepAlive::For(Duration::from_secs(300));
+        for bad in ["soon", "1d", "???", "1w"] {
+            assert_eq!(clap_keep_alive(bad), Ok(five), "{bad}");
+            assert_eq!(
+                clap_load_timeout(bad),
+                Ok(LoadTimeout(Some(Duration::from_secs(300)))),
+                "{bad}"
+            );
+        }
+        assert!(take_fallbacks()
+            .iter()
+            .any(|l| l == "invalid value \"1d\", using default For(300s)"));
         assert_eq!(clap_load_timeout("0"), Ok(LoadTimeout(None)));
         assert_eq!(
             clap_deadline("250ms"),
@@ -366,7 +397,8 @@ mod tests {
         assert_eq!(clap_uint::<512>(""), Ok(512));
         assert_eq!(clap_uint::<512>(" \"4\" "), Ok(4));
         assert_eq!(clap_uint::<1>("0"), Ok(0));
-        assert!(clap_uint::<1>("-1").is_err());
-        assert!(clap_uint::<1>("four").is_err());
+        for bad in ["-1", "four", "0x10", "0o10", "4k"] {
+            assert_eq!(clap_uint::<1>(bad), Ok(1), "{bad}");
+        }
     }
 }
