@@ -213,7 +213,7 @@ async fn an_idle_h2c_connection_is_closed() {
 /// Plain HTTP GET of `/api/version` on `addr`; the status line.
 async fn version_status(addr: &str) -> String {
     let mut s = TcpStream::connect(addr).await.unwrap();
-    let req = format!("GET /api/version HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    let req = "GET /api/version HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
     s.write_all(req.as_bytes()).await.unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).await.unwrap();
