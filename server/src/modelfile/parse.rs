@@ -271,7 +271,9 @@ impl Parser {
         } else {
             format!("{UNEXPECTED_EOF}: {}", self.buf)
         };
-        ParseError::at(self.line, msg)
+        // Ollama wraps io.ErrUnexpectedEOF without a line number (`parser.go`); clients and
+        // scripts see exactly "unexpected EOF[: value]".
+        ParseError { line: None, msg }
     }
 
     /// Emits the command if the buffered value is complete; false while a quote is open.
@@ -306,11 +308,17 @@ impl Parser {
             State::Idle | State::Comment => {}
             State::Value => {
                 if !self.finish_value() {
-                    return Err(ParseError::at(self.line, UNEXPECTED_EOF));
+                    return Err(ParseError {
+                        line: None,
+                        msg: UNEXPECTED_EOF.into(),
+                    });
                 }
             }
             State::Keyword | State::ParamName | State::Role => {
-                return Err(ParseError::at(self.line, UNEXPECTED_EOF))
+                return Err(ParseError {
+                    line: None,
+                    msg: UNEXPECTED_EOF.into(),
+                })
             }
         }
         if !self.out.iter().any(|c| matches!(c, Command::From(_))) {

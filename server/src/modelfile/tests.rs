@@ -143,29 +143,26 @@ fn parse_errors() {
         ("FROM foo\nMESSAGE System hi\n", format!("(line 2): {role}")),
         (
             "FROM foo\nMESSAGE system\n",
-            "(line 2): unexpected EOF: system".into(),
+            "unexpected EOF: system".into(),
         ),
-        (
-            "FROM foo\nMESSAGE system",
-            "(line 2): unexpected EOF".into(),
-        ),
+        ("FROM foo\nMESSAGE system", "unexpected EOF".into()),
         (
             "\nFROM foo\nPARAMETER param1\n",
-            "(line 3): unexpected EOF: param1".into(),
+            "unexpected EOF: param1".into(),
         ),
         (
             "FROM foo\nPARAMETER top-k 1\n",
-            "(line 2): unexpected EOF: top".into(),
+            "unexpected EOF: top".into(),
         ),
         (
             "FROM foo\nSYSTEM \"\"\"unterminated\n",
-            "(line 3): unexpected EOF".into(),
+            "unexpected EOF".into(),
         ),
         (
             "FROM foo\nSYSTEM \"unterminated\nmore",
-            "(line 3): unexpected EOF".into(),
+            "unexpected EOF".into(),
         ),
-        ("FROM", "(line 1): unexpected EOF".into()),
+        ("FROM", "unexpected EOF".into()),
     ];
     for (input, want) in cases {
         let err = parse(input).expect_err(input);
