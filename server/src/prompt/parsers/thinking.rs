@@ -1,8 +1,13 @@
 //! Tag-delimited thinking (`<think>…</think>` for qwen3/deepseek-r1, or whatever tags a Go
-//! template puts around `.Thinking`), as Ollama's thinking parser does it: whitespace before the
-//! opening tag and around the thinking is trimmed, whitespace after the closing tag is dropped,
-//! and a prompt that already ends with the opening tag starts the response inside the thinking.
-//! A response that does not begin with the opening tag is all content.
+//! template puts around `.Thinking`), as Ollama's `thinking.Parser` (`thinking/parser.go`) does
+//! it: whitespace before the opening tag, right after it and right after the closing tag is
+//! dropped; the thinking itself is only trimmed on the left (`"<think> a </think> b"` gives
+//! thinking `"a "`, content `"b"`). A response whose first non-blank text is not the opening tag
+//! is all content, untrimmed; only the first closing tag ends the thinking. A prompt that already
+//! ends with the opening tag starts the response inside the thinking.
+//!
+//! What Ollama holds back and never gets to release is dropped at `done`: a response that is
+//! only whitespace or a partial opening tag, and a partial closing tag ending unclosed thinking.
 //!
 //! [`filter_old_thinking`] is Ollama's `filterThinkTags`: earlier assistant turns of qwen3 and
 //! deepseek-r1 conversations lose their `<think>…</think>` block before rendering.
@@ -94,8 +99,9 @@ impl TagThinking {
                 if t.starts_with(self.open.as_str()) {
                     self.buf = t[self.open.len()..].to_string();
                     self.state = State::ThinkingStart;
-                } else if t.is_empty() || (self.open.starts_with(t) && !done) {
-                    // Still possibly the opening tag; keep waiting.
+                } else if self.open.starts_with(t) {
+                    // Blank or possibly the opening tag: keep waiting (at `done`, Ollama never
+                    // releases it).
                     if done {
                         self.buf.clear();
                     }
@@ -116,19 +122,19 @@ impl TagThinking {
             }
             State::Thinking => {
                 if let Some(i) = self.buf.find(self.close.as_str()) {
-                    out.thinking.push_str(self.buf[..i].trim_end());
+                    out.thinking.push_str(&self.buf[..i]);
                     self.buf = self.buf[i + self.close.len()..].to_string();
                     self.state = State::AfterClose;
-                } else if done {
-                    out.thinking.push_str(self.buf.trim_end());
-                    self.buf.clear();
                 } else {
-                    // Hold back a possible partial closing tag and the whitespace before it
-                    // (trimmed if the tag follows).
+                    // Hold back a possible partial closing tag (dropped at `done`, as Ollama
+                    // never releases it).
                     let keep = partial_tag_len(&self.buf, &[&self.close]);
-                    let emit = self.buf[..self.buf.len() - keep].trim_end().len();
+                    let emit = self.buf.len() - keep;
                     out.thinking.push_str(&self.buf[..emit]);
                     self.buf.drain(..emit);
+                    if done {
+                        self.buf.clear();
+                    }
                 }
             }
             State::AfterClose => {
@@ -157,51 +163,93 @@ mod tests {
         TagThinking::new("<think>", "</think>", pre)
     }
 
+    /// Every chunking of `s` gives (thinking, content).
+    fn check(pre: bool, s: &str, thinking: &str, content: &str) {
+        every_split(s, |chunks| {
+            let r = run(&mut p(pre), chunks);
+            assert_eq!(
+                (r.thinking.as_str(), r.content.as_str()),
+                (thinking, content),
+                "{chunks:?}"
+            );
+        });
+    }
+
     #[test]
-    fn thinking_then_content_under_every_split() {
-        every_split(
-            "  <think>\n I should greet.  \n</think>\n\nHello there",
-            |chunks| {
-                let r = run(&mut p(false), chunks);
-                assert_eq!(r.thinking, "I should greet.", "{chunks:?}");
-                assert_eq!(r.content, "Hello there", "{chunks:?}");
-            },
+    fn thinking_is_trimmed_on_the_left_only() {
+        check(
+            false,
+            "  <think>\n I should greet.  \n</think>\n\nHello there ",
+            "I should greet.  \n",
+            "Hello there ",
+        );
+        check(
+            false,
+            "<think> internal </think> world",
+            "internal ",
+            "world",
+        );
+        check(
+            false,
+            "  <think>   \t   these are some thoughts </think>  \n more",
+            "these are some thoughts ",
+            "more",
+        );
+        check(false, "<think>\n</think>\n\nHi there", "", "Hi there");
+    }
+
+    #[test]
+    fn only_the_first_closing_tag_ends_the_thinking() {
+        check(
+            false,
+            "<think>a</think><think>b</think>c",
+            "a",
+            "<think>b</think>c",
+        );
+        check(
+            false,
+            "<think>abc</thing>def</think>x",
+            "abc</thing>def",
+            "x",
         );
     }
 
     #[test]
     fn pre_opened_tag_starts_inside_the_thinking() {
-        every_split("hmm, 2+2</think>4", |chunks| {
-            let r = run(&mut p(true), chunks);
-            assert_eq!((r.thinking.as_str(), r.content.as_str()), ("hmm, 2+2", "4"));
-        });
+        check(true, " hmm, 2+2 </think>4", "hmm, 2+2 ", "4");
     }
 
     #[test]
-    fn no_opening_tag_is_all_content() {
-        every_split("<thonk> not thinking </think>", |chunks| {
-            let r = run(&mut p(false), chunks);
-            assert_eq!(r.thinking, "");
-            assert_eq!(r.content, "<thonk> not thinking </think>");
-        });
+    fn no_opening_tag_is_all_content_untrimmed() {
+        check(
+            false,
+            "  abc <think>def</think> ghi",
+            "",
+            "  abc <think>def</think> ghi",
+        );
+        check(
+            false,
+            "<thonk> not thinking </think>",
+            "",
+            "<thonk> not thinking </think>",
+        );
     }
 
     #[test]
-    fn unterminated_thinking_is_delivered_at_done() {
-        every_split("<think>still going </thi", |chunks| {
-            let r = run(&mut p(false), chunks);
-            assert_eq!(r.thinking, "still going </thi");
-            assert_eq!(r.content, "");
-        });
+    fn what_ollama_never_releases_is_dropped_at_done() {
+        check(false, "<think>still going </thi", "still going ", "");
+        check(false, "<think>still going", "still going", "");
+        check(false, "  <thi", "", "");
+        check(false, " \n ", "", "");
     }
 
     #[test]
     fn partial_close_is_held_back_until_known() {
         let mut t = p(true);
         let a = t.add("a </th", false);
-        assert_eq!(a.thinking, "a");
+        assert_eq!(a.thinking, "a ");
         let b = t.add("at", false);
-        assert_eq!(b.thinking, " </that");
+        assert_eq!(b.thinking, "</that");
         assert_eq!(t.thinking_close(), vec!["</think>"]);
     }
 
