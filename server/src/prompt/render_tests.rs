@@ -203,6 +203,13 @@ fn tools_print_as_json_and_range_sorted() {
 }
 
 #[test]
+fn no_tools_print_as_null_but_stay_false_and_empty() {
+    // Ollama's `templateTools(nil)` marshals to `null`.
+    let t = go("{{ .Tools }}|{{ json .Tools }}|{{ if .Tools }}T{{ else }}F{{ end }}|{{ range .Tools }}x{{ end }}{{ len .Tools }}{{ range .Messages }}{{ end }}");
+    assert_eq!(chat(&t, vec![m("user", "x")]), "null|null|F|0");
+}
+
+#[test]
 fn response_is_appended_when_template_lacks_messages_and_response() {
     let t = go("{{ .System }} USER: {{ .Prompt }} ASSISTANT:");
     assert_eq!(t.source(), "{{ .System }} USER: {{ .Prompt }} ASSISTANT:");

@@ -92,7 +92,8 @@ fn tool_call(c: &ToolCall) -> Value {
     )
 }
 
-/// `.Tools`: a `templateTools` slice (prints as its JSON array), or a nil slice when empty.
+/// `.Tools`: a `templateTools` slice (prints as its JSON array), or a nil slice when empty: that
+/// prints (and `json` marshals) as `null`, is false in `if` and ranges over nothing.
 pub fn tools(tools: &[J]) -> Value {
     let items: Vec<Value> = tools.iter().map(tool).collect();
     Value::List(Arc::new(GoList {

@@ -211,6 +211,8 @@ impl Value {
                 .map(J::Number)
                 .unwrap_or(J::Null),
             Value::Str(s) => J::String(s.to_string()),
+            // An empty `templateTools` is Ollama's nil slice (no tools sent): `null`.
+            Value::List(l) if l.stringer_json && l.items.is_empty() => J::Null,
             Value::List(l) => J::Array(l.iter().map(Value::to_json).collect()),
             Value::Map(m) => J::Object(
                 m.entries
