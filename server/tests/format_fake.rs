@@ -242,7 +242,10 @@ async fn qwen3_single_pass_chat_one_request_with_the_closing_tag() {
                 b.clone(),
             )
         };
-        assert_eq!(thinking, "The user wants JSON.");
+        assert_eq!(
+            thinking, "The user wants JSON.\n",
+            "right-hand whitespace kept, as Ollama"
+        );
         assert_eq!(content, "{\"answer\": 42}");
         assert_eq!(last["done_reason"], "stop");
     }
@@ -478,7 +481,10 @@ async fn two_pass_chat_cancels_the_first_and_sums_metrics() {
                 b.clone(),
             )
         };
-        assert_eq!(thinking, "The user wants JSON.");
+        assert_eq!(
+            thinking, "The user wants JSON.\n",
+            "right-hand whitespace kept, as Ollama"
+        );
         assert_eq!(content, "{\"answer\": 7}");
         assert_eq!(last["done_reason"], "stop");
 
@@ -494,7 +500,7 @@ async fn two_pass_chat_cancels_the_first_and_sums_metrics() {
         );
         assert!(
             prompt_of(two)
-                .ends_with("<|im_start|>assistant\n<think>The user wants JSON.</think>\n"),
+                .ends_with("<|im_start|>assistant\n<think>The user wants JSON.\n</think>\n"),
             "{two}"
         );
         assert!(prompt_of(two).starts_with(prompt_of(one)));
