@@ -8,7 +8,6 @@
 
 use serde_json::{Map, Value as J};
 
-use super::nemotron_tools::go_map;
 use super::olmo3::go_float;
 
 pub const CALL_START: &str = "<|tool_call_start|>";
@@ -250,6 +249,21 @@ fn python_to_json(s: &str) -> Option<String> {
         return None;
     }
     String::from_utf8(out).ok()
+}
+
+/// A decoded `any`: maps become Go maps (sorted keys).
+pub(super) fn go_map(v: J) -> J {
+    match v {
+        J::Object(o) => J::Object(
+            o.into_iter()
+                .map(|(k, v)| (k, go_map(v)))
+                .collect::<std::collections::BTreeMap<_, _>>()
+                .into_iter()
+                .collect(),
+        ),
+        J::Array(a) => J::Array(a.into_iter().map(go_map).collect()),
+        v => v,
+    }
 }
 
 #[cfg(test)]

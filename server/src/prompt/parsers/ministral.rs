@@ -14,7 +14,7 @@
 
 use serde_json::{Map, Value as J};
 
-use super::nemotron_tools::go_map;
+use super::lfm2_calls::go_map;
 use super::{call_id, partial_tag_len, Parsed, Parser};
 use crate::prompt::ToolCall;
 

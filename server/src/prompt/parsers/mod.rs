@@ -37,7 +37,6 @@ pub mod lfm2;
 pub mod lfm2_calls;
 pub mod ministral;
 pub mod nemotron;
-pub mod nemotron_tools;
 pub mod olmo3;
 pub mod qwen3;
 pub mod qwen35;

@@ -30,7 +30,7 @@
 
 use serde_json::{Map, Number, Value as J};
 
-use super::{call_id, partial_tag_len, qwen35, Options, Parsed, Parser};
+use super::{call_id, partial_tag_len, qwen3coder_call, Options, Parsed, Parser};
 use crate::prompt::{Think, ToolCall};
 
 const THINK_OPEN: &str = "<think>";
@@ -181,7 +181,7 @@ impl QwenParser {
     fn call(&mut self, raw: &str, out: &mut Parsed) {
         let parsed = match self.format {
             CallFormat::Json => json_call(raw),
-            CallFormat::Xml => qwen35::xml_call(raw, &self.schemas),
+            CallFormat::Xml => qwen3coder_call::call(raw, &self.schemas),
         };
         match parsed {
             Some((name, arguments)) => {

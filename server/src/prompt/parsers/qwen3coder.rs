@@ -12,10 +12,9 @@
 //! - a call Ollama cannot decode fails Ollama's whole request; herd, as its other parsers do with
 //!   unparseable calls, returns that call's text (with its tags) as content instead.
 
-use serde_json::{Map, Value as J};
+use serde_json::Value as J;
 
-use super::qwen3coder_call::{decode, param_types, typed_value};
-use super::{call_id, partial_tag_len, Parsed, Parser};
+use super::{call_id, partial_tag_len, qwen3coder_call, Parsed, Parser};
 use crate::prompt::ToolCall;
 
 const OPEN: &str = "<tool_call>";
@@ -96,18 +95,13 @@ impl Qwen3Coder {
 
     /// The call in `raw`, its arguments typed; `None` when Ollama's decoder would fail.
     fn call(&mut self, raw: &str) -> Option<ToolCall> {
-        let c = decode(raw).ok()?;
-        let mut arguments = Map::new();
-        for (key, value) in c.params {
-            let types = param_types(&self.schemas, &c.name, &key);
-            arguments.insert(key, typed_value(&value, &types));
-        }
+        let (name, arguments) = qwen3coder_call::call(raw, &self.schemas)?;
         let index = self.index;
         self.index += 1;
         Some(ToolCall {
             id: call_id(),
             index,
-            name: c.name,
+            name,
             arguments,
         })
     }
@@ -130,7 +124,7 @@ impl Parser for Qwen3Coder {
 mod tests {
     use super::*;
     use crate::prompt::parsers::testutil::{every_split, run};
-    use serde_json::json;
+    use serde_json::{json, Map};
 
     fn parse_all(s: &str, schemas: &[J]) -> Parsed {
         let want = run(&mut Qwen3Coder::new(schemas), &[s]);
@@ -324,9 +318,11 @@ mod tests {
             ("n", "1_000.5", json!(1000.5)),
             ("n", "0x1.8p1", json!(3)),
             ("n", "1e400", json!("1e400")),
-            ("n", "Inf", json!("Inf")),
+            // Go's int64(±Inf) and int64 of a whole value beyond int64 are its minimum (amd64).
+            ("n", "Inf", json!(i64::MIN)),
+            ("n", "NaN", json!("NaN")),
             ("n", "3.14.15", json!("3.14.15")),
-            ("n", "1e20", json!(1e20)),
+            ("n", "1e20", json!(i64::MIN)),
             ("i", "007", json!(7)),
             ("i", "+42", json!(42)),
             ("i", "-9223372036854775808", json!(i64::MIN)),

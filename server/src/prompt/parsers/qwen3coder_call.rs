@@ -1,7 +1,10 @@
-//! One `qwen3-coder` tool call: the text between `<tool_call>` and `</tool_call>`, read the way
-//! Ollama's `parseToolCall` reads it, and its argument values typed from the tool's schema
-//! (`parseValue`). Serves the `qwen3-coder` parser ([`super::qwen3coder`]); [`go_value`] (Go's
-//! re-printing of decoded JSON) also serves the `qwen3-vl-*` parsers.
+//! The Qwen3-Coder tool-call format, owned here for every parser that reads it: the text between
+//! `<tool_call>` and `</tool_call>` (`<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>…
+//! </function>`), read the way Ollama's `parseToolCall` reads it ([`decode`], [`call`]), and
+//! argument values typed from the tool's schema (`parseValue`: [`typed_value`], [`param_types`]).
+//! Ollama's `qwen3-coder` parser ([`super::qwen3coder`]) and the Nemotron 3 and Qwen 3.5 parsers
+//! built on it ([`super::nemotron`], [`super::qwen35`]) read calls with it; the GLM parser
+//! ([`super::glm`]) types its values with [`typed_value`], as Ollama's does with `parseValue`.
 //!
 //! Ollama rewrites `<name=value>` tags into XML (`<name name="value">`, the value XML-escaped),
 //! escapes the text between `<function…>`/`<parameter…>` tags, and decodes the result with Go's
@@ -24,6 +27,19 @@ use crate::prompt::renderers::qwen3coder::type_names;
 pub(super) struct RawCall {
     pub name: String,
     pub params: Vec<(String, String)>,
+}
+
+/// One call's name and arguments, typed by `schemas` (the request's tools as sent); `None` where
+/// Ollama's decoding fails (Ollama then fails the request; herd's parsers keep the text as
+/// content). The function name is not checked against the tools.
+pub(super) fn call(raw: &str, schemas: &[J]) -> Option<(String, Map<String, J>)> {
+    let c = decode(raw).ok()?;
+    let mut arguments = Map::new();
+    for (key, value) in c.params {
+        let types = param_types(schemas, &c.name, &key);
+        arguments.insert(key, typed_value(&value, &types));
+    }
+    Some((c.name, arguments))
 }
 
 /// Reads one call; `Err` carries the reason Go's XML decoder would give.
@@ -262,17 +278,21 @@ fn attr_value(raw: &str) -> Option<String> {
     out.chars().all(xml_char).then_some(out)
 }
 
-/// The schema types of a call's parameter (Ollama collects `anyOf` members' types), from the
-/// request's tools as sent: the first tool of that name, its property of that name.
+/// The schema types of a call's parameter, from the request's tools as sent: the first tool of
+/// that name, its property of that name ([`property_types`]).
 pub(super) fn param_types(schemas: &[J], tool: &str, param: &str) -> Vec<String> {
-    let Some(prop) = schemas
+    schemas
         .iter()
         .find(|t| t.pointer("/function/name").and_then(J::as_str) == Some(tool))
         .and_then(|t| t.pointer("/function/parameters/properties"))
         .and_then(|p| p.get(param))
-    else {
-        return Vec::new();
-    };
+        .map(property_types)
+        .unwrap_or_default()
+}
+
+/// A property's types as Ollama collects them: its `anyOf` members' types, else its own `type`
+/// (Go's `PropertyType`: a string or a list; `null` reads as one empty name).
+pub(super) fn property_types(prop: &J) -> Vec<String> {
     match prop.get("anyOf").and_then(J::as_array) {
         Some(any) if !any.is_empty() => any.iter().flat_map(type_names).collect(),
         _ => type_names(prop),
@@ -310,10 +330,14 @@ pub(super) fn typed_value(raw: &str, types: &[String]) -> J {
         }
     }
     if has("number") {
-        match go_parse_float(raw).and_then(number) {
-            Some(v) => return v,
-            None if only => return text(),
-            None => {}
+        match go_parse_float(raw) {
+            // Go's `int64(f)` of a whole value (±Inf included): beyond int64 it is the minimum
+            // (amd64).
+            Some(f) if f.trunc() == f => return J::from(go_int64(f)),
+            // NaN has no JSON form (Go fails the response); herd keeps the text.
+            Some(f) if !f.is_nan() => return float(f),
+            _ if only => return text(),
+            _ => {}
         }
     }
     for (kind, want_array) in [("array", true), ("object", false)] {
@@ -331,17 +355,22 @@ pub(super) fn typed_value(raw: &str, types: &[String]) -> J {
     text()
 }
 
-/// A parsed float as Ollama stores it: whole values as integers. Go converts a whole float
-/// outside int64 with a platform-defined result and keeps NaN/Inf, which JSON cannot carry;
-/// herd keeps the former as a float and reads the latter as text (`None`).
-fn number(f: f64) -> Option<J> {
-    if !f.is_finite() {
-        return None;
+/// Go's `int64(f)` on amd64: truncation, and the minimum for anything out of range (±Inf too).
+fn go_int64(f: f64) -> i64 {
+    if (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&f) {
+        f as i64
+    } else {
+        i64::MIN
     }
+}
+
+/// A finite float64 as JSON: whole values within int64 as integers (Go prints them without a
+/// fraction).
+fn float(f: f64) -> J {
     if f.trunc() == f && (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&f) {
-        return Some(J::from(f as i64));
+        return J::from(f as i64);
     }
-    serde_json::Number::from_f64(f).map(J::Number)
+    serde_json::Number::from_f64(f).map_or(J::Null, J::Number)
 }
 
 /// A JSON value as Go decodes it into `any` and prints it again: object keys sorted (Go maps),
@@ -359,7 +388,7 @@ pub(super) fn go_value(v: J) -> J {
             )
         }
         J::Array(a) => J::Array(a.into_iter().map(go_value).collect()),
-        J::Number(n) => n.as_f64().and_then(number).unwrap_or(J::Number(n)),
+        J::Number(n) => n.as_f64().map_or(J::Number(n), float),
         v => v,
     }
 }
@@ -497,104 +526,5 @@ fn underscores_ok(s: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn floats_parse_as_gos_parse_float() {
-        let ok = [
-            ("1_23.50_0_0e+1_2", 1.235e14),
-            ("0x_1_2.3_4_5p+1_2", 74565.0),
-            ("0x1p-2", 0.25),
-            (".5", 0.5),
-            ("5.", 5.0),
-            ("-1E3", -1000.0),
-            ("+0.1", 0.1),
-            ("1e-400", 0.0),
-        ];
-        for (s, want) in ok {
-            assert_eq!(go_parse_float(s), Some(want), "{s}");
-        }
-        assert_eq!(go_parse_float("-Infinity"), Some(f64::NEG_INFINITY));
-        assert!(go_parse_float("nAn").is_some_and(f64::is_nan));
-        for bad in [
-            "",
-            ".",
-            "e5",
-            "1e",
-            "1e+",
-            "+nan",
-            "infin",
-            "-_123.5e+12",
-            "1__23.5",
-            "123_.5",
-            "123._5",
-            "123.5e+12_",
-            "0x1.8",
-            "0x",
-            "1.5.2",
-            " 1",
-            "1e400",
-            "0b101",
-        ] {
-            assert_eq!(go_parse_float(bad), None, "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn attribute_values_read_as_gos_strict_decoder() {
-        let cases = [
-            ("plain", Some("plain")),
-            ("a&amp;b&lt;&gt;&quot;&apos;", Some("a&b<>\"'")),
-            ("&#65;&#x42;&#x1F600;", Some("AB😀")),
-            ("a\r\nb\rc", Some("a\nb\nc")),
-            ("&#xD800;", Some("\u{FFFD}")),
-            ("a&b", None),
-            ("&nbsp;", None),
-            ("&#X41;", None),
-            ("&#;", None),
-            ("&#1;", None),
-            ("&#x110000;", None),
-            ("a<b", None),
-        ];
-        for (raw, want) in cases {
-            assert_eq!(attr_value(raw).as_deref(), want, "{raw:?}");
-        }
-        // Rewritten names round-trip through Ollama's escaping.
-        let s = "a\"b'c&<\t\n\r\u{1}";
-        assert_eq!(
-            attr_value(&escape_attr(s)).unwrap(),
-            "a\"b'c&<\t\n\r\u{FFFD}"
-        );
-    }
-
-    #[test]
-    fn decode_errors_name_what_go_rejects() {
-        let cases = [
-            ("", "EOF"),
-            ("</function>", "unexpected end element </function>"),
-            (
-                "<parameter=a></parameter>",
-                "expected element type <function> but have <parameter>",
-            ),
-            (
-                "<function=f><parameter=a></function>",
-                "element <parameter> closed by </function>",
-            ),
-            ("<function=f>", "unexpected EOF"),
-            (
-                "\u{B}<function=f></function>",
-                "illegal character code U+000B",
-            ),
-        ];
-        for (raw, want) in cases {
-            assert_eq!(decode(raw), Err(want.to_string()), "{raw:?}");
-        }
-        let ok = decode("x<function=f><parameter=a>1</parameter></function>\u{0}").unwrap();
-        assert_eq!(
-            (ok.name.as_str(), ok.params.len()),
-            ("f", 1),
-            "after the root is unread"
-        );
-    }
-}
+#[path = "qwen3coder_call_tests.rs"]
+mod tests;
