@@ -9,8 +9,8 @@
 
 use serde_json::{Map, Value as J};
 
-use super::deepseek3::{arguments, prefilled, DeepSeekTokens, Flavor, SEP};
-use super::Options;
+use super::deepseek3::{prefilled, DeepSeekTokens, Flavor, SEP};
+use super::{govalue, Options};
 use crate::prompt::Think;
 
 /// The parser for `cogito`.
@@ -27,7 +27,7 @@ pub(super) fn call_body(body: &str) -> Option<(String, Map<String, J>)> {
     let (_, rest) = body.split_once(SEP)?;
     let (name, rest) = rest.split_once(FENCE)?;
     let (args, _) = rest.split_once("\n```")?;
-    Some((name.trim().to_string(), arguments(args)?))
+    Some((name.trim().to_string(), govalue::arguments(args)?))
 }
 
 #[cfg(test)]

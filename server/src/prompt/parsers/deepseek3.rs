@@ -24,7 +24,7 @@
 
 use serde_json::{Map, Value as J};
 
-use super::{call_id, cogito, partial_tag_len, Options, Parsed, Parser};
+use super::{call_id, cogito, govalue, partial_tag_len, Options, Parsed, Parser};
 use crate::prompt::{Think, ToolCall};
 
 pub(super) const THINK_CLOSE: &str = "</think>";
@@ -295,43 +295,7 @@ pub(super) fn after_thinking(o: &Options) -> bool {
 /// `name<｜tool▁sep｜>{args}`.
 fn call_body(body: &str) -> Option<(String, Map<String, J>)> {
     let (name, args) = body.split_once(SEP)?;
-    Some((name.trim().to_string(), arguments(args.trim())?))
-}
-
-/// A call's arguments as Ollama decodes them (`ToolCallFunctionArguments`): a JSON object, keys
-/// in the model's order, nested values as Go's `any`; `null` is no arguments; anything else fails.
-pub(super) fn arguments(text: &str) -> Option<Map<String, J>> {
-    match serde_json::from_str::<J>(text).ok()? {
-        J::Object(m) => Some(m.into_iter().map(|(k, v)| (k, go_any(v))).collect()),
-        J::Null => Some(Map::new()),
-        _ => None,
-    }
-}
-
-/// A JSON value as Go decodes it into `any` and prints it back: objects with sorted keys, whole
-/// float64 numbers as integers.
-pub(super) fn go_any(v: J) -> J {
-    match v {
-        J::Object(m) => {
-            let mut entries: Vec<(String, J)> = m.into_iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
-            J::Object(entries.into_iter().map(|(k, v)| (k, go_any(v))).collect())
-        }
-        J::Array(a) => J::Array(a.into_iter().map(go_any).collect()),
-        J::Number(n) => match n.as_f64() {
-            // Go prints -0 as "-0": only that zero stays a float.
-            Some(f)
-                if n.is_f64()
-                    && f.fract() == 0.0
-                    && f.abs() < 9.007_199_254_740_992e15
-                    && !(f == 0.0 && f.is_sign_negative()) =>
-            {
-                J::from(f as i64)
-            }
-            _ => J::Number(n),
-        },
-        v => v,
-    }
+    Some((name.trim().to_string(), govalue::arguments(args.trim())?))
 }
 
 #[cfg(test)]
@@ -485,17 +449,5 @@ mod tests {
         assert_eq!(b.content, " <｜tool▁cat");
         let c = p.add("  ", true);
         assert_eq!(c.content, "  ");
-    }
-
-    #[test]
-    fn go_any_sorts_nested_maps_and_prints_whole_floats_as_ints() {
-        assert_eq!(
-            go_any(json!({"z": [1.0, 1.5, {"b": 0.0, "a": -2.0}], "a": 1e3})).to_string(),
-            r#"{"a":1000,"z":[1,1.5,{"a":-2,"b":0}]}"#
-        );
-        assert!(arguments("[]").is_none());
-        assert!(arguments("{} x").is_none());
-        let m = arguments(r#"{"b": 1, "a": 2, "b": 3}"#).unwrap();
-        assert_eq!(J::Object(m).to_string(), r#"{"b":3,"a":2}"#);
     }
 }

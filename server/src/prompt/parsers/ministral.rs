@@ -14,8 +14,7 @@
 
 use serde_json::{Map, Value as J};
 
-use super::lfm2_calls::go_map;
-use super::{call_id, partial_tag_len, Parsed, Parser};
+use super::{call_id, govalue, partial_tag_len, Parsed, Parser};
 use crate::prompt::ToolCall;
 
 const TOOL_CALLS: &str = "[TOOL_CALLS]";
@@ -105,8 +104,10 @@ impl Ministral {
                 let name = std::mem::take(&mut self.name);
                 match serde_json::from_str::<J>(&json) {
                     Ok(J::Object(args)) if self.tools.contains(&name) => {
-                        let arguments: Map<String, J> =
-                            args.into_iter().map(|(k, v)| (k, go_map(v))).collect();
+                        let arguments: Map<String, J> = args
+                            .into_iter()
+                            .map(|(k, v)| (k, govalue::any(v)))
+                            .collect();
                         out.tool_calls.push(ToolCall {
                             id: call_id(),
                             index: self.index,

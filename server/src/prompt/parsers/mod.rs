@@ -32,6 +32,7 @@ pub mod functiongemma;
 pub mod gemma4;
 pub mod gemma4_args;
 pub mod glm;
+pub mod govalue;
 pub mod harmony;
 pub mod lfm2;
 pub mod lfm2_calls;

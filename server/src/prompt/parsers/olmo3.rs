@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value as J};
 
-use super::{call_id, partial_tag_len, Parsed, Parser};
+use super::{call_id, govalue, partial_tag_len, Parsed, Parser};
 use crate::prompt::ToolCall;
 
 const CALLS_OPEN: &str = "<function_calls>";
@@ -182,8 +182,8 @@ fn parse_value(s: &str) -> Option<J> {
     if let Ok(i) = s.parse::<i64>() {
         return Some(J::from(i));
     }
-    if let Some(f) = go_float(s) {
-        return Some(J::from(f));
+    if let Some(f) = govalue::parse_finite(s) {
+        return Some(govalue::float(f));
     }
     if s.starts_with('[') && s.ends_with(']') {
         let inner = s[1..s.len() - 1].trim();
@@ -228,19 +228,6 @@ fn unescape(s: &str) -> String {
         .replace("\\t", "\t")
         .replace("\\r", "\r")
         .replace('\0', "\\")
-}
-
-/// Go's `strconv.ParseFloat(s, 64)` for decimal text: finite results only (infinities and NaN,
-/// which Ollama could not send back as JSON, and out-of-range values, which Go rejects, are not
-/// numbers here; nor are Go's hexadecimal floats).
-pub(crate) fn go_float(s: &str) -> Option<f64> {
-    if !s
-        .bytes()
-        .all(|b| b.is_ascii_digit() || b".+-eE".contains(&b))
-    {
-        return None;
-    }
-    s.parse::<f64>().ok().filter(|f| f.is_finite())
 }
 
 /// `olmo3-think`.
@@ -390,7 +377,7 @@ mod tests {
         assert_eq!(
             J::Object(got),
             json!({"s": "a\"b\\n\n", "t": "it's", "yes": true, "no": false, "n": null, "z": null,
-                "i": -42, "big": 9223372036854775808.0, "f": 1000.0, "inf": "inf",
+                "i": -42, "big": 9223372036854776000_u64, "f": 1000, "inf": "inf",
                 "arr": [1, "x", [true]], "obj": {"a": "two", "b": 1, "c": {}}, "empty": [],
                 "bare": "hello world", "eq": "a=b", "nested": "g(1, 2)"})
         );

@@ -28,9 +28,9 @@
 //! later in the same chunk, nor when the chunk ends in a partial tag, which then sends the call's
 //! text out as thinking; herd: always, the first of the two tags wins, as Qwen 3's parser does).
 
-use serde_json::{Map, Number, Value as J};
+use serde_json::{Map, Value as J};
 
-use super::{call_id, partial_tag_len, qwen3coder_call, Options, Parsed, Parser};
+use super::{call_id, govalue, partial_tag_len, qwen3coder_call, Options, Parsed, Parser};
 use crate::prompt::{Think, ToolCall};
 
 const THINK_OPEN: &str = "<think>";
@@ -225,53 +225,10 @@ impl Parser for QwenParser {
     }
 }
 
-/// A Qwen 3 call as Go decodes it into `{Name string; Arguments ordered map}`: `None` where Go
-/// fails (not one JSON object, a field of the wrong type, an empty name).
+/// A Qwen 3 call as Go decodes it into `{Name string; Arguments ToolCallFunctionArguments}`:
+/// `None` where Go fails (not one JSON object, a field of the wrong type) or the name is empty.
 fn json_call(raw: &str) -> Option<(String, Map<String, J>)> {
-    let J::Object(obj) = serde_json::from_str::<J>(raw.trim()).ok()? else {
-        return None;
-    };
-    let (mut name, mut arguments) = (String::new(), Map::new());
-    for (k, v) in obj {
-        if k.eq_ignore_ascii_case("name") {
-            match v {
-                J::String(s) => name = s,
-                J::Null => {}
-                _ => return None,
-            }
-        } else if k.eq_ignore_ascii_case("arguments") {
-            match v {
-                J::Object(m) => arguments = m.into_iter().map(|(k, v)| (k, go_any(v))).collect(),
-                J::Null => arguments = Map::new(),
-                _ => return None,
-            }
-        }
-    }
-    (!name.is_empty()).then_some((name, arguments))
-}
-
-/// A decoded JSON value as Go holds it in an `any`: objects are `map[string]any` (keys sorted
-/// when printed), numbers float64 (an integral one prints without a fraction).
-pub(crate) fn go_any(v: J) -> J {
-    match v {
-        J::Object(m) => {
-            let mut entries: Vec<(String, J)> = m.into_iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
-            J::Object(entries.into_iter().map(|(k, v)| (k, go_any(v))).collect())
-        }
-        J::Array(a) => J::Array(a.into_iter().map(go_any).collect()),
-        J::Number(n) => go_number(n.as_f64().unwrap_or(0.0)),
-        v => v,
-    }
-}
-
-/// A float64 as JSON: integral values within ±2^63 as integers.
-pub(crate) fn go_number(f: f64) -> J {
-    if f.fract() == 0.0 && f.abs() < 9.2e18 {
-        J::from(f as i64)
-    } else {
-        Number::from_f64(f).map_or(J::Null, J::Number)
-    }
+    govalue::function(raw, false).filter(|(name, _)| !name.is_empty())
 }
 
 #[cfg(test)]

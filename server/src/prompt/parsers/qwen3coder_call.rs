@@ -20,6 +20,7 @@ use regex::Regex;
 use serde_json::{Map, Value as J};
 use std::sync::OnceLock;
 
+use super::govalue;
 use crate::prompt::renderers::qwen3coder::type_names;
 
 /// A decoded `<function>`: its name and its parameters' names and raw text, in order.
@@ -330,12 +331,12 @@ pub(super) fn typed_value(raw: &str, types: &[String]) -> J {
         }
     }
     if has("number") {
-        match go_parse_float(raw) {
+        match govalue::parse_float(raw) {
             // Go's `int64(f)` of a whole value (±Inf included): beyond int64 it is the minimum
             // (amd64).
-            Some(f) if f.trunc() == f => return J::from(go_int64(f)),
+            Some(f) if f.trunc() == f => return J::from(govalue::int64(f)),
             // NaN has no JSON form (Go fails the response); herd keeps the text.
-            Some(f) if !f.is_nan() => return float(f),
+            Some(f) if !f.is_nan() => return govalue::float(f),
             _ if only => return text(),
             _ => {}
         }
@@ -345,184 +346,14 @@ pub(super) fn typed_value(raw: &str, types: &[String]) -> J {
             match serde_json::from_str::<J>(raw) {
                 // Go decodes `null` into a nil slice or map without error.
                 Ok(J::Null) => return J::Null,
-                Ok(v @ J::Array(_)) if want_array => return go_value(v),
-                Ok(v @ J::Object(_)) if !want_array => return go_value(v),
+                Ok(v @ J::Array(_)) if want_array => return govalue::any(v),
+                Ok(v @ J::Object(_)) if !want_array => return govalue::any(v),
                 _ if only => return text(),
                 _ => {}
             }
         }
     }
     text()
-}
-
-/// Go's `int64(f)` on amd64: truncation, and the minimum for anything out of range (±Inf too).
-fn go_int64(f: f64) -> i64 {
-    if (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&f) {
-        f as i64
-    } else {
-        i64::MIN
-    }
-}
-
-/// A finite float64 as JSON: whole values within int64 as integers (Go prints them without a
-/// fraction).
-fn float(f: f64) -> J {
-    if f.trunc() == f && (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&f) {
-        return J::from(f as i64);
-    }
-    serde_json::Number::from_f64(f).map_or(J::Null, J::Number)
-}
-
-/// A JSON value as Go decodes it into `any` and prints it again: object keys sorted (Go maps),
-/// every number a float64 (whole ones print as integers).
-pub(super) fn go_value(v: J) -> J {
-    match v {
-        J::Object(m) => {
-            let mut entries: Vec<(String, J)> = m.into_iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
-            J::Object(
-                entries
-                    .into_iter()
-                    .map(|(k, v)| (k, go_value(v)))
-                    .collect::<Map<_, _>>(),
-            )
-        }
-        J::Array(a) => J::Array(a.into_iter().map(go_value).collect()),
-        J::Number(n) => n.as_f64().map_or(J::Number(n), float),
-        v => v,
-    }
-}
-
-/// Go's `strconv.ParseFloat(s, 64)`: decimal and hexadecimal (`0x1.8p3`) forms, `_` between
-/// digits, `inf`/`infinity`/`nan` in any case; out of range is an error (`None`).
-fn go_parse_float(s: &str) -> Option<f64> {
-    let (neg, body) = match s.as_bytes().first() {
-        Some(b'+') => (false, &s[1..]),
-        Some(b'-') => (true, &s[1..]),
-        _ => (false, s),
-    };
-    let lower = body.to_ascii_lowercase();
-    if lower == "inf" || lower == "infinity" {
-        return Some(if neg {
-            f64::NEG_INFINITY
-        } else {
-            f64::INFINITY
-        });
-    }
-    if lower == "nan" && body.len() == s.len() {
-        return Some(f64::NAN);
-    }
-    if body.contains('_') && !underscores_ok(s) {
-        return None;
-    }
-    let clean: String = body.chars().filter(|&c| c != '_').collect();
-    let v = if let Some(hex) = clean
-        .strip_prefix("0x")
-        .or_else(|| clean.strip_prefix("0X"))
-    {
-        hex_float(hex)?
-    } else {
-        let b = clean.as_bytes();
-        let mut i = 0;
-        let digits = |i: &mut usize| {
-            let start = *i;
-            while *i < b.len() && b[*i].is_ascii_digit() {
-                *i += 1;
-            }
-            *i - start
-        };
-        let mut n = digits(&mut i);
-        if i < b.len() && b[i] == b'.' {
-            i += 1;
-            n += digits(&mut i);
-        }
-        if n == 0 {
-            return None;
-        }
-        if i < b.len() && (b[i] | 0x20) == b'e' {
-            i += 1;
-            if i < b.len() && (b[i] == b'+' || b[i] == b'-') {
-                i += 1;
-            }
-            if digits(&mut i) == 0 {
-                return None;
-            }
-        }
-        if i != b.len() {
-            return None;
-        }
-        clean.parse::<f64>().ok()?
-    };
-    if v.is_infinite() {
-        return None;
-    }
-    Some(if neg { -v } else { v })
-}
-
-/// Hex mantissa with optional point and a mandatory binary exponent (`1.8p3`). Mantissas beyond
-/// 60 bits are truncated, not rounded (Go rounds them; no model writes such numbers).
-fn hex_float(s: &str) -> Option<f64> {
-    let (mant, exp) = s.split_once(['p', 'P'])?;
-    let (negative, digits) = match exp.strip_prefix('-') {
-        Some(d) => (true, d),
-        None => (false, exp.strip_prefix('+').unwrap_or(exp)),
-    };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let exp: i64 = digits.parse::<i64>().unwrap_or(100_000).min(100_000);
-    let exp = if negative { -exp } else { exp };
-    let (int, frac) = mant.split_once('.').unwrap_or((mant, ""));
-    let all = || int.chars().chain(frac.chars());
-    if int.len() + frac.len() == 0 || !all().all(|c| c.is_ascii_hexdigit()) {
-        return None;
-    }
-    let mut m: u64 = 0;
-    let mut e = exp - 4 * frac.len() as i64;
-    for c in all() {
-        if m >> 56 == 0 {
-            m = m * 16 + u64::from(c.to_digit(16).unwrap_or(0));
-        } else {
-            e += 4;
-        }
-    }
-    let mut v = m as f64;
-    while e != 0 && v != 0.0 && v.is_finite() {
-        let k = e.clamp(-1000, 1000);
-        v *= 2f64.powi(k as i32);
-        e -= k;
-    }
-    Some(v)
-}
-
-/// Go's `underscoreOK`: `_` only between digits (or after a base prefix).
-fn underscores_ok(s: &str) -> bool {
-    let s = s.strip_prefix(['+', '-']).unwrap_or(s);
-    let b = s.as_bytes();
-    let (mut i, mut saw, hex) =
-        if b.len() >= 2 && b[0] == b'0' && matches!(b[1] | 0x20, b'b' | b'o' | b'x') {
-            (2, b'0', b[1] | 0x20 == b'x')
-        } else {
-            (0, b'^', false)
-        };
-    while i < b.len() {
-        let c = b[i];
-        if c.is_ascii_digit() || (hex && c.is_ascii_hexdigit()) {
-            saw = b'0';
-        } else if c == b'_' {
-            if saw != b'0' {
-                return false;
-            }
-            saw = b'_';
-        } else {
-            if saw == b'_' {
-                return false;
-            }
-            saw = b'!';
-        }
-        i += 1;
-    }
-    saw != b'_'
 }
 
 #[cfg(test)]

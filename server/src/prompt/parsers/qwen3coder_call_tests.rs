@@ -11,47 +11,6 @@ fn schema(props: J) -> Vec<J> {
 }
 
 #[test]
-fn floats_parse_as_gos_parse_float() {
-    let ok = [
-        ("1_23.50_0_0e+1_2", 1.235e14),
-        ("0x_1_2.3_4_5p+1_2", 74565.0),
-        ("0x1p-2", 0.25),
-        (".5", 0.5),
-        ("5.", 5.0),
-        ("-1E3", -1000.0),
-        ("+0.1", 0.1),
-        ("1e-400", 0.0),
-    ];
-    for (s, want) in ok {
-        assert_eq!(go_parse_float(s), Some(want), "{s}");
-    }
-    assert_eq!(go_parse_float("-Infinity"), Some(f64::NEG_INFINITY));
-    assert!(go_parse_float("nAn").is_some_and(f64::is_nan));
-    for bad in [
-        "",
-        ".",
-        "e5",
-        "1e",
-        "1e+",
-        "+nan",
-        "infin",
-        "-_123.5e+12",
-        "1__23.5",
-        "123_.5",
-        "123._5",
-        "123.5e+12_",
-        "0x1.8",
-        "0x",
-        "1.5.2",
-        " 1",
-        "1e400",
-        "0b101",
-    ] {
-        assert_eq!(go_parse_float(bad), None, "{bad:?}");
-    }
-}
-
-#[test]
 fn attribute_values_read_as_gos_strict_decoder() {
     let cases = [
         ("plain", Some("plain")),

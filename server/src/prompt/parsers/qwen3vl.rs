@@ -21,10 +21,7 @@
 //! `thinking_close` is `</think>` when the response starts in thinking, except with `think: false`,
 //! where Ollama applies a `format` from the first token (its `forceImmediate`).
 
-use serde_json::{Map, Value as J};
-
-use super::qwen3coder_call::go_value;
-use super::{call_id, partial_tag_len, Options, Parsed, Parser};
+use super::{call_id, govalue, partial_tag_len, Options, Parsed, Parser};
 use crate::prompt::{Think, ToolCall};
 
 const OPEN: &str = "<tool_call>";
@@ -115,7 +112,7 @@ impl Qwen3Vl {
                 };
                 let raw: String = self.buf.drain(..i + CLOSE.len()).collect();
                 let raw = &raw[..i];
-                match decode(raw) {
+                match govalue::function(raw, true) {
                     Some((name, arguments)) => {
                         out.tool_calls.push(ToolCall {
                             id: call_id(),
@@ -160,41 +157,12 @@ impl Parser for Qwen3Vl {
     }
 }
 
-/// Go's `json.Unmarshal` of a call into `api.ToolCallFunction`; `None` where Go returns an
-/// error.
-fn decode(raw: &str) -> Option<(String, Map<String, J>)> {
-    let fields = match serde_json::from_str::<J>(raw).ok()? {
-        J::Null => return Some((String::new(), Map::new())),
-        J::Object(o) => o,
-        _ => return None,
-    };
-    let (mut name, mut arguments) = (String::new(), Map::new());
-    for (key, value) in fields {
-        if key.eq_ignore_ascii_case("name") {
-            match value {
-                J::String(s) => name = s,
-                J::Null => {}
-                _ => return None,
-            }
-        } else if key.eq_ignore_ascii_case("arguments") {
-            match value {
-                J::Object(m) => arguments = m.into_iter().map(|(k, v)| (k, go_value(v))).collect(),
-                J::Null => arguments = Map::new(),
-                _ => return None,
-            }
-        } else if key.eq_ignore_ascii_case("index") && !(value.is_null() || value.is_i64()) {
-            return None;
-        }
-    }
-    Some((name, arguments))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::prompt::parsers::testutil::{every_split, run};
     use crate::prompt::Message;
-    use serde_json::json;
+    use serde_json::{json, Value as J};
 
     fn parse(thinking: bool, o: &Options, s: &str) -> Parsed {
         let want = run(&mut Qwen3Vl::new(thinking, o), &[s]);
