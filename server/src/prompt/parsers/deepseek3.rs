@@ -24,7 +24,7 @@
 
 use serde_json::{Map, Value as J};
 
-use super::{call_id, cogito, govalue, partial_tag_len, Options, Parsed, Parser};
+use super::{call_id, cogito, emit_certain, govalue, Options, Parsed, Parser};
 use crate::prompt::{Think, ToolCall};
 
 pub(super) const THINK_CLOSE: &str = "</think>";
@@ -117,10 +117,7 @@ impl DeepSeekTokens {
                     self.enter_content(i + THINK_CLOSE.len());
                     return true;
                 }
-                let keep = partial_tag_len(&self.buf, &[THINK_CLOSE]);
-                let emit = self.buf[..self.buf.len() - keep].trim_end().len();
-                out.thinking.push_str(&self.buf[..emit]);
-                self.buf.drain(..emit);
+                emit_certain(&mut self.buf, &[THINK_CLOSE], &mut out.thinking);
                 false
             }
             State::Content => {
@@ -151,10 +148,7 @@ impl DeepSeekTokens {
                     _ => {
                         // A possible tag and the whitespace before it (trimmed if it is the
                         // calls tag) wait for the next chunk.
-                        let keep = partial_tag_len(&self.buf, &[CALLS_BEGIN, open]);
-                        let emit = self.buf[..self.buf.len() - keep].trim_end().len();
-                        out.content.push_str(&self.buf[..emit]);
-                        self.buf.drain(..emit);
+                        emit_certain(&mut self.buf, &[CALLS_BEGIN, open], &mut out.content);
                         false
                     }
                 }

@@ -16,7 +16,7 @@
 mod call;
 
 use super::deepseek3::after_thinking;
-use super::{call_id, partial_tag_len, Options, Parsed, Parser};
+use super::{call_id, emit_certain, partial_tag_len, Options, Parsed, Parser};
 use crate::prompt::{Think, ToolCall};
 
 const THINK_OPEN: &str = "<think>";
@@ -83,9 +83,9 @@ impl Glm {
     /// Emit what cannot be part of `tag` (held: a possible partial tag and the whitespace
     /// before it, which the tag would trim).
     fn emit_before(&mut self, tag: &str) -> String {
-        let keep = partial_tag_len(&self.buf, &[tag]);
-        let emit = self.buf[..self.buf.len() - keep].trim_end().len();
-        self.buf.drain(..emit).collect()
+        let mut text = String::new();
+        emit_certain(&mut self.buf, &[tag], &mut text);
+        text
     }
 
     fn step(&mut self, out: &mut Parsed) -> bool {

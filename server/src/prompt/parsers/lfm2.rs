@@ -18,7 +18,7 @@
 //! Ollama's runner ends with an empty done chunk), so it never applies and is not reproduced.
 
 use super::lfm2_calls::{parse_calls, CALL_END, CALL_START};
-use super::{call_id, partial_tag_len, Parsed, Parser};
+use super::{call_id, emit_certain, partial_tag_len, Parsed, Parser};
 use crate::prompt::{Think, ToolCall};
 
 const OPEN: &str = "<think>";
@@ -99,10 +99,7 @@ impl Lfm2 {
             }
             State::Thinking => {
                 let Some(i) = self.buf.find(CLOSE) else {
-                    let keep = partial_tag_len(&self.buf, &[CLOSE]);
-                    let emit = self.buf[..self.buf.len() - keep].trim_end().len();
-                    out.thinking.push_str(&self.buf[..emit]);
-                    self.buf.drain(..emit);
+                    emit_certain(&mut self.buf, &[CLOSE], &mut out.thinking);
                     return false;
                 };
                 out.thinking.push_str(self.buf[..i].trim_end());

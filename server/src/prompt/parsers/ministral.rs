@@ -14,7 +14,7 @@
 
 use serde_json::{Map, Value as J};
 
-use super::{call_id, govalue, partial_tag_len, Parsed, Parser};
+use super::{call_id, emit_certain, govalue, partial_tag_len, Parsed, Parser};
 use crate::prompt::ToolCall;
 
 const TOOL_CALLS: &str = "[TOOL_CALLS]";
@@ -59,10 +59,7 @@ impl Ministral {
                     .filter_map(|(t, s)| self.buf.find(t).map(|i| (i, t, s)))
                     .min_by_key(|(i, ..)| *i);
                 let Some((i, tag, next)) = tag else {
-                    let keep = partial_tag_len(&self.buf, &[TOOL_CALLS, THINK]);
-                    let emit = self.buf[..self.buf.len() - keep].trim_end().len();
-                    out.content.push_str(&self.buf[..emit]);
-                    self.buf.drain(..emit);
+                    emit_certain(&mut self.buf, &[TOOL_CALLS, THINK], &mut out.content);
                     return false;
                 };
                 out.content.push_str(self.buf[..i].trim_end());

@@ -305,6 +305,16 @@ pub(crate) fn partial_tag_len(buf: &str, tags: &[&str]) -> usize {
     best
 }
 
+/// Moves the start of `buf` to `out`: all of it but what may still become one of `tags` and the
+/// whitespace before that (Ollama's parsers hold both back, with `overlap` and
+/// `trailingWhitespaceLen`, until more text shows whether a tag follows, which would trim it).
+pub(crate) fn emit_certain(buf: &mut String, tags: &[&str], out: &mut String) {
+    let keep = partial_tag_len(buf, tags);
+    let emit = buf[..buf.len() - keep].trim_end().len();
+    out.push_str(&buf[..emit]);
+    buf.drain(..emit);
+}
+
 /// Ollama's tool-call id: `call_` + 8 chars of `[a-z0-9]`.
 pub fn call_id() -> String {
     use rand::Rng;

@@ -13,7 +13,7 @@
 use serde_json::Value as J;
 
 use super::qwen3coder::Qwen3Coder;
-use super::{partial_tag_len, Parsed, Parser};
+use super::{emit_certain, Parsed, Parser};
 
 const THINK_OPEN: &str = "<think>";
 const THINK_CLOSE: &str = "</think>";
@@ -95,10 +95,7 @@ impl Nemotron3Nano {
                         self.state = State::Content;
                     }
                     _ => {
-                        let keep = partial_tag_len(&self.buf, &[THINK_CLOSE, TOOL_OPEN]);
-                        let emit = self.buf[..self.buf.len() - keep].trim_end().len();
-                        out.thinking.push_str(&self.buf[..emit]);
-                        self.buf.drain(..emit);
+                        emit_certain(&mut self.buf, &[THINK_CLOSE, TOOL_OPEN], &mut out.thinking);
                         return false;
                     }
                 }

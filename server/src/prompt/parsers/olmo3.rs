@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value as J};
 
-use super::{call_id, govalue, partial_tag_len, Parsed, Parser};
+use super::{call_id, emit_certain, govalue, partial_tag_len, Parsed, Parser};
 use crate::prompt::ToolCall;
 
 const CALLS_OPEN: &str = "<function_calls>";
@@ -274,10 +274,7 @@ impl Parser for Olmo3Think {
                         continue;
                     }
                     // Hold back a partial tag and the whitespace before it.
-                    let keep = partial_tag_len(&self.buf, &[THINK_CLOSE]);
-                    let emit = self.buf[..self.buf.len() - keep].trim_end().len();
-                    out.thinking.push_str(&self.buf[..emit]);
-                    self.buf.drain(..emit);
+                    emit_certain(&mut self.buf, &[THINK_CLOSE], &mut out.thinking);
                     if done {
                         self.buf.clear();
                     }

@@ -14,7 +14,7 @@
 
 use serde_json::Value as J;
 
-use super::{call_id, partial_tag_len, qwen3coder_call, Parsed, Parser};
+use super::{call_id, emit_certain, qwen3coder_call, Parsed, Parser};
 use crate::prompt::ToolCall;
 
 const OPEN: &str = "<tool_call>";
@@ -57,11 +57,7 @@ impl Qwen3Coder {
                     self.state = State::Call;
                     return true;
                 }
-                let held = partial_tag_len(&self.buf, &[OPEN]);
-                let before = &self.buf[..self.buf.len() - held];
-                let emit = before.trim_end().len();
-                out.content.push_str(&self.buf[..emit]);
-                self.buf.drain(..emit);
+                emit_certain(&mut self.buf, &[OPEN], &mut out.content);
                 false
             }
             State::Call => {

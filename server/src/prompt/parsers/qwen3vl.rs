@@ -21,7 +21,7 @@
 //! `thinking_close` is `</think>` when the response starts in thinking, except with `think: false`,
 //! where Ollama applies a `format` from the first token (its `forceImmediate`).
 
-use super::{call_id, govalue, partial_tag_len, Options, Parsed, Parser};
+use super::{call_id, emit_certain, govalue, Options, Parsed, Parser};
 use crate::prompt::{Think, ToolCall};
 
 const OPEN: &str = "<tool_call>";
@@ -69,14 +69,6 @@ impl Qwen3Vl {
         }
     }
 
-    /// Emits `buf` up to what may still be a tag (and the whitespace before it) into `out`.
-    fn emit_certain(&mut self, tags: &[&str], out: &mut String) {
-        let held = partial_tag_len(&self.buf, tags);
-        let emit = self.buf[..self.buf.len() - held].trim_end().len();
-        out.push_str(&self.buf[..emit]);
-        self.buf.drain(..emit);
-    }
-
     /// One step on `buf`; false when nothing more can be decided without more text.
     fn step(&mut self, out: &mut Parsed) -> bool {
         match self.state {
@@ -87,7 +79,7 @@ impl Qwen3Vl {
                     (Some(o), c) if c.is_none_or(|c| o < c) => (o, OPEN, State::Call),
                     (_, Some(c)) => (c, THINK_CLOSE, State::Trim),
                     _ => {
-                        self.emit_certain(&[THINK_CLOSE, OPEN], &mut out.thinking);
+                        emit_certain(&mut self.buf, &[THINK_CLOSE, OPEN], &mut out.thinking);
                         return false;
                     }
                 };
@@ -98,7 +90,7 @@ impl Qwen3Vl {
             }
             State::Content => {
                 let Some(i) = self.buf.find(OPEN) else {
-                    self.emit_certain(&[OPEN], &mut out.content);
+                    emit_certain(&mut self.buf, &[OPEN], &mut out.content);
                     return false;
                 };
                 out.content.push_str(self.buf[..i].trim_end());

@@ -7,7 +7,7 @@
 //! [`filter_old_thinking`] is Ollama's `filterThinkTags`: earlier assistant turns of qwen3 and
 //! deepseek-r1 conversations lose their `<think>…</think>` block before rendering.
 
-use super::{partial_tag_len, Parsed, Parser};
+use super::{emit_certain, Parsed, Parser};
 use crate::prompt::Message;
 
 /// Whether Ollama strips thinking from earlier assistant turns for this model: the config's
@@ -125,10 +125,7 @@ impl TagThinking {
                 } else {
                     // Hold back a possible partial closing tag and the whitespace before it
                     // (trimmed if the tag follows).
-                    let keep = partial_tag_len(&self.buf, &[&self.close]);
-                    let emit = self.buf[..self.buf.len() - keep].trim_end().len();
-                    out.thinking.push_str(&self.buf[..emit]);
-                    self.buf.drain(..emit);
+                    emit_certain(&mut self.buf, &[&self.close], &mut out.thinking);
                 }
             }
             State::AfterClose => {
