@@ -28,24 +28,14 @@
 //! later in the same chunk, nor when the chunk ends in a partial tag, which then sends the call's
 //! text out as thinking; herd: always, the first of the two tags wins, as Qwen 3's parser does).
 
-use serde_json::{Map, Value as J};
+use serde_json::Value as J;
 
-use super::{call_id, govalue, partial_tag_len, qwen3coder_call, Options, Parsed, Parser};
-use crate::prompt::{Think, ToolCall};
+use super::qwen3coder_call::{CallFormat, CALL_CLOSE, CALL_OPEN};
+use super::{partial_tag_len, Options, Parsed, Parser};
+use crate::prompt::Think;
 
 const THINK_OPEN: &str = "<think>";
 const THINK_CLOSE: &str = "</think>";
-const CALL_OPEN: &str = "<tool_call>";
-const CALL_CLOSE: &str = "</tool_call>";
-
-/// What the text between `<tool_call>` and `</tool_call>` holds.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum CallFormat {
-    /// `{"name": …, "arguments": {…}}` (Qwen 3).
-    Json,
-    /// `<function=…><parameter=…>…` typed by the tools' schemas (Qwen 3.5, Qwen3-Coder).
-    Xml,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum State {
@@ -179,26 +169,7 @@ impl QwenParser {
 
     /// One call's text: a call, or (not a call after all) content.
     fn call(&mut self, raw: &str, out: &mut Parsed) {
-        let parsed = match self.format {
-            CallFormat::Json => json_call(raw),
-            CallFormat::Xml => qwen3coder_call::call(raw, &self.schemas),
-        };
-        match parsed {
-            Some((name, arguments)) => {
-                out.tool_calls.push(ToolCall {
-                    id: call_id(),
-                    index: self.index,
-                    name,
-                    arguments,
-                });
-                self.index += 1;
-            }
-            None => {
-                out.content.push_str(CALL_OPEN);
-                out.content.push_str(raw);
-                out.content.push_str(CALL_CLOSE);
-            }
-        }
+        (self.format).emit(raw, &self.schemas, &mut self.index, out);
     }
 }
 
@@ -223,12 +194,6 @@ impl Parser for QwenParser {
             Vec::new()
         }
     }
-}
-
-/// A Qwen 3 call as Go decodes it into `{Name string; Arguments ToolCallFunctionArguments}`:
-/// `None` where Go fails (not one JSON object, a field of the wrong type) or the name is empty.
-fn json_call(raw: &str) -> Option<(String, Map<String, J>)> {
-    govalue::function(raw, false).filter(|(name, _)| !name.is_empty())
 }
 
 #[cfg(test)]

@@ -16,7 +16,8 @@
 //! prefill with content. Calls are read, and their values typed by the tool's schema, by
 //! [`super::qwen3coder_call`]; a call that does not decode is content (see [`super::qwen3`]).
 
-use super::qwen3::{CallFormat, QwenParser};
+use super::qwen3::QwenParser;
+use super::qwen3coder_call::CallFormat;
 use super::Options;
 use crate::prompt::Think;
 

@@ -1,6 +1,8 @@
 //! The `qwen3-coder` parser (Ollama's `Qwen3CoderParser`): content with tool calls written as
 //! `<tool_call><function=NAME><parameter=KEY>value</parameter>…</function></tool_call>`, argument
-//! values typed from the request's tool schema ([`super::qwen3coder_call`]). No thinking.
+//! values typed from the request's tool schema ([`super::qwen3coder_call`]). No thinking. The
+//! Nemotron 3 parser ([`super::nemotron`]) runs it after the thinking, and the Qwen3-VL parser
+//! ([`super::qwen3vl`]) runs the same streaming with JSON calls ([`Qwen3Coder::with_format`]).
 //!
 //! Streaming rules, as Ollama's parser gives them for the whole output at once:
 //! - content streams as it comes, except trailing whitespace and a possible partial
@@ -14,11 +16,8 @@
 
 use serde_json::Value as J;
 
-use super::{call_id, emit_certain, qwen3coder_call, Parsed, Parser};
-use crate::prompt::ToolCall;
-
-const OPEN: &str = "<tool_call>";
-const CLOSE: &str = "</tool_call>";
+use super::qwen3coder_call::{CallFormat, CALL_CLOSE as CLOSE, CALL_OPEN as OPEN};
+use super::{emit_certain, Parsed, Parser};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum State {
@@ -30,6 +29,7 @@ enum State {
 }
 
 pub struct Qwen3Coder {
+    format: CallFormat,
     schemas: Vec<J>,
     state: State,
     buf: String,
@@ -39,12 +39,24 @@ pub struct Qwen3Coder {
 impl Qwen3Coder {
     /// `schemas`: the request's tools as sent (for argument types).
     pub fn new(schemas: &[J]) -> Qwen3Coder {
+        Qwen3Coder::with_format(CallFormat::Xml, schemas)
+    }
+
+    /// The same streaming with calls in another family's format (Ollama's Qwen3-VL parser
+    /// streams its content this way too).
+    pub(crate) fn with_format(format: CallFormat, schemas: &[J]) -> Qwen3Coder {
         Qwen3Coder {
+            format,
             schemas: schemas.to_vec(),
             state: State::Content,
             buf: String::new(),
             index: 0,
         }
+    }
+
+    /// Drops the whitespace the text fed next starts with (what follows a `</think>`).
+    pub(crate) fn skip_space(&mut self) {
+        self.state = State::AfterCall;
     }
 
     /// One step on `buf`; false when nothing more can be decided without more text.
@@ -65,15 +77,7 @@ impl Qwen3Coder {
                     return false;
                 };
                 let raw: String = self.buf.drain(..i + CLOSE.len()).collect();
-                let raw = &raw[..i];
-                match self.call(raw) {
-                    Some(c) => out.tool_calls.push(c),
-                    None => {
-                        out.content.push_str(OPEN);
-                        out.content.push_str(raw);
-                        out.content.push_str(CLOSE);
-                    }
-                }
+                (self.format).emit(&raw[..i], &self.schemas, &mut self.index, out);
                 self.state = State::AfterCall;
                 true
             }
@@ -87,19 +91,6 @@ impl Qwen3Coder {
                 true
             }
         }
-    }
-
-    /// The call in `raw`, its arguments typed; `None` when Ollama's decoder would fail.
-    fn call(&mut self, raw: &str) -> Option<ToolCall> {
-        let (name, arguments) = qwen3coder_call::call(raw, &self.schemas)?;
-        let index = self.index;
-        self.index += 1;
-        Some(ToolCall {
-            id: call_id(),
-            index,
-            name,
-            arguments,
-        })
     }
 }
 

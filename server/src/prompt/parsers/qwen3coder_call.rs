@@ -5,6 +5,8 @@
 //! Ollama's `qwen3-coder` parser ([`super::qwen3coder`]) and the Nemotron 3 and Qwen 3.5 parsers
 //! built on it ([`super::nemotron`], [`super::qwen35`]) read calls with it; the GLM parser
 //! ([`super::glm`]) types its values with [`typed_value`], as Ollama's does with `parseValue`.
+//! [`CallFormat`] names this format and the JSON ones of the other `<tool_call>` families (Qwen 3,
+//! Qwen3-VL), and turns a call's text into a tool call or, failing that, content.
 //!
 //! Ollama rewrites `<name=value>` tags into XML (`<name name="value">`, the value XML-escaped),
 //! escapes the text between `<function…>`/`<parameter…>` tags, and decodes the result with Go's
@@ -20,8 +22,59 @@ use regex::Regex;
 use serde_json::{Map, Value as J};
 use std::sync::OnceLock;
 
-use super::govalue;
+use super::{call_id, govalue, Parsed};
 use crate::prompt::renderers::qwen3coder::type_names;
+use crate::prompt::ToolCall;
+
+/// The tags around a call in every format below.
+pub(crate) const CALL_OPEN: &str = "<tool_call>";
+pub(crate) const CALL_CLOSE: &str = "</tool_call>";
+
+/// How the text between `<tool_call>` and `</tool_call>` is read, per family.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum CallFormat {
+    /// The XML format above, values typed by the tools' schemas (qwen3-coder, Qwen 3.5,
+    /// Nemotron 3).
+    Xml,
+    /// JSON `{"name": …, "arguments": {…}}`, a name required (Ollama's `parseQwen3ToolCall`:
+    /// Qwen 3).
+    Json,
+    /// JSON decoded into `api.ToolCallFunction` (Ollama's `parseJSONToolCall`: Qwen3-VL).
+    Function,
+}
+
+impl CallFormat {
+    /// The call in `raw`; `None` where Ollama's decoding fails.
+    pub(crate) fn read(self, raw: &str, schemas: &[J]) -> Option<(String, Map<String, J>)> {
+        match self {
+            CallFormat::Xml => call(raw, schemas),
+            CallFormat::Json => govalue::function(raw, false).filter(|(name, _)| !name.is_empty()),
+            CallFormat::Function => govalue::function(raw, true),
+        }
+    }
+
+    /// Appends the call in `raw` to `out`, with a fresh id and the response's next `index`; one
+    /// that does not decode, which fails Ollama's whole request, is kept as content with its
+    /// tags instead, as herd's other tool parsers keep unparseable calls.
+    pub(crate) fn emit(self, raw: &str, schemas: &[J], index: &mut i64, out: &mut Parsed) {
+        match self.read(raw, schemas) {
+            Some((name, arguments)) => {
+                out.tool_calls.push(ToolCall {
+                    id: call_id(),
+                    index: *index,
+                    name,
+                    arguments,
+                });
+                *index += 1;
+            }
+            None => {
+                out.content.push_str(CALL_OPEN);
+                out.content.push_str(raw);
+                out.content.push_str(CALL_CLOSE);
+            }
+        }
+    }
+}
 
 /// A decoded `<function>`: its name and its parameters' names and raw text, in order.
 #[derive(Debug, PartialEq)]

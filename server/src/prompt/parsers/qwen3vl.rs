@@ -20,27 +20,24 @@
 //!
 //! `thinking_close` is `</think>` when the response starts in thinking, except with `think: false`,
 //! where Ollama applies a `format` from the first token (its `forceImmediate`).
+//!
+//! After the thinking, content and calls stream as in the `qwen3-coder` parser ([`Qwen3Coder`],
+//! Ollama's code is the same), with calls read as [`CallFormat::Function`].
 
-use super::{call_id, emit_certain, govalue, Options, Parsed, Parser};
-use crate::prompt::{Think, ToolCall};
+use super::qwen3coder::Qwen3Coder;
+use super::qwen3coder_call::{CallFormat, CALL_OPEN as OPEN};
+use super::{emit_certain, Options, Parsed, Parser};
+use crate::prompt::Think;
 
-const OPEN: &str = "<tool_call>";
-const CLOSE: &str = "</tool_call>";
 const THINK_CLOSE: &str = "</think>";
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum State {
-    Thinking,
-    Content,
-    Call,
-    /// After `</think>` or `</tool_call>`: leading whitespace is dropped.
-    Trim,
-}
-
 pub struct Qwen3Vl {
-    state: State,
+    /// In the thinking the response starts with.
+    thinking: bool,
+    /// Thinking not delivered yet (a possible partial tag, trailing whitespace).
     buf: String,
-    index: i64,
+    /// After the thinking: content and calls, streamed as Ollama's Qwen3-Coder parser does.
+    content: Qwen3Coder,
     close: Vec<String>,
 }
 
@@ -50,97 +47,47 @@ impl Qwen3Vl {
         let prefilled = o
             .last
             .is_some_and(|m| m.role == "assistant" && !m.content.is_empty());
-        let state = if thinking && !prefilled {
-            State::Thinking
-        } else {
-            State::Content
-        };
+        let thinking = thinking && !prefilled;
         let immediate = o.think.is_some_and(|t| !Think::enabled(t));
-        let close = if state == State::Thinking && !immediate {
+        let close = if thinking && !immediate {
             vec![THINK_CLOSE.to_string()]
         } else {
             Vec::new()
         };
         Qwen3Vl {
-            state,
+            thinking,
             buf: String::new(),
-            index: 0,
+            content: Qwen3Coder::with_format(CallFormat::Function, &[]),
             close,
-        }
-    }
-
-    /// One step on `buf`; false when nothing more can be decided without more text.
-    fn step(&mut self, out: &mut Parsed) -> bool {
-        match self.state {
-            State::Thinking => {
-                let close = self.buf.find(THINK_CLOSE);
-                let open = self.buf.find(OPEN);
-                let (at, tag, next) = match (open, close) {
-                    (Some(o), c) if c.is_none_or(|c| o < c) => (o, OPEN, State::Call),
-                    (_, Some(c)) => (c, THINK_CLOSE, State::Trim),
-                    _ => {
-                        emit_certain(&mut self.buf, &[THINK_CLOSE, OPEN], &mut out.thinking);
-                        return false;
-                    }
-                };
-                out.thinking.push_str(self.buf[..at].trim_end());
-                self.buf.drain(..at + tag.len());
-                self.state = next;
-                true
-            }
-            State::Content => {
-                let Some(i) = self.buf.find(OPEN) else {
-                    emit_certain(&mut self.buf, &[OPEN], &mut out.content);
-                    return false;
-                };
-                out.content.push_str(self.buf[..i].trim_end());
-                self.buf.drain(..i + OPEN.len());
-                self.state = State::Call;
-                true
-            }
-            State::Call => {
-                let Some(i) = self.buf.find(CLOSE) else {
-                    return false;
-                };
-                let raw: String = self.buf.drain(..i + CLOSE.len()).collect();
-                let raw = &raw[..i];
-                match govalue::function(raw, true) {
-                    Some((name, arguments)) => {
-                        out.tool_calls.push(ToolCall {
-                            id: call_id(),
-                            index: self.index,
-                            name,
-                            arguments,
-                        });
-                        self.index += 1;
-                    }
-                    None => {
-                        out.content.push_str(OPEN);
-                        out.content.push_str(raw);
-                        out.content.push_str(CLOSE);
-                    }
-                }
-                self.state = State::Trim;
-                true
-            }
-            State::Trim => {
-                let n = self.buf.len() - self.buf.trim_start().len();
-                self.buf.drain(..n);
-                if self.buf.is_empty() {
-                    return false;
-                }
-                self.state = State::Content;
-                true
-            }
         }
     }
 }
 
 impl Parser for Qwen3Vl {
-    fn add(&mut self, chunk: &str, _done: bool) -> Parsed {
+    fn add(&mut self, chunk: &str, done: bool) -> Parsed {
+        if !self.thinking {
+            return self.content.add(chunk, done);
+        }
         self.buf.push_str(chunk);
         let mut out = Parsed::default();
-        while self.step(&mut out) {}
+        let close = self.buf.find(THINK_CLOSE);
+        let (end, rest) = match (self.buf.find(OPEN), close) {
+            // A call before any `</think>` ends the thinking and is the content's.
+            (Some(o), c) if c.is_none_or(|c| o < c) => (o, o),
+            (_, Some(c)) => {
+                self.content.skip_space();
+                (c, c + THINK_CLOSE.len())
+            }
+            _ => {
+                emit_certain(&mut self.buf, &[THINK_CLOSE, OPEN], &mut out.thinking);
+                return out;
+            }
+        };
+        out.thinking.push_str(self.buf[..end].trim_end());
+        let rest = self.buf.split_off(rest);
+        self.buf.clear();
+        self.thinking = false;
+        out.extend(self.content.add(&rest, done));
         out
     }
 
