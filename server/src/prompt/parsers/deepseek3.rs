@@ -24,8 +24,8 @@
 
 use serde_json::{Map, Value as J};
 
-use super::{call_id, cogito, emit_certain, govalue, Options, Parsed, Parser};
-use crate::prompt::{Think, ToolCall};
+use super::{cogito, emit_certain, govalue, Options, Parsed, Parser};
+use crate::prompt::Think;
 
 pub(super) const THINK_CLOSE: &str = "</think>";
 pub(super) const CALLS_BEGIN: &str = "<｜tool▁calls▁begin｜>";
@@ -188,13 +188,7 @@ impl DeepSeekTokens {
                 };
                 match parsed {
                     Some((name, arguments)) => {
-                        out.tool_calls.push(ToolCall {
-                            id: call_id(),
-                            index: self.index,
-                            name,
-                            arguments,
-                        });
-                        self.index += 1;
+                        out.push_call(&mut self.index, name, arguments);
                         self.buf.drain(..next);
                         true
                     }

@@ -19,8 +19,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::{Map, Value as J};
 
-use super::{call_id, govalue, partial_tag_len, Parsed, Parser};
-use crate::prompt::ToolCall;
+use super::{govalue, partial_tag_len, Parsed, Parser};
 
 const OPEN: &str = "<start_function_call>";
 const CLOSE: &str = "<end_function_call>";
@@ -71,13 +70,7 @@ impl Parser for FunctionGemma {
                 return out;
             };
             let (name, arguments) = parse_call(&self.buf[..i]);
-            out.tool_calls.push(ToolCall {
-                id: call_id(),
-                index: self.index,
-                name,
-                arguments,
-            });
-            self.index += 1;
+            out.push_call(&mut self.index, name, arguments);
             self.buf.drain(..i + CLOSE.len());
             self.in_call = false;
         }

@@ -22,8 +22,7 @@
 use serde_json::Value as J;
 
 use super::gemma4_args::parse_call;
-use super::{call_id, partial_tag_len, Options, Parsed, Parser};
-use crate::prompt::ToolCall;
+use super::{partial_tag_len, Options, Parsed, Parser};
 
 const THINK_OPEN: &str = "<|channel>";
 const THINK_CLOSE: &str = "<channel|>";
@@ -178,13 +177,7 @@ impl Gemma4 {
             None => return false,
         };
         if let Some((name, arguments)) = parse_call(&self.buf[..body_end], &self.tools) {
-            out.tool_calls.push(ToolCall {
-                id: call_id(),
-                index: self.index,
-                name,
-                arguments,
-            });
-            self.index += 1;
+            out.push_call(&mut self.index, name, arguments);
         }
         self.buf.drain(..rest);
         self.state = if rest == body_end {

@@ -16,8 +16,8 @@
 mod call;
 
 use super::deepseek3::after_thinking;
-use super::{call_id, emit_certain, partial_tag_len, Options, Parsed, Parser};
-use crate::prompt::{Think, ToolCall};
+use super::{emit_certain, partial_tag_len, Options, Parsed, Parser};
+use crate::prompt::Think;
 
 const THINK_OPEN: &str = "<think>";
 const THINK_CLOSE: &str = "</think>";
@@ -71,13 +71,7 @@ impl Glm {
     }
 
     fn push_call(&mut self, out: &mut Parsed, (name, arguments): call::Call) {
-        out.tool_calls.push(ToolCall {
-            id: call_id(),
-            index: self.index,
-            name,
-            arguments,
-        });
-        self.index += 1;
+        out.push_call(&mut self.index, name, arguments);
     }
 
     /// Emit what cannot be part of `tag` (held: a possible partial tag and the whitespace

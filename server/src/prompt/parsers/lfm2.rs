@@ -18,8 +18,8 @@
 //! Ollama's runner ends with an empty done chunk), so it never applies and is not reproduced.
 
 use super::lfm2_calls::{parse_calls, CALL_END, CALL_START};
-use super::{call_id, emit_certain, partial_tag_len, Parsed, Parser};
-use crate::prompt::{Think, ToolCall};
+use super::{emit_certain, partial_tag_len, Parsed, Parser};
+use crate::prompt::Think;
 
 const OPEN: &str = "<think>";
 const CLOSE: &str = "</think>";
@@ -141,13 +141,7 @@ impl Lfm2 {
                 match parse_calls(&self.buf[..i]) {
                     Some(calls) => {
                         for (name, arguments) in calls {
-                            out.tool_calls.push(ToolCall {
-                                id: call_id(),
-                                index: self.index,
-                                name,
-                                arguments,
-                            });
-                            self.index += 1;
+                            out.push_call(&mut self.index, name, arguments);
                         }
                         self.buf.drain(..i + CALL_END.len());
                         // Another call right after is found again by the content state.

@@ -14,8 +14,7 @@
 
 use serde_json::{Map, Value as J};
 
-use super::{call_id, emit_certain, govalue, partial_tag_len, Parsed, Parser};
-use crate::prompt::ToolCall;
+use super::{emit_certain, govalue, partial_tag_len, Parsed, Parser};
 
 const TOOL_CALLS: &str = "[TOOL_CALLS]";
 const THINK: &str = "[THINK]";
@@ -105,13 +104,7 @@ impl Ministral {
                             .into_iter()
                             .map(|(k, v)| (k, govalue::any(v)))
                             .collect();
-                        out.tool_calls.push(ToolCall {
-                            id: call_id(),
-                            index: self.index,
-                            name,
-                            arguments,
-                        });
-                        self.index += 1;
+                        out.push_call(&mut self.index, name, arguments);
                     }
                     _ => out
                         .content

@@ -62,6 +62,22 @@ impl Parsed {
         self.content.is_empty() && self.thinking.is_empty() && self.tool_calls.is_empty()
     }
 
+    /// Appends a tool call with a fresh id ([`call_id`]) and the response's next `index`.
+    pub(crate) fn push_call(
+        &mut self,
+        index: &mut i64,
+        name: String,
+        arguments: serde_json::Map<String, serde_json::Value>,
+    ) {
+        self.tool_calls.push(ToolCall {
+            id: call_id(),
+            index: *index,
+            name,
+            arguments,
+        });
+        *index += 1;
+    }
+
     fn extend(&mut self, o: Parsed) {
         self.content.push_str(&o.content);
         self.thinking.push_str(&o.thinking);

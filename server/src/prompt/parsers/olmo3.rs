@@ -17,8 +17,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value as J};
 
-use super::{call_id, emit_certain, govalue, partial_tag_len, Parsed, Parser};
-use crate::prompt::ToolCall;
+use super::{emit_certain, govalue, partial_tag_len, Parsed, Parser};
 
 const CALLS_OPEN: &str = "<function_calls>";
 const CALLS_CLOSE: &str = "</function_calls>";
@@ -58,13 +57,7 @@ impl Parser for Olmo3 {
                 };
                 if let Some(calls) = parse_calls(&self.buf[..i]) {
                     for (name, arguments) in calls {
-                        out.tool_calls.push(ToolCall {
-                            id: call_id(),
-                            index: self.index,
-                            name,
-                            arguments,
-                        });
-                        self.index += 1;
+                        out.push_call(&mut self.index, name, arguments);
                     }
                 }
                 self.buf.drain(..i + CALLS_CLOSE.len());

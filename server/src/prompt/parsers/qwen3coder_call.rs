@@ -22,9 +22,8 @@ use regex::Regex;
 use serde_json::{Map, Value as J};
 use std::sync::OnceLock;
 
-use super::{call_id, govalue, Parsed};
+use super::{govalue, Parsed};
 use crate::prompt::renderers::qwen3coder::type_names;
-use crate::prompt::ToolCall;
 
 /// The tags around a call in every format below.
 pub(crate) const CALL_OPEN: &str = "<tool_call>";
@@ -59,13 +58,7 @@ impl CallFormat {
     pub(crate) fn emit(self, raw: &str, schemas: &[J], index: &mut i64, out: &mut Parsed) {
         match self.read(raw, schemas) {
             Some((name, arguments)) => {
-                out.tool_calls.push(ToolCall {
-                    id: call_id(),
-                    index: *index,
-                    name,
-                    arguments,
-                });
-                *index += 1;
+                out.push_call(index, name, arguments);
             }
             None => {
                 out.content.push_str(CALL_OPEN);
