@@ -24,7 +24,9 @@
 
 use serde_json::{Map, Value as J};
 
-use super::{cogito, emit_certain, govalue, Options, Parsed, Parser};
+use super::{
+    cogito, emit_certain, govalue, skip_space, thinking_close_if, Options, Parsed, Parser,
+};
 use crate::prompt::Think;
 
 pub(super) const THINK_CLOSE: &str = "</think>";
@@ -103,9 +105,7 @@ impl DeepSeekTokens {
     /// One step; false when nothing more can be decided without more text.
     fn step(&mut self, out: &mut Parsed, done: bool) -> bool {
         if self.trim_lead {
-            let lead = self.buf.len() - self.buf.trim_start().len();
-            self.buf.drain(..lead);
-            if self.buf.is_empty() {
+            if !skip_space(&mut self.buf) {
                 return false;
             }
             self.trim_lead = false;
@@ -253,11 +253,7 @@ impl Parser for DeepSeekTokens {
     }
 
     fn thinking_close(&self) -> Vec<String> {
-        if self.starts_thinking {
-            vec![THINK_CLOSE.to_string()]
-        } else {
-            Vec::new()
-        }
+        thinking_close_if(self.starts_thinking, THINK_CLOSE)
     }
 }
 

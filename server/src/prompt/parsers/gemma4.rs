@@ -22,7 +22,7 @@
 use serde_json::Value as J;
 
 use super::gemma4_args::parse_call;
-use super::{partial_tag_len, Options, Parsed, Parser};
+use super::{partial_tag_len, skip_space, Options, Parsed, Parser};
 
 const THINK_OPEN: &str = "<|channel>";
 const THINK_CLOSE: &str = "<channel|>";
@@ -215,8 +215,7 @@ impl Gemma4 {
     }
 
     fn drop_leading_space(&mut self) {
-        let lead = self.buf.len() - self.buf.trim_start().len();
-        self.buf.drain(..lead);
+        skip_space(&mut self.buf);
     }
 }
 

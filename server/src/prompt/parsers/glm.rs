@@ -16,7 +16,9 @@
 mod call;
 
 use super::deepseek3::after_thinking;
-use super::{emit_certain, partial_tag_len, Options, Parsed, Parser};
+use super::{
+    emit_certain, partial_tag_len, skip_space, thinking_close_if, Options, Parsed, Parser,
+};
 use crate::prompt::Think;
 
 const THINK_OPEN: &str = "<think>";
@@ -84,9 +86,7 @@ impl Glm {
 
     fn step(&mut self, out: &mut Parsed) -> bool {
         if self.trim_lead {
-            let lead = self.buf.len() - self.buf.trim_start().len();
-            self.buf.drain(..lead);
-            if self.buf.is_empty() {
+            if !skip_space(&mut self.buf) {
                 return false;
             }
             self.trim_lead = false;
@@ -188,11 +188,7 @@ impl Parser for Glm {
     }
 
     fn thinking_close(&self) -> Vec<String> {
-        if self.starts_thinking {
-            vec![THINK_CLOSE.to_string()]
-        } else {
-            Vec::new()
-        }
+        thinking_close_if(self.starts_thinking, THINK_CLOSE)
     }
 }
 

@@ -18,7 +18,7 @@
 //! Ollama's runner ends with an empty done chunk), so it never applies and is not reproduced.
 
 use super::lfm2_calls::{parse_calls, CALL_END, CALL_START};
-use super::{emit_certain, partial_tag_len, Parsed, Parser};
+use super::{emit_certain, partial_tag_len, skip_space, thinking_close_if, Parsed, Parser};
 use crate::prompt::Think;
 
 const OPEN: &str = "<think>";
@@ -90,9 +90,7 @@ impl Lfm2 {
                 self.state = State::ThinkTrim;
             }
             State::ThinkTrim => {
-                let lead = self.buf.len() - self.buf.trim_start().len();
-                self.buf.drain(..lead);
-                if self.buf.is_empty() {
+                if !skip_space(&mut self.buf) {
                     return false;
                 }
                 self.state = State::Thinking;
@@ -109,9 +107,7 @@ impl Lfm2 {
             }
             State::Content => {
                 if self.lead_trim {
-                    let lead = self.buf.len() - self.buf.trim_start().len();
-                    self.buf.drain(..lead);
-                    if self.buf.is_empty() {
+                    if !skip_space(&mut self.buf) {
                         return false;
                     }
                     self.lead_trim = false;
@@ -174,11 +170,7 @@ impl Parser for Lfm2 {
     }
 
     fn thinking_close(&self) -> Vec<String> {
-        if self.starts_thinking {
-            vec![CLOSE.to_string()]
-        } else {
-            Vec::new()
-        }
+        thinking_close_if(self.starts_thinking, CLOSE)
     }
 }
 

@@ -14,7 +14,7 @@
 
 use serde_json::{Map, Value as J};
 
-use super::{emit_certain, govalue, partial_tag_len, Parsed, Parser};
+use super::{emit_certain, govalue, partial_tag_len, skip_space, Parsed, Parser};
 
 const TOOL_CALLS: &str = "[TOOL_CALLS]";
 const THINK: &str = "[THINK]";
@@ -77,9 +77,7 @@ impl Ministral {
                 self.state = State::AfterThinking;
             }
             State::AfterThinking => {
-                let lead = self.buf.len() - self.buf.trim_start().len();
-                self.buf.drain(..lead);
-                if self.buf.is_empty() {
+                if !skip_space(&mut self.buf) {
                     return false;
                 }
                 self.state = State::Content;

@@ -331,6 +331,24 @@ pub(crate) fn emit_certain(buf: &mut String, tags: &[&str], out: &mut String) {
     buf.drain(..emit);
 }
 
+/// Drops `buf`'s leading whitespace (what Ollama trims after a tag, however many chunks it
+/// takes to arrive); whether text follows it.
+pub(crate) fn skip_space(buf: &mut String) -> bool {
+    let lead = buf.len() - buf.trim_start().len();
+    buf.drain(..lead);
+    !buf.is_empty()
+}
+
+/// `thinking_close` of a parser whose thinking ends at `tag`: the tag when the response starts in
+/// thinking, nothing when it starts in content.
+pub(crate) fn thinking_close_if(starts_thinking: bool, tag: &str) -> Vec<String> {
+    if starts_thinking {
+        vec![tag.to_string()]
+    } else {
+        Vec::new()
+    }
+}
+
 /// Ollama's tool-call id: `call_` + 8 chars of `[a-z0-9]`.
 pub fn call_id() -> String {
     use rand::Rng;

@@ -13,7 +13,7 @@
 use serde_json::Value as J;
 
 use super::qwen3coder::Qwen3Coder;
-use super::{emit_certain, Parsed, Parser};
+use super::{emit_certain, skip_space, thinking_close_if, Parsed, Parser};
 
 const THINK_OPEN: &str = "<think>";
 const THINK_CLOSE: &str = "</think>";
@@ -70,9 +70,7 @@ impl Nemotron3Nano {
                 }
             }
             State::ThinkingStart | State::AfterThinking => {
-                let lead = self.buf.len() - self.buf.trim_start().len();
-                self.buf.drain(..lead);
-                if self.buf.is_empty() {
+                if !skip_space(&mut self.buf) {
                     return false;
                 }
                 self.state = match self.state {
@@ -124,11 +122,7 @@ impl Parser for Nemotron3Nano {
     }
 
     fn thinking_close(&self) -> Vec<String> {
-        if self.starts_thinking {
-            vec![THINK_CLOSE.to_string()]
-        } else {
-            Vec::new()
-        }
+        thinking_close_if(self.starts_thinking, THINK_CLOSE)
     }
 }
 

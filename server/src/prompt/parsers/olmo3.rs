@@ -17,7 +17,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value as J};
 
-use super::{emit_certain, govalue, partial_tag_len, Parsed, Parser};
+use super::{
+    emit_certain, govalue, partial_tag_len, skip_space, thinking_close_if, Parsed, Parser,
+};
 
 const CALLS_OPEN: &str = "<function_calls>";
 const CALLS_CLOSE: &str = "</function_calls>";
@@ -274,9 +276,7 @@ impl Parser for Olmo3Think {
                     break;
                 }
                 ThinkState::AfterClose => {
-                    let lead = self.buf.len() - self.buf.trim_start().len();
-                    self.buf.drain(..lead);
-                    if self.buf.is_empty() {
+                    if !skip_space(&mut self.buf) {
                         break;
                     }
                     self.state = ThinkState::Content;
@@ -291,11 +291,7 @@ impl Parser for Olmo3Think {
     }
 
     fn thinking_close(&self) -> Vec<String> {
-        if self.starts_thinking {
-            vec![THINK_CLOSE.to_string()]
-        } else {
-            Vec::new()
-        }
+        thinking_close_if(self.starts_thinking, THINK_CLOSE)
     }
 }
 

@@ -31,7 +31,7 @@
 use serde_json::Value as J;
 
 use super::qwen3coder_call::{CallFormat, CALL_CLOSE, CALL_OPEN};
-use super::{partial_tag_len, Options, Parsed, Parser};
+use super::{partial_tag_len, skip_space, thinking_close_if, Options, Parsed, Parser};
 use crate::prompt::Think;
 
 const THINK_OPEN: &str = "<think>";
@@ -117,11 +117,7 @@ impl QwenParser {
     }
 
     fn skip_space(&mut self, next: State) {
-        let t = self.buf.trim_start();
-        if t.is_empty() {
-            self.buf.clear();
-        } else {
-            self.buf = t.to_string();
+        if skip_space(&mut self.buf) {
             self.state = next;
         }
     }
@@ -188,11 +184,7 @@ impl Parser for QwenParser {
     }
 
     fn thinking_close(&self) -> Vec<String> {
-        if self.starts_thinking {
-            vec![THINK_CLOSE.to_string()]
-        } else {
-            Vec::new()
-        }
+        thinking_close_if(self.starts_thinking, THINK_CLOSE)
     }
 }
 

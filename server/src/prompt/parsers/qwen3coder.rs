@@ -17,7 +17,7 @@
 use serde_json::Value as J;
 
 use super::qwen3coder_call::{CallFormat, CALL_CLOSE as CLOSE, CALL_OPEN as OPEN};
-use super::{emit_certain, Parsed, Parser};
+use super::{emit_certain, skip_space, Parsed, Parser};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum State {
@@ -82,9 +82,7 @@ impl Qwen3Coder {
                 true
             }
             State::AfterCall => {
-                let trimmed = self.buf.len() - self.buf.trim_start().len();
-                self.buf.drain(..trimmed);
-                if self.buf.is_empty() {
+                if !skip_space(&mut self.buf) {
                     return false;
                 }
                 self.state = State::Content;
