@@ -285,7 +285,7 @@ fn call_body(body: &str) -> Option<(String, Map<String, J>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prompt::parsers::testutil::{every_split, run};
+    use crate::prompt::parsers::testutil;
     use crate::prompt::Message;
     use serde_json::json;
 
@@ -303,26 +303,7 @@ mod tests {
 
     /// (content, thinking, [(name, args)]) under every chunking, all equal to the one-shot result.
     fn check(make: impl Fn() -> DeepSeekTokens, text: &str, want: (&str, &str, Vec<(&str, J)>)) {
-        every_split(text, |chunks| {
-            let r = run(&mut make(), chunks);
-            // Arguments compare as printed: key order counts.
-            let calls: Vec<(&str, String)> = r
-                .tool_calls
-                .iter()
-                .map(|c| (c.name.as_str(), J::Object(c.arguments.clone()).to_string()))
-                .collect();
-            let wanted: Vec<(&str, String)> =
-                want.2.iter().map(|(n, a)| (*n, a.to_string())).collect();
-            assert_eq!(
-                (r.content.as_str(), r.thinking.as_str(), calls),
-                (want.0, want.1, wanted),
-                "{chunks:?}"
-            );
-            for (i, c) in r.tool_calls.iter().enumerate() {
-                assert_eq!(c.index, i as i64);
-                assert!(c.id.starts_with("call_") && c.id.len() == 13, "{}", c.id);
-            }
-        });
+        testutil::check(make, text, (want.0, want.1, &want.2));
     }
 
     #[test]

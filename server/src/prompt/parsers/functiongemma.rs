@@ -233,24 +233,11 @@ fn scan_float(s: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prompt::parsers::testutil::{every_split, run};
+    use crate::prompt::parsers::testutil;
     use serde_json::json;
 
     fn check(output: &str, content: &str, calls: &[(&str, J)]) {
-        every_split(output, |chunks| {
-            let r = run(&mut FunctionGemma::new(), chunks);
-            assert_eq!(r.content, content, "{chunks:?}");
-            let got: Vec<(&str, J)> = r
-                .tool_calls
-                .iter()
-                .map(|c| (c.name.as_str(), J::Object(c.arguments.clone())))
-                .collect();
-            assert_eq!(got, calls, "{chunks:?}");
-            for (i, c) in r.tool_calls.iter().enumerate() {
-                assert_eq!(c.index, i as i64);
-                assert!(c.id.starts_with("call_"));
-            }
-        });
+        testutil::check(FunctionGemma::new, output, (content, "", calls));
     }
 
     #[test]

@@ -235,7 +235,7 @@ impl Parser for Gemma4 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prompt::parsers::testutil::{every_split, run};
+    use crate::prompt::parsers::testutil;
     use crate::prompt::{Message, Think};
     use serde_json::json;
 
@@ -256,21 +256,8 @@ mod tests {
     /// Every chunking of `output` gives `w`, with indexes in order and fresh ids.
     fn check(o: &Options, supports: bool, output: &str, w: &Want) {
         let output = output.replace('`', "<|\"|>");
-        every_split(&output, |chunks| {
-            let r = run(&mut Gemma4::new(o, supports), chunks);
-            assert_eq!(r.content, w.content, "content of {chunks:?}");
-            assert_eq!(r.thinking, w.thinking, "thinking of {chunks:?}");
-            let calls: Vec<(&str, J)> = r
-                .tool_calls
-                .iter()
-                .map(|c| (c.name.as_str(), J::Object(c.arguments.clone())))
-                .collect();
-            assert_eq!(calls, w.calls, "calls of {chunks:?}");
-            for (i, c) in r.tool_calls.iter().enumerate() {
-                assert_eq!(c.index, i as i64);
-                assert!(c.id.starts_with("call_") && c.id.len() == 13, "{}", c.id);
-            }
-        });
+        let want = (w.content, w.thinking, w.calls.as_slice());
+        testutil::check(|| Gemma4::new(o, supports), &output, want);
     }
 
     fn opts<'a>(

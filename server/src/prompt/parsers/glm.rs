@@ -195,7 +195,7 @@ impl Parser for Glm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prompt::parsers::testutil::{every_split, run};
+    use crate::prompt::parsers::testutil;
     use serde_json::{json, Value as J};
 
     fn schemas() -> Vec<J> {
@@ -224,27 +224,7 @@ mod tests {
     }
 
     fn check(mk: fn() -> Glm, text: &str, want: (&str, &str, &[(&str, &str)])) {
-        every_split(text, |chunks| {
-            let r = run(&mut mk(), chunks);
-            let calls: Vec<(String, String)> = r
-                .tool_calls
-                .iter()
-                .map(|c| (c.name.clone(), J::Object(c.arguments.clone()).to_string()))
-                .collect();
-            let wanted: Vec<(String, String)> = want
-                .2
-                .iter()
-                .map(|(n, a)| (n.to_string(), a.to_string()))
-                .collect();
-            assert_eq!(
-                (r.content.as_str(), r.thinking.as_str(), calls),
-                (want.0, want.1, wanted),
-                "{chunks:?}"
-            );
-            let idx: Vec<i64> = r.tool_calls.iter().map(|c| c.index).collect();
-            assert_eq!(idx, (0..idx.len() as i64).collect::<Vec<_>>());
-            assert!(r.tool_calls.iter().all(|c| c.id.starts_with("call_")));
-        });
+        testutil::check(mk, text, want);
     }
 
     #[test]

@@ -108,24 +108,13 @@ impl Parser for Qwen3Coder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prompt::parsers::testutil::{every_split, run};
+    use crate::prompt::parsers::testutil::same_for_every_split;
     use serde_json::{json, Map};
 
     fn parse_all(s: &str, schemas: &[J]) -> Parsed {
-        let want = run(&mut Qwen3Coder::new(schemas), &[s]);
-        every_split(s, |chunks| {
-            let got = run(&mut Qwen3Coder::new(schemas), chunks);
-            assert_eq!(got.content, want.content, "{chunks:?}");
-            assert_eq!(got.thinking, "", "{chunks:?}");
-            let strip = |p: &Parsed| {
-                p.tool_calls
-                    .iter()
-                    .map(|c| (c.index, c.name.clone(), c.arguments.clone()))
-                    .collect::<Vec<_>>()
-            };
-            assert_eq!(strip(&got), strip(&want), "{chunks:?}");
-        });
-        want
+        let r = same_for_every_split(|| Qwen3Coder::new(schemas), s);
+        assert_eq!(r.thinking, "");
+        r
     }
 
     fn args(v: J) -> Map<String, J> {

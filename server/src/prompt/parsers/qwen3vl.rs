@@ -99,28 +99,12 @@ impl Parser for Qwen3Vl {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prompt::parsers::testutil::{every_split, run};
+    use crate::prompt::parsers::testutil::same_for_every_split;
     use crate::prompt::Message;
     use serde_json::{json, Value as J};
 
     fn parse(thinking: bool, o: &Options, s: &str) -> Parsed {
-        let want = run(&mut Qwen3Vl::new(thinking, o), &[s]);
-        every_split(s, |chunks| {
-            let got = run(&mut Qwen3Vl::new(thinking, o), chunks);
-            assert_eq!(
-                (&got.thinking, &got.content),
-                (&want.thinking, &want.content),
-                "{chunks:?}"
-            );
-            let strip = |p: &Parsed| {
-                p.tool_calls
-                    .iter()
-                    .map(|c| (c.index, c.name.clone(), c.arguments.clone()))
-                    .collect::<Vec<_>>()
-            };
-            assert_eq!(strip(&got), strip(&want), "{chunks:?}");
-        });
-        want
+        same_for_every_split(|| Qwen3Vl::new(thinking, o), s)
     }
 
     fn split(thinking: bool, s: &str) -> (String, String) {
