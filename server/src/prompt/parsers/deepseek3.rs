@@ -27,16 +27,13 @@ use serde_json::{Map, Value as J};
 use super::{
     cogito, emit_certain, govalue, skip_space, thinking_close_if, Options, Parsed, Parser,
 };
+// DeepSeek's tool tokens, as its renderer writes them.
+pub(super) use crate::prompt::renderers::deepseek3::{
+    CALLS_BEGIN, CALLS_END, CALL_BEGIN, CALL_END, OUTPUT_BEGIN, OUTPUT_END, SEP,
+};
 use crate::prompt::Think;
 
 pub(super) const THINK_CLOSE: &str = "</think>";
-pub(super) const CALLS_BEGIN: &str = "<｜tool▁calls▁begin｜>";
-pub(super) const CALLS_END: &str = "<｜tool▁calls▁end｜>";
-pub(super) const CALL_BEGIN: &str = "<｜tool▁call▁begin｜>";
-pub(super) const CALL_END: &str = "<｜tool▁call▁end｜>";
-pub(super) const SEP: &str = "<｜tool▁sep｜>";
-pub(super) const OUTPUT_BEGIN: &str = "<｜tool▁output▁begin｜>";
-pub(super) const OUTPUT_END: &str = "<｜tool▁output▁end｜>";
 pub(super) const OUTPUTS_BEGIN: &str = "<｜tool▁outputs▁begin｜>";
 pub(super) const OUTPUTS_END: &str = "<｜tool▁outputs▁end｜>";
 

@@ -194,17 +194,9 @@ impl Parser for Glm {
 
 #[cfg(test)]
 mod tests {
+    use super::call::tests::schemas;
     use super::*;
     use crate::prompt::parsers::testutil;
-    use serde_json::{json, Value as J};
-
-    fn schemas() -> Vec<J> {
-        vec![
-            json!({"type": "function", "function": {"name": "get_weather",
-            "parameters": {"type": "object", "required": ["city"], "properties": {
-                "city": {"type": "string"}, "days": {"type": "integer"}}}}}),
-        ]
-    }
 
     fn glm47(think: Option<Think>) -> Glm {
         let s = schemas();

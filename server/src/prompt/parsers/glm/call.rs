@@ -200,11 +200,12 @@ fn build(x: Xml, schemas: &[J]) -> Option<Call> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use serde_json::json;
 
-    fn schemas() -> Vec<J> {
+    /// The request's tools of the GLM tests (also the streaming ones in [`super::super`]).
+    pub(in crate::prompt::parsers::glm) fn schemas() -> Vec<J> {
         vec![
             json!({"type": "function", "function": {"name": "get_weather",
             "parameters": {"type": "object", "required": ["city"], "properties": {
