@@ -9,8 +9,8 @@
 
 use serde_json::{Map, Value as J};
 
-use super::deepseek3::{arguments, prefilled, DeepSeekTokens, Flavor, SEP};
-use super::Options;
+use super::deepseek3::{prefilled, DeepSeekTokens, Flavor, SEP};
+use super::{govalue, Options};
 use crate::prompt::Think;
 
 /// The parser for `cogito`.
@@ -27,13 +27,13 @@ pub(super) fn call_body(body: &str) -> Option<(String, Map<String, J>)> {
     let (_, rest) = body.split_once(SEP)?;
     let (name, rest) = rest.split_once(FENCE)?;
     let (args, _) = rest.split_once("\n```")?;
-    Some((name.trim().to_string(), arguments(args)?))
+    Some((name.trim().to_string(), govalue::arguments(args)?))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prompt::parsers::testutil::{every_split, run};
+    use crate::prompt::parsers::testutil::{self, run};
     use crate::prompt::parsers::Parser;
     use crate::prompt::Message;
     use serde_json::json;
@@ -56,26 +56,7 @@ mod tests {
     }
 
     fn check(mk: fn() -> DeepSeekTokens, text: &str, want: (&str, &str, &[(&str, &str)])) {
-        every_split(text, |chunks| {
-            let r = run(&mut mk(), chunks);
-            let calls: Vec<(String, String)> = r
-                .tool_calls
-                .iter()
-                .map(|c| (c.name.clone(), J::Object(c.arguments.clone()).to_string()))
-                .collect();
-            let wanted: Vec<(String, String)> = want
-                .2
-                .iter()
-                .map(|(n, a)| (n.to_string(), a.to_string()))
-                .collect();
-            assert_eq!(
-                (r.content.as_str(), r.thinking.as_str(), calls),
-                (want.0, want.1, wanted),
-                "{chunks:?}"
-            );
-            let idx: Vec<i64> = r.tool_calls.iter().map(|c| c.index).collect();
-            assert_eq!(idx, (0..idx.len() as i64).collect::<Vec<_>>());
-        });
+        testutil::check(mk, text, want);
     }
 
     #[test]

@@ -24,17 +24,16 @@
 
 use serde_json::{Map, Value as J};
 
-use super::{call_id, cogito, partial_tag_len, Options, Parsed, Parser};
-use crate::prompt::{Think, ToolCall};
+use super::{
+    cogito, emit_certain, govalue, skip_space, thinking_close_if, Options, Parsed, Parser,
+};
+// DeepSeek's tool tokens, as its renderer writes them.
+pub(super) use crate::prompt::renderers::deepseek3::{
+    CALLS_BEGIN, CALLS_END, CALL_BEGIN, CALL_END, OUTPUT_BEGIN, OUTPUT_END, SEP,
+};
+use crate::prompt::Think;
 
 pub(super) const THINK_CLOSE: &str = "</think>";
-pub(super) const CALLS_BEGIN: &str = "<｜tool▁calls▁begin｜>";
-pub(super) const CALLS_END: &str = "<｜tool▁calls▁end｜>";
-pub(super) const CALL_BEGIN: &str = "<｜tool▁call▁begin｜>";
-pub(super) const CALL_END: &str = "<｜tool▁call▁end｜>";
-pub(super) const SEP: &str = "<｜tool▁sep｜>";
-pub(super) const OUTPUT_BEGIN: &str = "<｜tool▁output▁begin｜>";
-pub(super) const OUTPUT_END: &str = "<｜tool▁output▁end｜>";
 pub(super) const OUTPUTS_BEGIN: &str = "<｜tool▁outputs▁begin｜>";
 pub(super) const OUTPUTS_END: &str = "<｜tool▁outputs▁end｜>";
 
@@ -103,9 +102,7 @@ impl DeepSeekTokens {
     /// One step; false when nothing more can be decided without more text.
     fn step(&mut self, out: &mut Parsed, done: bool) -> bool {
         if self.trim_lead {
-            let lead = self.buf.len() - self.buf.trim_start().len();
-            self.buf.drain(..lead);
-            if self.buf.is_empty() {
+            if !skip_space(&mut self.buf) {
                 return false;
             }
             self.trim_lead = false;
@@ -117,10 +114,7 @@ impl DeepSeekTokens {
                     self.enter_content(i + THINK_CLOSE.len());
                     return true;
                 }
-                let keep = partial_tag_len(&self.buf, &[THINK_CLOSE]);
-                let emit = self.buf[..self.buf.len() - keep].trim_end().len();
-                out.thinking.push_str(&self.buf[..emit]);
-                self.buf.drain(..emit);
+                emit_certain(&mut self.buf, &[THINK_CLOSE], &mut out.thinking);
                 false
             }
             State::Content => {
@@ -151,10 +145,7 @@ impl DeepSeekTokens {
                     _ => {
                         // A possible tag and the whitespace before it (trimmed if it is the
                         // calls tag) wait for the next chunk.
-                        let keep = partial_tag_len(&self.buf, &[CALLS_BEGIN, open]);
-                        let emit = self.buf[..self.buf.len() - keep].trim_end().len();
-                        out.content.push_str(&self.buf[..emit]);
-                        self.buf.drain(..emit);
+                        emit_certain(&mut self.buf, &[CALLS_BEGIN, open], &mut out.content);
                         false
                     }
                 }
@@ -194,13 +185,7 @@ impl DeepSeekTokens {
                 };
                 match parsed {
                     Some((name, arguments)) => {
-                        out.tool_calls.push(ToolCall {
-                            id: call_id(),
-                            index: self.index,
-                            name,
-                            arguments,
-                        });
-                        self.index += 1;
+                        out.push_call(&mut self.index, name, arguments);
                         self.buf.drain(..next);
                         true
                     }
@@ -265,11 +250,7 @@ impl Parser for DeepSeekTokens {
     }
 
     fn thinking_close(&self) -> Vec<String> {
-        if self.starts_thinking {
-            vec![THINK_CLOSE.to_string()]
-        } else {
-            Vec::new()
-        }
+        thinking_close_if(self.starts_thinking, THINK_CLOSE)
     }
 }
 
@@ -295,49 +276,13 @@ pub(super) fn after_thinking(o: &Options) -> bool {
 /// `name<｜tool▁sep｜>{args}`.
 fn call_body(body: &str) -> Option<(String, Map<String, J>)> {
     let (name, args) = body.split_once(SEP)?;
-    Some((name.trim().to_string(), arguments(args.trim())?))
-}
-
-/// A call's arguments as Ollama decodes them (`ToolCallFunctionArguments`): a JSON object, keys
-/// in the model's order, nested values as Go's `any`; `null` is no arguments; anything else fails.
-pub(super) fn arguments(text: &str) -> Option<Map<String, J>> {
-    match serde_json::from_str::<J>(text).ok()? {
-        J::Object(m) => Some(m.into_iter().map(|(k, v)| (k, go_any(v))).collect()),
-        J::Null => Some(Map::new()),
-        _ => None,
-    }
-}
-
-/// A JSON value as Go decodes it into `any` and prints it back: objects with sorted keys, whole
-/// float64 numbers as integers.
-pub(super) fn go_any(v: J) -> J {
-    match v {
-        J::Object(m) => {
-            let mut entries: Vec<(String, J)> = m.into_iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
-            J::Object(entries.into_iter().map(|(k, v)| (k, go_any(v))).collect())
-        }
-        J::Array(a) => J::Array(a.into_iter().map(go_any).collect()),
-        J::Number(n) => match n.as_f64() {
-            // Go prints -0 as "-0": only that zero stays a float.
-            Some(f)
-                if n.is_f64()
-                    && f.fract() == 0.0
-                    && f.abs() < 9.007_199_254_740_992e15
-                    && !(f == 0.0 && f.is_sign_negative()) =>
-            {
-                J::from(f as i64)
-            }
-            _ => J::Number(n),
-        },
-        v => v,
-    }
+    Some((name.trim().to_string(), govalue::arguments(args.trim())?))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prompt::parsers::testutil::{every_split, run};
+    use crate::prompt::parsers::testutil;
     use crate::prompt::Message;
     use serde_json::json;
 
@@ -355,26 +300,7 @@ mod tests {
 
     /// (content, thinking, [(name, args)]) under every chunking, all equal to the one-shot result.
     fn check(make: impl Fn() -> DeepSeekTokens, text: &str, want: (&str, &str, Vec<(&str, J)>)) {
-        every_split(text, |chunks| {
-            let r = run(&mut make(), chunks);
-            // Arguments compare as printed: key order counts.
-            let calls: Vec<(&str, String)> = r
-                .tool_calls
-                .iter()
-                .map(|c| (c.name.as_str(), J::Object(c.arguments.clone()).to_string()))
-                .collect();
-            let wanted: Vec<(&str, String)> =
-                want.2.iter().map(|(n, a)| (*n, a.to_string())).collect();
-            assert_eq!(
-                (r.content.as_str(), r.thinking.as_str(), calls),
-                (want.0, want.1, wanted),
-                "{chunks:?}"
-            );
-            for (i, c) in r.tool_calls.iter().enumerate() {
-                assert_eq!(c.index, i as i64);
-                assert!(c.id.starts_with("call_") && c.id.len() == 13, "{}", c.id);
-            }
-        });
+        testutil::check(make, text, (want.0, want.1, &want.2));
     }
 
     #[test]
@@ -485,17 +411,5 @@ mod tests {
         assert_eq!(b.content, " <｜tool▁cat");
         let c = p.add("  ", true);
         assert_eq!(c.content, "  ");
-    }
-
-    #[test]
-    fn go_any_sorts_nested_maps_and_prints_whole_floats_as_ints() {
-        assert_eq!(
-            go_any(json!({"z": [1.0, 1.5, {"b": 0.0, "a": -2.0}], "a": 1e3})).to_string(),
-            r#"{"a":1000,"z":[1,1.5,{"a":-2,"b":0}]}"#
-        );
-        assert!(arguments("[]").is_none());
-        assert!(arguments("{} x").is_none());
-        let m = arguments(r#"{"b": 1, "a": 2, "b": 3}"#).unwrap();
-        assert_eq!(J::Object(m).to_string(), r#"{"b":3,"a":2}"#);
     }
 }

@@ -19,8 +19,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::{Map, Value as J};
 
-use super::{call_id, partial_tag_len, Parsed, Parser};
-use crate::prompt::ToolCall;
+use super::{govalue, partial_tag_len, Parsed, Parser};
 
 const OPEN: &str = "<start_function_call>";
 const CLOSE: &str = "<end_function_call>";
@@ -71,13 +70,7 @@ impl Parser for FunctionGemma {
                 return out;
             };
             let (name, arguments) = parse_call(&self.buf[..i]);
-            out.tool_calls.push(ToolCall {
-                id: call_id(),
-                index: self.index,
-                name,
-                arguments,
-            });
-            self.index += 1;
+            out.push_call(&mut self.index, name, arguments);
             self.buf.drain(..i + CLOSE.len());
             self.in_call = false;
         }
@@ -154,7 +147,7 @@ fn value(v: &str) -> J {
         return J::from(n);
     }
     if let Some(f) = scan_float(v) {
-        return go_float(f);
+        return govalue::float(f);
     }
     if let Some(inner) = v.strip_prefix('[').and_then(|x| x.strip_suffix(']')) {
         let items: Vec<J> = split(inner).into_iter().map(value).collect();
@@ -177,15 +170,6 @@ fn value(v: &str) -> J {
         return J::Object(m.into_iter().collect());
     }
     J::String(v.to_string())
-}
-
-/// A float64 as Go marshals it: integral values without a fraction.
-fn go_float(f: f64) -> J {
-    if f.fract() == 0.0 && f.abs() < 9_223_372_036_854_775_808.0 {
-        J::from(f as i64)
-    } else {
-        serde_json::Number::from_f64(f).map_or(J::Null, J::Number)
-    }
 }
 
 /// Go's `fmt.Sscanf(s, "%f", &f)`: leading spaces skipped (a newline fails), then the longest
@@ -237,44 +221,23 @@ fn scan_float(s: &str) -> Option<f64> {
     let token = &rest[..i];
     let f = match token.split_once('p') {
         Some((mantissa, exp)) => {
-            let m = decimal(mantissa)?;
+            let m = govalue::parse_finite(mantissa)?;
             let e: i32 = exp.parse().ok()?;
             m * 2f64.powi(e)
         }
-        None => decimal(token)?,
+        None => govalue::parse_finite(token)?,
     };
     f.is_finite().then_some(f)
-}
-
-/// `strconv.ParseFloat` of a decimal token: no underscores, out of range fails.
-fn decimal(t: &str) -> Option<f64> {
-    if t.contains('_') {
-        return None;
-    }
-    t.parse::<f64>().ok().filter(|f| f.is_finite())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prompt::parsers::testutil::{every_split, run};
+    use crate::prompt::parsers::testutil;
     use serde_json::json;
 
     fn check(output: &str, content: &str, calls: &[(&str, J)]) {
-        every_split(output, |chunks| {
-            let r = run(&mut FunctionGemma::new(), chunks);
-            assert_eq!(r.content, content, "{chunks:?}");
-            let got: Vec<(&str, J)> = r
-                .tool_calls
-                .iter()
-                .map(|c| (c.name.as_str(), J::Object(c.arguments.clone())))
-                .collect();
-            assert_eq!(got, calls, "{chunks:?}");
-            for (i, c) in r.tool_calls.iter().enumerate() {
-                assert_eq!(c.index, i as i64);
-                assert!(c.id.starts_with("call_"));
-            }
-        });
+        testutil::check(FunctionGemma::new, output, (content, "", calls));
     }
 
     #[test]
@@ -313,7 +276,7 @@ mod tests {
         let want = json!({
             "s": "x, {y}", "i": 10, "neg": -3, "big": 100000000000000000000.0, "f": 2.5,
             "sp": 5, "pre": 7, "z": 7, "trail": 2.5, "word": "Paris", "nan": "nancy",
-            "inf": "-infinity", "e": 100000, "p": 6, "u": "1_000", "b": true, "B": "True",
+            "inf": "-infinity", "e": 100000, "p": 6, "u": 1000, "b": true, "B": "True",
             "arr": [1, "a,b", null], "empty": null, "obj": {"a": {"k": "v"}, "z": 2},
             "raw": "\"q\"", "": "c", "e2": ""
         });

@@ -22,8 +22,7 @@
 use serde_json::Value as J;
 
 use super::gemma4_args::parse_call;
-use super::{call_id, partial_tag_len, Options, Parsed, Parser};
-use crate::prompt::ToolCall;
+use super::{partial_tag_len, skip_space, Options, Parsed, Parser};
 
 const THINK_OPEN: &str = "<|channel>";
 const THINK_CLOSE: &str = "<channel|>";
@@ -178,13 +177,7 @@ impl Gemma4 {
             None => return false,
         };
         if let Some((name, arguments)) = parse_call(&self.buf[..body_end], &self.tools) {
-            out.tool_calls.push(ToolCall {
-                id: call_id(),
-                index: self.index,
-                name,
-                arguments,
-            });
-            self.index += 1;
+            out.push_call(&mut self.index, name, arguments);
         }
         self.buf.drain(..rest);
         self.state = if rest == body_end {
@@ -222,8 +215,7 @@ impl Gemma4 {
     }
 
     fn drop_leading_space(&mut self) {
-        let lead = self.buf.len() - self.buf.trim_start().len();
-        self.buf.drain(..lead);
+        skip_space(&mut self.buf);
     }
 }
 
@@ -243,7 +235,7 @@ impl Parser for Gemma4 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prompt::parsers::testutil::{every_split, run};
+    use crate::prompt::parsers::testutil;
     use crate::prompt::{Message, Think};
     use serde_json::json;
 
@@ -264,21 +256,8 @@ mod tests {
     /// Every chunking of `output` gives `w`, with indexes in order and fresh ids.
     fn check(o: &Options, supports: bool, output: &str, w: &Want) {
         let output = output.replace('`', "<|\"|>");
-        every_split(&output, |chunks| {
-            let r = run(&mut Gemma4::new(o, supports), chunks);
-            assert_eq!(r.content, w.content, "content of {chunks:?}");
-            assert_eq!(r.thinking, w.thinking, "thinking of {chunks:?}");
-            let calls: Vec<(&str, J)> = r
-                .tool_calls
-                .iter()
-                .map(|c| (c.name.as_str(), J::Object(c.arguments.clone())))
-                .collect();
-            assert_eq!(calls, w.calls, "calls of {chunks:?}");
-            for (i, c) in r.tool_calls.iter().enumerate() {
-                assert_eq!(c.index, i as i64);
-                assert!(c.id.starts_with("call_") && c.id.len() == 13, "{}", c.id);
-            }
-        });
+        let want = (w.content, w.thinking, w.calls.as_slice());
+        testutil::check(|| Gemma4::new(o, supports), &output, want);
     }
 
     fn opts<'a>(

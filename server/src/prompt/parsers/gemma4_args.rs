@@ -14,6 +14,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::{Map, Value as J};
 
+use super::govalue;
 use crate::prompt::gotmpl::json_string;
 
 const Q: &str = "<|\"|>";
@@ -25,15 +26,9 @@ pub fn parse_call(body: &str, tools: &[J]) -> Option<(String, Map<String, J>)> {
     let brace = rest.find('{')?;
     let name = rest[..brace].trim().to_string();
     let args = &rest[brace..];
-    let parsed = object(&to_json(args))
-        .or_else(|| repairs(args, &name, tools).find_map(|c| object(&to_json(&c))))?;
+    let parsed = govalue::arguments(&to_json(args))
+        .or_else(|| repairs(args, &name, tools).find_map(|c| govalue::arguments(&to_json(&c))))?;
     Some((name, parsed))
-}
-
-/// Go's `json.Unmarshal` into `api.ToolCallFunctionArguments`: a JSON object, keys in order (a
-/// repeated key keeps its first place and its last value), nothing after it.
-fn object(json: &str) -> Option<Map<String, J>> {
-    serde_json::from_str(json).ok()
 }
 
 /// `gemma4ArgsToJSON`.

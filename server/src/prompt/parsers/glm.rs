@@ -16,8 +16,10 @@
 mod call;
 
 use super::deepseek3::after_thinking;
-use super::{call_id, partial_tag_len, Options, Parsed, Parser};
-use crate::prompt::{Think, ToolCall};
+use super::{
+    emit_certain, partial_tag_len, skip_space, thinking_close_if, Options, Parsed, Parser,
+};
+use crate::prompt::Think;
 
 const THINK_OPEN: &str = "<think>";
 const THINK_CLOSE: &str = "</think>";
@@ -71,28 +73,20 @@ impl Glm {
     }
 
     fn push_call(&mut self, out: &mut Parsed, (name, arguments): call::Call) {
-        out.tool_calls.push(ToolCall {
-            id: call_id(),
-            index: self.index,
-            name,
-            arguments,
-        });
-        self.index += 1;
+        out.push_call(&mut self.index, name, arguments);
     }
 
     /// Emit what cannot be part of `tag` (held: a possible partial tag and the whitespace
     /// before it, which the tag would trim).
     fn emit_before(&mut self, tag: &str) -> String {
-        let keep = partial_tag_len(&self.buf, &[tag]);
-        let emit = self.buf[..self.buf.len() - keep].trim_end().len();
-        self.buf.drain(..emit).collect()
+        let mut text = String::new();
+        emit_certain(&mut self.buf, &[tag], &mut text);
+        text
     }
 
     fn step(&mut self, out: &mut Parsed) -> bool {
         if self.trim_lead {
-            let lead = self.buf.len() - self.buf.trim_start().len();
-            self.buf.drain(..lead);
-            if self.buf.is_empty() {
+            if !skip_space(&mut self.buf) {
                 return false;
             }
             self.trim_lead = false;
@@ -194,27 +188,15 @@ impl Parser for Glm {
     }
 
     fn thinking_close(&self) -> Vec<String> {
-        if self.starts_thinking {
-            vec![THINK_CLOSE.to_string()]
-        } else {
-            Vec::new()
-        }
+        thinking_close_if(self.starts_thinking, THINK_CLOSE)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::call::tests::schemas;
     use super::*;
-    use crate::prompt::parsers::testutil::{every_split, run};
-    use serde_json::{json, Value as J};
-
-    fn schemas() -> Vec<J> {
-        vec![
-            json!({"type": "function", "function": {"name": "get_weather",
-            "parameters": {"type": "object", "required": ["city"], "properties": {
-                "city": {"type": "string"}, "days": {"type": "integer"}}}}}),
-        ]
-    }
+    use crate::prompt::parsers::testutil;
 
     fn glm47(think: Option<Think>) -> Glm {
         let s = schemas();
@@ -234,27 +216,7 @@ mod tests {
     }
 
     fn check(mk: fn() -> Glm, text: &str, want: (&str, &str, &[(&str, &str)])) {
-        every_split(text, |chunks| {
-            let r = run(&mut mk(), chunks);
-            let calls: Vec<(String, String)> = r
-                .tool_calls
-                .iter()
-                .map(|c| (c.name.clone(), J::Object(c.arguments.clone()).to_string()))
-                .collect();
-            let wanted: Vec<(String, String)> = want
-                .2
-                .iter()
-                .map(|(n, a)| (n.to_string(), a.to_string()))
-                .collect();
-            assert_eq!(
-                (r.content.as_str(), r.thinking.as_str(), calls),
-                (want.0, want.1, wanted),
-                "{chunks:?}"
-            );
-            let idx: Vec<i64> = r.tool_calls.iter().map(|c| c.index).collect();
-            assert_eq!(idx, (0..idx.len() as i64).collect::<Vec<_>>());
-            assert!(r.tool_calls.iter().all(|c| c.id.starts_with("call_")));
-        });
+        testutil::check(mk, text, want);
     }
 
     #[test]

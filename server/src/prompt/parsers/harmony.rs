@@ -8,8 +8,7 @@
 //! `thinking_close`: the final message's header, `<|channel|>final<|message|>` — the content
 //! starts after it (DESIGN 7: models that open a new message before content end thinking there).
 
-use super::{call_id, partial_tag_len, Parsed, Parser};
-use crate::prompt::ToolCall;
+use super::{partial_tag_len, Parsed, Parser};
 use serde_json::{Map, Value};
 
 const ENDS: [&str; 4] = ["<|end|>", "<|call|>", "<|return|>", "<|start|>"];
@@ -100,13 +99,7 @@ impl Harmony {
             out.content.push_str(&raw);
             return;
         }
-        out.tool_calls.push(ToolCall {
-            id: call_id(),
-            index: self.index,
-            name: name.to_string(),
-            arguments,
-        });
-        self.index += 1;
+        out.push_call(&mut self.index, name.to_string(), arguments);
     }
 
     fn emit(body: &Body, text: &str, out: &mut Parsed, args: &mut String) {

@@ -18,8 +18,8 @@
 //! Ollama's runner ends with an empty done chunk), so it never applies and is not reproduced.
 
 use super::lfm2_calls::{parse_calls, CALL_END, CALL_START};
-use super::{call_id, partial_tag_len, Parsed, Parser};
-use crate::prompt::{Think, ToolCall};
+use super::{emit_certain, partial_tag_len, skip_space, thinking_close_if, Parsed, Parser};
+use crate::prompt::Think;
 
 const OPEN: &str = "<think>";
 const CLOSE: &str = "</think>";
@@ -90,19 +90,14 @@ impl Lfm2 {
                 self.state = State::ThinkTrim;
             }
             State::ThinkTrim => {
-                let lead = self.buf.len() - self.buf.trim_start().len();
-                self.buf.drain(..lead);
-                if self.buf.is_empty() {
+                if !skip_space(&mut self.buf) {
                     return false;
                 }
                 self.state = State::Thinking;
             }
             State::Thinking => {
                 let Some(i) = self.buf.find(CLOSE) else {
-                    let keep = partial_tag_len(&self.buf, &[CLOSE]);
-                    let emit = self.buf[..self.buf.len() - keep].trim_end().len();
-                    out.thinking.push_str(&self.buf[..emit]);
-                    self.buf.drain(..emit);
+                    emit_certain(&mut self.buf, &[CLOSE], &mut out.thinking);
                     return false;
                 };
                 out.thinking.push_str(self.buf[..i].trim_end());
@@ -112,9 +107,7 @@ impl Lfm2 {
             }
             State::Content => {
                 if self.lead_trim {
-                    let lead = self.buf.len() - self.buf.trim_start().len();
-                    self.buf.drain(..lead);
-                    if self.buf.is_empty() {
+                    if !skip_space(&mut self.buf) {
                         return false;
                     }
                     self.lead_trim = false;
@@ -144,13 +137,7 @@ impl Lfm2 {
                 match parse_calls(&self.buf[..i]) {
                     Some(calls) => {
                         for (name, arguments) in calls {
-                            out.tool_calls.push(ToolCall {
-                                id: call_id(),
-                                index: self.index,
-                                name,
-                                arguments,
-                            });
-                            self.index += 1;
+                            out.push_call(&mut self.index, name, arguments);
                         }
                         self.buf.drain(..i + CALL_END.len());
                         // Another call right after is found again by the content state.
@@ -183,11 +170,7 @@ impl Parser for Lfm2 {
     }
 
     fn thinking_close(&self) -> Vec<String> {
-        if self.starts_thinking {
-            vec![CLOSE.to_string()]
-        } else {
-            Vec::new()
-        }
+        thinking_close_if(self.starts_thinking, CLOSE)
     }
 }
 

@@ -8,8 +8,7 @@
 
 use serde_json::{Map, Value as J};
 
-use super::nemotron_tools::go_map;
-use super::olmo3::go_float;
+use super::govalue;
 
 pub const CALL_START: &str = "<|tool_call_start|>";
 pub const CALL_END: &str = "<|tool_call_end|>";
@@ -182,15 +181,15 @@ fn literal(token: &str) -> J {
     if let Ok(i) = token.parse::<i64>() {
         return J::from(i);
     }
-    if let Some(f) = go_float(token) {
-        return J::from(f);
+    if let Some(f) = govalue::parse_finite(token) {
+        return govalue::float(f);
     }
     if token.starts_with('[') || token.starts_with('{') {
         let json = serde_json::from_str::<J>(token)
             .ok()
             .or_else(|| python_to_json(token).and_then(|j| serde_json::from_str::<J>(&j).ok()));
         if let Some(v) = json {
-            return go_map(v);
+            return govalue::any(v);
         }
     }
     J::String(token.to_string())
@@ -308,7 +307,7 @@ mod tests {
         assert_eq!(
             args,
             json!({"s": "it\\'s", "d": "a, (b)", "yes": true, "no": false, "n": null, "i": -3,
-                "x": 2.5, "e": 1000.0, "j": [1, {"a": "b", "z": 2}], "p": {"k": true, "q": "say \"hi\""},
+                "x": 2.5, "e": 1000, "j": [1, {"a": "b", "z": 2}], "p": {"k": true, "q": "say \"hi\""},
                 "bad": "[1, x]", "bare": "hello world", "empty": "", "paren": "g(1, 2)"})
         );
         let keys: Vec<String> = args.as_object().unwrap().keys().cloned().collect();

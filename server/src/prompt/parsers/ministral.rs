@@ -14,9 +14,7 @@
 
 use serde_json::{Map, Value as J};
 
-use super::nemotron_tools::go_map;
-use super::{call_id, partial_tag_len, Parsed, Parser};
-use crate::prompt::ToolCall;
+use super::{emit_certain, govalue, partial_tag_len, skip_space, Parsed, Parser};
 
 const TOOL_CALLS: &str = "[TOOL_CALLS]";
 const THINK: &str = "[THINK]";
@@ -60,10 +58,7 @@ impl Ministral {
                     .filter_map(|(t, s)| self.buf.find(t).map(|i| (i, t, s)))
                     .min_by_key(|(i, ..)| *i);
                 let Some((i, tag, next)) = tag else {
-                    let keep = partial_tag_len(&self.buf, &[TOOL_CALLS, THINK]);
-                    let emit = self.buf[..self.buf.len() - keep].trim_end().len();
-                    out.content.push_str(&self.buf[..emit]);
-                    self.buf.drain(..emit);
+                    emit_certain(&mut self.buf, &[TOOL_CALLS, THINK], &mut out.content);
                     return false;
                 };
                 out.content.push_str(self.buf[..i].trim_end());
@@ -82,9 +77,7 @@ impl Ministral {
                 self.state = State::AfterThinking;
             }
             State::AfterThinking => {
-                let lead = self.buf.len() - self.buf.trim_start().len();
-                self.buf.drain(..lead);
-                if self.buf.is_empty() {
+                if !skip_space(&mut self.buf) {
                     return false;
                 }
                 self.state = State::Content;
@@ -105,15 +98,11 @@ impl Ministral {
                 let name = std::mem::take(&mut self.name);
                 match serde_json::from_str::<J>(&json) {
                     Ok(J::Object(args)) if self.tools.contains(&name) => {
-                        let arguments: Map<String, J> =
-                            args.into_iter().map(|(k, v)| (k, go_map(v))).collect();
-                        out.tool_calls.push(ToolCall {
-                            id: call_id(),
-                            index: self.index,
-                            name,
-                            arguments,
-                        });
-                        self.index += 1;
+                        let arguments: Map<String, J> = args
+                            .into_iter()
+                            .map(|(k, v)| (k, govalue::any(v)))
+                            .collect();
+                        out.push_call(&mut self.index, name, arguments);
                     }
                     _ => out
                         .content

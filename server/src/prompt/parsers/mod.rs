@@ -32,12 +32,12 @@ pub mod functiongemma;
 pub mod gemma4;
 pub mod gemma4_args;
 pub mod glm;
+pub mod govalue;
 pub mod harmony;
 pub mod lfm2;
 pub mod lfm2_calls;
 pub mod ministral;
 pub mod nemotron;
-pub mod nemotron_tools;
 pub mod olmo3;
 pub mod qwen3;
 pub mod qwen35;
@@ -60,6 +60,22 @@ pub struct Parsed {
 impl Parsed {
     pub fn is_empty(&self) -> bool {
         self.content.is_empty() && self.thinking.is_empty() && self.tool_calls.is_empty()
+    }
+
+    /// Appends a tool call with a fresh id ([`call_id`]) and the response's next `index`.
+    pub(crate) fn push_call(
+        &mut self,
+        index: &mut i64,
+        name: String,
+        arguments: serde_json::Map<String, serde_json::Value>,
+    ) {
+        self.tool_calls.push(ToolCall {
+            id: call_id(),
+            index: *index,
+            name,
+            arguments,
+        });
+        *index += 1;
     }
 
     fn extend(&mut self, o: Parsed) {
@@ -303,6 +319,34 @@ pub(crate) fn partial_tag_len(buf: &str, tags: &[&str]) -> usize {
         }
     }
     best
+}
+
+/// Moves the start of `buf` to `out`: all of it but what may still become one of `tags` and the
+/// whitespace before that (Ollama's parsers hold both back, with `overlap` and
+/// `trailingWhitespaceLen`, until more text shows whether a tag follows, which would trim it).
+pub(crate) fn emit_certain(buf: &mut String, tags: &[&str], out: &mut String) {
+    let keep = partial_tag_len(buf, tags);
+    let emit = buf[..buf.len() - keep].trim_end().len();
+    out.push_str(&buf[..emit]);
+    buf.drain(..emit);
+}
+
+/// Drops `buf`'s leading whitespace (what Ollama trims after a tag, however many chunks it
+/// takes to arrive); whether text follows it.
+pub(crate) fn skip_space(buf: &mut String) -> bool {
+    let lead = buf.len() - buf.trim_start().len();
+    buf.drain(..lead);
+    !buf.is_empty()
+}
+
+/// `thinking_close` of a parser whose thinking ends at `tag`: the tag when the response starts in
+/// thinking, nothing when it starts in content.
+pub(crate) fn thinking_close_if(starts_thinking: bool, tag: &str) -> Vec<String> {
+    if starts_thinking {
+        vec![tag.to_string()]
+    } else {
+        Vec::new()
+    }
 }
 
 /// Ollama's tool-call id: `call_` + 8 chars of `[a-z0-9]`.

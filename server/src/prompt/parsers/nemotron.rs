@@ -6,16 +6,18 @@
 //! repeats is dropped with the whitespace around it; thinking ends at `</think>` (whitespace
 //! after it dropped) or at a `<tool_call>` the model writes without closing its thinking.
 //! Thinking loses its trailing whitespace; when the response ends inside it, a held partial tag
-//! is dropped, as in Ollama. Everything after is content with tool calls, parsed by
-//! [`XmlCalls`] (Ollama's Qwen3-Coder format), which also runs alone when thinking is off.
+//! is dropped, as in Ollama. Everything after is content with tool calls, parsed by Ollama's
+//! `qwen3-coder` parser ([`Qwen3Coder`]: calls in the Qwen3-Coder XML format typed by the tool's
+//! schema), which also runs alone when thinking is off.
 
 use serde_json::Value as J;
 
-use super::nemotron_tools::{XmlCalls, OPEN as TOOL_OPEN};
-use super::{partial_tag_len, Parsed, Parser};
+use super::qwen3coder::Qwen3Coder;
+use super::{emit_certain, skip_space, thinking_close_if, Parsed, Parser};
 
 const THINK_OPEN: &str = "<think>";
 const THINK_CLOSE: &str = "</think>";
+const TOOL_OPEN: &str = "<tool_call>";
 
 #[derive(Clone, Copy, PartialEq)]
 enum State {
@@ -32,7 +34,7 @@ enum State {
 pub struct Nemotron3Nano {
     state: State,
     buf: String,
-    calls: XmlCalls,
+    calls: Qwen3Coder,
     starts_thinking: bool,
 }
 
@@ -48,7 +50,7 @@ impl Nemotron3Nano {
                 State::Content
             },
             buf: String::new(),
-            calls: XmlCalls::new(schemas),
+            calls: Qwen3Coder::new(schemas),
             starts_thinking,
         }
     }
@@ -68,9 +70,7 @@ impl Nemotron3Nano {
                 }
             }
             State::ThinkingStart | State::AfterThinking => {
-                let lead = self.buf.len() - self.buf.trim_start().len();
-                self.buf.drain(..lead);
-                if self.buf.is_empty() {
+                if !skip_space(&mut self.buf) {
                     return false;
                 }
                 self.state = match self.state {
@@ -93,17 +93,14 @@ impl Nemotron3Nano {
                         self.state = State::Content;
                     }
                     _ => {
-                        let keep = partial_tag_len(&self.buf, &[THINK_CLOSE, TOOL_OPEN]);
-                        let emit = self.buf[..self.buf.len() - keep].trim_end().len();
-                        out.thinking.push_str(&self.buf[..emit]);
-                        self.buf.drain(..emit);
+                        emit_certain(&mut self.buf, &[THINK_CLOSE, TOOL_OPEN], &mut out.thinking);
                         return false;
                     }
                 }
             }
             State::Content => {
                 let text = std::mem::take(&mut self.buf);
-                self.calls.add(&text, false, out);
+                out.extend(self.calls.add(&text, false));
                 return false;
             }
         }
@@ -119,17 +116,13 @@ impl Parser for Nemotron3Nano {
         if done {
             // Held thinking (whitespace, a partial tag) and held content are not delivered.
             self.buf.clear();
-            self.calls.add("", true, &mut out);
+            out.extend(self.calls.add("", true));
         }
         out
     }
 
     fn thinking_close(&self) -> Vec<String> {
-        if self.starts_thinking {
-            vec![THINK_CLOSE.to_string()]
-        } else {
-            Vec::new()
-        }
+        thinking_close_if(self.starts_thinking, THINK_CLOSE)
     }
 }
 
@@ -223,6 +216,80 @@ mod tests {
         );
         assert!(p(false).thinking_close().is_empty());
         assert_eq!(p(true).thinking_close(), ["</think>"]);
+    }
+
+    /// Thinking off: the content side alone (Ollama's Qwen3-Coder parser).
+    fn content(chunks: &[&str]) -> Parsed {
+        run(&mut p(false), chunks)
+    }
+
+    fn call(name: &str, params: &[(&str, &str)]) -> String {
+        let mut s = format!("<tool_call>\n<function={name}>\n");
+        for (k, v) in params {
+            s.push_str(&format!("<parameter={k}>\n{v}\n</parameter>\n"));
+        }
+        s + "</function>\n</tool_call>"
+    }
+
+    #[test]
+    fn content_and_calls_under_every_split() {
+        let s = format!(
+            "I'll check. \n{}\n\n  Then more.  {}  tail \n",
+            call("search", &[("query", "test query"), ("n", "2")]),
+            call("now", &[])
+        );
+        every_split(&s, |chunks| {
+            let r = content(chunks);
+            assert_eq!(r.content, "I'll check.Then more.tail", "{chunks:?}");
+            let got: Vec<(&str, i64, J)> = r
+                .tool_calls
+                .iter()
+                .map(|c| (c.name.as_str(), c.index, J::Object(c.arguments.clone())))
+                .collect();
+            assert_eq!(
+                got,
+                [
+                    ("search", 0, json!({"query": "test query", "n": "2"})),
+                    ("now", 1, json!({}))
+                ],
+                "{chunks:?}"
+            );
+            assert!(r.tool_calls.iter().all(|c| c.id.starts_with("call_")));
+        });
+    }
+
+    #[test]
+    fn held_content_at_the_end_is_not_delivered() {
+        for (s, want) in [
+            ("answer <tool_ca", "answer"),
+            ("answer\n\n", "answer"),
+            ("answer <tool_call>\n<function=f>\n", "answer"),
+            ("<tool_cal> x", "<tool_cal> x"),
+        ] {
+            every_split(s, |chunks| {
+                let r = content(chunks);
+                assert_eq!(r.content, want, "{chunks:?}");
+                assert!(r.tool_calls.is_empty());
+            });
+        }
+    }
+
+    #[test]
+    fn undecodable_calls_stay_content() {
+        for raw in [
+            "\n<function=f>\n<parameter=a>\n1\n</parameter>\n",
+            "\n<parameter=a>\n1\n</parameter>\n",
+            "\n<function=f>\n<parameter=a>\n1\n</function>\n",
+            "\n<function=f>\n<parameter=a>\nbell\u{7}\n</parameter>\n</function>\n",
+            "</parameter><function=f></function>",
+            "<function name=\"a&b\"></function>",
+            "<function=f></function name=\"x\">",
+        ] {
+            let s = format!("x<tool_call>{raw}</tool_call>y");
+            let r = content(&[&s]);
+            assert!(r.tool_calls.is_empty(), "{raw:?}");
+            assert_eq!(r.content, s, "{raw:?}");
+        }
     }
 
     #[test]

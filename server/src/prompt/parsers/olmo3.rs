@@ -17,8 +17,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value as J};
 
-use super::{call_id, partial_tag_len, Parsed, Parser};
-use crate::prompt::ToolCall;
+use super::{
+    emit_certain, govalue, partial_tag_len, skip_space, thinking_close_if, Parsed, Parser,
+};
 
 const CALLS_OPEN: &str = "<function_calls>";
 const CALLS_CLOSE: &str = "</function_calls>";
@@ -58,13 +59,7 @@ impl Parser for Olmo3 {
                 };
                 if let Some(calls) = parse_calls(&self.buf[..i]) {
                     for (name, arguments) in calls {
-                        out.tool_calls.push(ToolCall {
-                            id: call_id(),
-                            index: self.index,
-                            name,
-                            arguments,
-                        });
-                        self.index += 1;
+                        out.push_call(&mut self.index, name, arguments);
                     }
                 }
                 self.buf.drain(..i + CALLS_CLOSE.len());
@@ -182,8 +177,8 @@ fn parse_value(s: &str) -> Option<J> {
     if let Ok(i) = s.parse::<i64>() {
         return Some(J::from(i));
     }
-    if let Some(f) = go_float(s) {
-        return Some(J::from(f));
+    if let Some(f) = govalue::parse_finite(s) {
+        return Some(govalue::float(f));
     }
     if s.starts_with('[') && s.ends_with(']') {
         let inner = s[1..s.len() - 1].trim();
@@ -230,19 +225,6 @@ fn unescape(s: &str) -> String {
         .replace('\0', "\\")
 }
 
-/// Go's `strconv.ParseFloat(s, 64)` for decimal text: finite results only (infinities and NaN,
-/// which Ollama could not send back as JSON, and out-of-range values, which Go rejects, are not
-/// numbers here; nor are Go's hexadecimal floats).
-pub(crate) fn go_float(s: &str) -> Option<f64> {
-    if !s
-        .bytes()
-        .all(|b| b.is_ascii_digit() || b".+-eE".contains(&b))
-    {
-        return None;
-    }
-    s.parse::<f64>().ok().filter(|f| f.is_finite())
-}
-
 /// `olmo3-think`.
 pub struct Olmo3Think {
     state: ThinkState,
@@ -287,19 +269,14 @@ impl Parser for Olmo3Think {
                         continue;
                     }
                     // Hold back a partial tag and the whitespace before it.
-                    let keep = partial_tag_len(&self.buf, &[THINK_CLOSE]);
-                    let emit = self.buf[..self.buf.len() - keep].trim_end().len();
-                    out.thinking.push_str(&self.buf[..emit]);
-                    self.buf.drain(..emit);
+                    emit_certain(&mut self.buf, &[THINK_CLOSE], &mut out.thinking);
                     if done {
                         self.buf.clear();
                     }
                     break;
                 }
                 ThinkState::AfterClose => {
-                    let lead = self.buf.len() - self.buf.trim_start().len();
-                    self.buf.drain(..lead);
-                    if self.buf.is_empty() {
+                    if !skip_space(&mut self.buf) {
                         break;
                     }
                     self.state = ThinkState::Content;
@@ -314,11 +291,7 @@ impl Parser for Olmo3Think {
     }
 
     fn thinking_close(&self) -> Vec<String> {
-        if self.starts_thinking {
-            vec![THINK_CLOSE.to_string()]
-        } else {
-            Vec::new()
-        }
+        thinking_close_if(self.starts_thinking, THINK_CLOSE)
     }
 }
 
@@ -390,7 +363,7 @@ mod tests {
         assert_eq!(
             J::Object(got),
             json!({"s": "a\"b\\n\n", "t": "it's", "yes": true, "no": false, "n": null, "z": null,
-                "i": -42, "big": 9223372036854775808.0, "f": 1000.0, "inf": "inf",
+                "i": -42, "big": 9223372036854776000_u64, "f": 1000, "inf": "inf",
                 "arr": [1, "x", [true]], "obj": {"a": "two", "b": 1, "c": {}}, "empty": [],
                 "bare": "hello world", "eq": "a=b", "nested": "g(1, 2)"})
         );

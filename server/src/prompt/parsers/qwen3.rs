@@ -28,24 +28,14 @@
 //! later in the same chunk, nor when the chunk ends in a partial tag, which then sends the call's
 //! text out as thinking; herd: always, the first of the two tags wins, as Qwen 3's parser does).
 
-use serde_json::{Map, Number, Value as J};
+use serde_json::Value as J;
 
-use super::{call_id, partial_tag_len, qwen35, Options, Parsed, Parser};
-use crate::prompt::{Think, ToolCall};
+use super::qwen3coder_call::{CallFormat, CALL_CLOSE, CALL_OPEN};
+use super::{partial_tag_len, skip_space, thinking_close_if, Options, Parsed, Parser};
+use crate::prompt::Think;
 
 const THINK_OPEN: &str = "<think>";
 const THINK_CLOSE: &str = "</think>";
-const CALL_OPEN: &str = "<tool_call>";
-const CALL_CLOSE: &str = "</tool_call>";
-
-/// What the text between `<tool_call>` and `</tool_call>` holds.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum CallFormat {
-    /// `{"name": …, "arguments": {…}}` (Qwen 3).
-    Json,
-    /// `<function=…><parameter=…>…` typed by the tools' schemas (Qwen 3.5, Qwen3-Coder).
-    Xml,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum State {
@@ -127,11 +117,7 @@ impl QwenParser {
     }
 
     fn skip_space(&mut self, next: State) {
-        let t = self.buf.trim_start();
-        if t.is_empty() {
-            self.buf.clear();
-        } else {
-            self.buf = t.to_string();
+        if skip_space(&mut self.buf) {
             self.state = next;
         }
     }
@@ -179,26 +165,7 @@ impl QwenParser {
 
     /// One call's text: a call, or (not a call after all) content.
     fn call(&mut self, raw: &str, out: &mut Parsed) {
-        let parsed = match self.format {
-            CallFormat::Json => json_call(raw),
-            CallFormat::Xml => qwen35::xml_call(raw, &self.schemas),
-        };
-        match parsed {
-            Some((name, arguments)) => {
-                out.tool_calls.push(ToolCall {
-                    id: call_id(),
-                    index: self.index,
-                    name,
-                    arguments,
-                });
-                self.index += 1;
-            }
-            None => {
-                out.content.push_str(CALL_OPEN);
-                out.content.push_str(raw);
-                out.content.push_str(CALL_CLOSE);
-            }
-        }
+        (self.format).emit(raw, &self.schemas, &mut self.index, out);
     }
 }
 
@@ -217,60 +184,7 @@ impl Parser for QwenParser {
     }
 
     fn thinking_close(&self) -> Vec<String> {
-        if self.starts_thinking {
-            vec![THINK_CLOSE.to_string()]
-        } else {
-            Vec::new()
-        }
-    }
-}
-
-/// A Qwen 3 call as Go decodes it into `{Name string; Arguments ordered map}`: `None` where Go
-/// fails (not one JSON object, a field of the wrong type, an empty name).
-fn json_call(raw: &str) -> Option<(String, Map<String, J>)> {
-    let J::Object(obj) = serde_json::from_str::<J>(raw.trim()).ok()? else {
-        return None;
-    };
-    let (mut name, mut arguments) = (String::new(), Map::new());
-    for (k, v) in obj {
-        if k.eq_ignore_ascii_case("name") {
-            match v {
-                J::String(s) => name = s,
-                J::Null => {}
-                _ => return None,
-            }
-        } else if k.eq_ignore_ascii_case("arguments") {
-            match v {
-                J::Object(m) => arguments = m.into_iter().map(|(k, v)| (k, go_any(v))).collect(),
-                J::Null => arguments = Map::new(),
-                _ => return None,
-            }
-        }
-    }
-    (!name.is_empty()).then_some((name, arguments))
-}
-
-/// A decoded JSON value as Go holds it in an `any`: objects are `map[string]any` (keys sorted
-/// when printed), numbers float64 (an integral one prints without a fraction).
-pub(crate) fn go_any(v: J) -> J {
-    match v {
-        J::Object(m) => {
-            let mut entries: Vec<(String, J)> = m.into_iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
-            J::Object(entries.into_iter().map(|(k, v)| (k, go_any(v))).collect())
-        }
-        J::Array(a) => J::Array(a.into_iter().map(go_any).collect()),
-        J::Number(n) => go_number(n.as_f64().unwrap_or(0.0)),
-        v => v,
-    }
-}
-
-/// A float64 as JSON: integral values within ±2^63 as integers.
-pub(crate) fn go_number(f: f64) -> J {
-    if f.fract() == 0.0 && f.abs() < 9.2e18 {
-        J::from(f as i64)
-    } else {
-        Number::from_f64(f).map_or(J::Null, J::Number)
+        thinking_close_if(self.starts_thinking, THINK_CLOSE)
     }
 }
 

@@ -1,6 +1,8 @@
 //! The `qwen3-coder` parser (Ollama's `Qwen3CoderParser`): content with tool calls written as
 //! `<tool_call><function=NAME><parameter=KEY>value</parameter>…</function></tool_call>`, argument
-//! values typed from the request's tool schema ([`super::qwen3coder_call`]). No thinking.
+//! values typed from the request's tool schema ([`super::qwen3coder_call`]). No thinking. The
+//! Nemotron 3 parser ([`super::nemotron`]) runs it after the thinking, and the Qwen3-VL parser
+//! ([`super::qwen3vl`]) runs the same streaming with JSON calls ([`Qwen3Coder::with_format`]).
 //!
 //! Streaming rules, as Ollama's parser gives them for the whole output at once:
 //! - content streams as it comes, except trailing whitespace and a possible partial
@@ -12,14 +14,10 @@
 //! - a call Ollama cannot decode fails Ollama's whole request; herd, as its other parsers do with
 //!   unparseable calls, returns that call's text (with its tags) as content instead.
 
-use serde_json::{Map, Value as J};
+use serde_json::Value as J;
 
-use super::qwen3coder_call::{decode, param_types, typed_value};
-use super::{call_id, partial_tag_len, Parsed, Parser};
-use crate::prompt::ToolCall;
-
-const OPEN: &str = "<tool_call>";
-const CLOSE: &str = "</tool_call>";
+use super::qwen3coder_call::{CallFormat, CALL_CLOSE as CLOSE, CALL_OPEN as OPEN};
+use super::{emit_certain, skip_space, Parsed, Parser};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum State {
@@ -31,6 +29,7 @@ enum State {
 }
 
 pub struct Qwen3Coder {
+    format: CallFormat,
     schemas: Vec<J>,
     state: State,
     buf: String,
@@ -40,12 +39,24 @@ pub struct Qwen3Coder {
 impl Qwen3Coder {
     /// `schemas`: the request's tools as sent (for argument types).
     pub fn new(schemas: &[J]) -> Qwen3Coder {
+        Qwen3Coder::with_format(CallFormat::Xml, schemas)
+    }
+
+    /// The same streaming with calls in another family's format (Ollama's Qwen3-VL parser
+    /// streams its content this way too).
+    pub(crate) fn with_format(format: CallFormat, schemas: &[J]) -> Qwen3Coder {
         Qwen3Coder {
+            format,
             schemas: schemas.to_vec(),
             state: State::Content,
             buf: String::new(),
             index: 0,
         }
+    }
+
+    /// Drops the whitespace the text fed next starts with (what follows a `</think>`).
+    pub(crate) fn skip_space(&mut self) {
+        self.state = State::AfterCall;
     }
 
     /// One step on `buf`; false when nothing more can be decided without more text.
@@ -58,11 +69,7 @@ impl Qwen3Coder {
                     self.state = State::Call;
                     return true;
                 }
-                let held = partial_tag_len(&self.buf, &[OPEN]);
-                let before = &self.buf[..self.buf.len() - held];
-                let emit = before.trim_end().len();
-                out.content.push_str(&self.buf[..emit]);
-                self.buf.drain(..emit);
+                emit_certain(&mut self.buf, &[OPEN], &mut out.content);
                 false
             }
             State::Call => {
@@ -70,46 +77,18 @@ impl Qwen3Coder {
                     return false;
                 };
                 let raw: String = self.buf.drain(..i + CLOSE.len()).collect();
-                let raw = &raw[..i];
-                match self.call(raw) {
-                    Some(c) => out.tool_calls.push(c),
-                    None => {
-                        out.content.push_str(OPEN);
-                        out.content.push_str(raw);
-                        out.content.push_str(CLOSE);
-                    }
-                }
+                (self.format).emit(&raw[..i], &self.schemas, &mut self.index, out);
                 self.state = State::AfterCall;
                 true
             }
             State::AfterCall => {
-                let trimmed = self.buf.len() - self.buf.trim_start().len();
-                self.buf.drain(..trimmed);
-                if self.buf.is_empty() {
+                if !skip_space(&mut self.buf) {
                     return false;
                 }
                 self.state = State::Content;
                 true
             }
         }
-    }
-
-    /// The call in `raw`, its arguments typed; `None` when Ollama's decoder would fail.
-    fn call(&mut self, raw: &str) -> Option<ToolCall> {
-        let c = decode(raw).ok()?;
-        let mut arguments = Map::new();
-        for (key, value) in c.params {
-            let types = param_types(&self.schemas, &c.name, &key);
-            arguments.insert(key, typed_value(&value, &types));
-        }
-        let index = self.index;
-        self.index += 1;
-        Some(ToolCall {
-            id: call_id(),
-            index,
-            name: c.name,
-            arguments,
-        })
     }
 }
 
@@ -129,24 +108,13 @@ impl Parser for Qwen3Coder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prompt::parsers::testutil::{every_split, run};
-    use serde_json::json;
+    use crate::prompt::parsers::testutil::same_for_every_split;
+    use serde_json::{json, Map};
 
     fn parse_all(s: &str, schemas: &[J]) -> Parsed {
-        let want = run(&mut Qwen3Coder::new(schemas), &[s]);
-        every_split(s, |chunks| {
-            let got = run(&mut Qwen3Coder::new(schemas), chunks);
-            assert_eq!(got.content, want.content, "{chunks:?}");
-            assert_eq!(got.thinking, "", "{chunks:?}");
-            let strip = |p: &Parsed| {
-                p.tool_calls
-                    .iter()
-                    .map(|c| (c.index, c.name.clone(), c.arguments.clone()))
-                    .collect::<Vec<_>>()
-            };
-            assert_eq!(strip(&got), strip(&want), "{chunks:?}");
-        });
-        want
+        let r = same_for_every_split(|| Qwen3Coder::new(schemas), s);
+        assert_eq!(r.thinking, "");
+        r
     }
 
     fn args(v: J) -> Map<String, J> {
@@ -324,9 +292,11 @@ mod tests {
             ("n", "1_000.5", json!(1000.5)),
             ("n", "0x1.8p1", json!(3)),
             ("n", "1e400", json!("1e400")),
-            ("n", "Inf", json!("Inf")),
+            // Go's int64(±Inf) and int64 of a whole value beyond int64 are its minimum (amd64).
+            ("n", "Inf", json!(i64::MIN)),
+            ("n", "NaN", json!("NaN")),
             ("n", "3.14.15", json!("3.14.15")),
-            ("n", "1e20", json!(1e20)),
+            ("n", "1e20", json!(i64::MIN)),
             ("i", "007", json!(7)),
             ("i", "+42", json!(42)),
             ("i", "-9223372036854775808", json!(i64::MIN)),

@@ -1,7 +1,12 @@
-//! One `qwen3-coder` tool call: the text between `<tool_call>` and `</tool_call>`, read the way
-//! Ollama's `parseToolCall` reads it, and its argument values typed from the tool's schema
-//! (`parseValue`). Serves the `qwen3-coder` parser ([`super::qwen3coder`]); [`go_value`] (Go's
-//! re-printing of decoded JSON) also serves the `qwen3-vl-*` parsers.
+//! The Qwen3-Coder tool-call format, owned here for every parser that reads it: the text between
+//! `<tool_call>` and `</tool_call>` (`<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>…
+//! </function>`), read the way Ollama's `parseToolCall` reads it ([`decode`], [`call`]), and
+//! argument values typed from the tool's schema (`parseValue`: [`typed_value`], [`param_types`]).
+//! Ollama's `qwen3-coder` parser ([`super::qwen3coder`]) and the Nemotron 3 and Qwen 3.5 parsers
+//! built on it ([`super::nemotron`], [`super::qwen35`]) read calls with it; the GLM parser
+//! ([`super::glm`]) types its values with [`typed_value`], as Ollama's does with `parseValue`.
+//! [`CallFormat`] names this format and the JSON ones of the other `<tool_call>` families (Qwen 3,
+//! Qwen3-VL), and turns a call's text into a tool call or, failing that, content.
 //!
 //! Ollama rewrites `<name=value>` tags into XML (`<name name="value">`, the value XML-escaped),
 //! escapes the text between `<function…>`/`<parameter…>` tags, and decodes the result with Go's
@@ -17,13 +22,71 @@ use regex::Regex;
 use serde_json::{Map, Value as J};
 use std::sync::OnceLock;
 
+use super::{govalue, Parsed};
 use crate::prompt::renderers::qwen3coder::type_names;
+
+/// The tags around a call in every format below.
+pub(crate) const CALL_OPEN: &str = "<tool_call>";
+pub(crate) const CALL_CLOSE: &str = "</tool_call>";
+
+/// How the text between `<tool_call>` and `</tool_call>` is read, per family.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum CallFormat {
+    /// The XML format above, values typed by the tools' schemas (qwen3-coder, Qwen 3.5,
+    /// Nemotron 3).
+    Xml,
+    /// JSON `{"name": …, "arguments": {…}}`, a name required (Ollama's `parseQwen3ToolCall`:
+    /// Qwen 3).
+    Json,
+    /// JSON decoded into `api.ToolCallFunction` (Ollama's `parseJSONToolCall`: Qwen3-VL).
+    Function,
+}
+
+impl CallFormat {
+    /// The call in `raw`; `None` where Ollama's decoding fails.
+    pub(crate) fn read(self, raw: &str, schemas: &[J]) -> Option<(String, Map<String, J>)> {
+        match self {
+            CallFormat::Xml => call(raw, schemas),
+            CallFormat::Json => govalue::function(raw, false).filter(|(name, _)| !name.is_empty()),
+            CallFormat::Function => govalue::function(raw, true),
+        }
+    }
+
+    /// Appends the call in `raw` to `out`, with a fresh id and the response's next `index`; one
+    /// that does not decode, which fails Ollama's whole request, is kept as content with its
+    /// tags instead, as herd's other tool parsers keep unparseable calls.
+    pub(crate) fn emit(self, raw: &str, schemas: &[J], index: &mut i64, out: &mut Parsed) {
+        match self.read(raw, schemas) {
+            Some((name, arguments)) => {
+                out.push_call(index, name, arguments);
+            }
+            None => {
+                out.content.push_str(CALL_OPEN);
+                out.content.push_str(raw);
+                out.content.push_str(CALL_CLOSE);
+            }
+        }
+    }
+}
 
 /// A decoded `<function>`: its name and its parameters' names and raw text, in order.
 #[derive(Debug, PartialEq)]
 pub(super) struct RawCall {
     pub name: String,
     pub params: Vec<(String, String)>,
+}
+
+/// One call's name and arguments, typed by `schemas` (the request's tools as sent); `None` where
+/// Ollama's decoding fails (Ollama then fails the request; herd's parsers keep the text as
+/// content). The function name is not checked against the tools.
+pub(super) fn call(raw: &str, schemas: &[J]) -> Option<(String, Map<String, J>)> {
+    let c = decode(raw).ok()?;
+    let mut arguments = Map::new();
+    for (key, value) in c.params {
+        let types = param_types(schemas, &c.name, &key);
+        arguments.insert(key, typed_value(&value, &types));
+    }
+    Some((c.name, arguments))
 }
 
 /// Reads one call; `Err` carries the reason Go's XML decoder would give.
@@ -262,17 +325,21 @@ fn attr_value(raw: &str) -> Option<String> {
     out.chars().all(xml_char).then_some(out)
 }
 
-/// The schema types of a call's parameter (Ollama collects `anyOf` members' types), from the
-/// request's tools as sent: the first tool of that name, its property of that name.
+/// The schema types of a call's parameter, from the request's tools as sent: the first tool of
+/// that name, its property of that name ([`property_types`]).
 pub(super) fn param_types(schemas: &[J], tool: &str, param: &str) -> Vec<String> {
-    let Some(prop) = schemas
+    schemas
         .iter()
         .find(|t| t.pointer("/function/name").and_then(J::as_str) == Some(tool))
         .and_then(|t| t.pointer("/function/parameters/properties"))
         .and_then(|p| p.get(param))
-    else {
-        return Vec::new();
-    };
+        .map(property_types)
+        .unwrap_or_default()
+}
+
+/// A property's types as Ollama collects them: its `anyOf` members' types, else its own `type`
+/// (Go's `PropertyType`: a string or a list; `null` reads as one empty name).
+pub(super) fn property_types(prop: &J) -> Vec<String> {
     match prop.get("anyOf").and_then(J::as_array) {
         Some(any) if !any.is_empty() => any.iter().flat_map(type_names).collect(),
         _ => type_names(prop),
@@ -310,10 +377,14 @@ pub(super) fn typed_value(raw: &str, types: &[String]) -> J {
         }
     }
     if has("number") {
-        match go_parse_float(raw).and_then(number) {
-            Some(v) => return v,
-            None if only => return text(),
-            None => {}
+        match govalue::parse_float(raw) {
+            // Go's `int64(f)` of a whole value (±Inf included): beyond int64 it is the minimum
+            // (amd64).
+            Some(f) if f.trunc() == f => return J::from(govalue::int64(f)),
+            // NaN has no JSON form (Go fails the response); herd keeps the text.
+            Some(f) if !f.is_nan() => return govalue::float(f),
+            _ if only => return text(),
+            _ => {}
         }
     }
     for (kind, want_array) in [("array", true), ("object", false)] {
@@ -321,8 +392,8 @@ pub(super) fn typed_value(raw: &str, types: &[String]) -> J {
             match serde_json::from_str::<J>(raw) {
                 // Go decodes `null` into a nil slice or map without error.
                 Ok(J::Null) => return J::Null,
-                Ok(v @ J::Array(_)) if want_array => return go_value(v),
-                Ok(v @ J::Object(_)) if !want_array => return go_value(v),
+                Ok(v @ J::Array(_)) if want_array => return govalue::any(v),
+                Ok(v @ J::Object(_)) if !want_array => return govalue::any(v),
                 _ if only => return text(),
                 _ => {}
             }
@@ -331,270 +402,6 @@ pub(super) fn typed_value(raw: &str, types: &[String]) -> J {
     text()
 }
 
-/// A parsed float as Ollama stores it: whole values as integers. Go converts a whole float
-/// outside int64 with a platform-defined result and keeps NaN/Inf, which JSON cannot carry;
-/// herd keeps the former as a float and reads the latter as text (`None`).
-fn number(f: f64) -> Option<J> {
-    if !f.is_finite() {
-        return None;
-    }
-    if f.trunc() == f && (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&f) {
-        return Some(J::from(f as i64));
-    }
-    serde_json::Number::from_f64(f).map(J::Number)
-}
-
-/// A JSON value as Go decodes it into `any` and prints it again: object keys sorted (Go maps),
-/// every number a float64 (whole ones print as integers).
-pub(super) fn go_value(v: J) -> J {
-    match v {
-        J::Object(m) => {
-            let mut entries: Vec<(String, J)> = m.into_iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
-            J::Object(
-                entries
-                    .into_iter()
-                    .map(|(k, v)| (k, go_value(v)))
-                    .collect::<Map<_, _>>(),
-            )
-        }
-        J::Array(a) => J::Array(a.into_iter().map(go_value).collect()),
-        J::Number(n) => n.as_f64().and_then(number).unwrap_or(J::Number(n)),
-        v => v,
-    }
-}
-
-/// Go's `strconv.ParseFloat(s, 64)`: decimal and hexadecimal (`0x1.8p3`) forms, `_` between
-/// digits, `inf`/`infinity`/`nan` in any case; out of range is an error (`None`).
-fn go_parse_float(s: &str) -> Option<f64> {
-    let (neg, body) = match s.as_bytes().first() {
-        Some(b'+') => (false, &s[1..]),
-        Some(b'-') => (true, &s[1..]),
-        _ => (false, s),
-    };
-    let lower = body.to_ascii_lowercase();
-    if lower == "inf" || lower == "infinity" {
-        return Some(if neg {
-            f64::NEG_INFINITY
-        } else {
-            f64::INFINITY
-        });
-    }
-    if lower == "nan" && body.len() == s.len() {
-        return Some(f64::NAN);
-    }
-    if body.contains('_') && !underscores_ok(s) {
-        return None;
-    }
-    let clean: String = body.chars().filter(|&c| c != '_').collect();
-    let v = if let Some(hex) = clean
-        .strip_prefix("0x")
-        .or_else(|| clean.strip_prefix("0X"))
-    {
-        hex_float(hex)?
-    } else {
-        let b = clean.as_bytes();
-        let mut i = 0;
-        let digits = |i: &mut usize| {
-            let start = *i;
-            while *i < b.len() && b[*i].is_ascii_digit() {
-                *i += 1;
-            }
-            *i - start
-        };
-        let mut n = digits(&mut i);
-        if i < b.len() && b[i] == b'.' {
-            i += 1;
-            n += digits(&mut i);
-        }
-        if n == 0 {
-            return None;
-        }
-        if i < b.len() && (b[i] | 0x20) == b'e' {
-            i += 1;
-            if i < b.len() && (b[i] == b'+' || b[i] == b'-') {
-                i += 1;
-            }
-            if digits(&mut i) == 0 {
-                return None;
-            }
-        }
-        if i != b.len() {
-            return None;
-        }
-        clean.parse::<f64>().ok()?
-    };
-    if v.is_infinite() {
-        return None;
-    }
-    Some(if neg { -v } else { v })
-}
-
-/// Hex mantissa with optional point and a mandatory binary exponent (`1.8p3`). Mantissas beyond
-/// 60 bits are truncated, not rounded (Go rounds them; no model writes such numbers).
-fn hex_float(s: &str) -> Option<f64> {
-    let (mant, exp) = s.split_once(['p', 'P'])?;
-    let (negative, digits) = match exp.strip_prefix('-') {
-        Some(d) => (true, d),
-        None => (false, exp.strip_prefix('+').unwrap_or(exp)),
-    };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let exp: i64 = digits.parse::<i64>().unwrap_or(100_000).min(100_000);
-    let exp = if negative { -exp } else { exp };
-    let (int, frac) = mant.split_once('.').unwrap_or((mant, ""));
-    let all = || int.chars().chain(frac.chars());
-    if int.len() + frac.len() == 0 || !all().all(|c| c.is_ascii_hexdigit()) {
-        return None;
-    }
-    let mut m: u64 = 0;
-    let mut e = exp - 4 * frac.len() as i64;
-    for c in all() {
-        if m >> 56 == 0 {
-            m = m * 16 + u64::from(c.to_digit(16).unwrap_or(0));
-        } else {
-            e += 4;
-        }
-    }
-    let mut v = m as f64;
-    while e != 0 && v != 0.0 && v.is_finite() {
-        let k = e.clamp(-1000, 1000);
-        v *= 2f64.powi(k as i32);
-        e -= k;
-    }
-    Some(v)
-}
-
-/// Go's `underscoreOK`: `_` only between digits (or after a base prefix).
-fn underscores_ok(s: &str) -> bool {
-    let s = s.strip_prefix(['+', '-']).unwrap_or(s);
-    let b = s.as_bytes();
-    let (mut i, mut saw, hex) =
-        if b.len() >= 2 && b[0] == b'0' && matches!(b[1] | 0x20, b'b' | b'o' | b'x') {
-            (2, b'0', b[1] | 0x20 == b'x')
-        } else {
-            (0, b'^', false)
-        };
-    while i < b.len() {
-        let c = b[i];
-        if c.is_ascii_digit() || (hex && c.is_ascii_hexdigit()) {
-            saw = b'0';
-        } else if c == b'_' {
-            if saw != b'0' {
-                return false;
-            }
-            saw = b'_';
-        } else {
-            if saw == b'_' {
-                return false;
-            }
-            saw = b'!';
-        }
-        i += 1;
-    }
-    saw != b'_'
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn floats_parse_as_gos_parse_float() {
-        let ok = [
-            ("1_23.50_0_0e+1_2", 1.235e14),
-            ("0x_1_2.3_4_5p+1_2", 74565.0),
-            ("0x1p-2", 0.25),
-            (".5", 0.5),
-            ("5.", 5.0),
-            ("-1E3", -1000.0),
-            ("+0.1", 0.1),
-            ("1e-400", 0.0),
-        ];
-        for (s, want) in ok {
-            assert_eq!(go_parse_float(s), Some(want), "{s}");
-        }
-        assert_eq!(go_parse_float("-Infinity"), Some(f64::NEG_INFINITY));
-        assert!(go_parse_float("nAn").is_some_and(f64::is_nan));
-        for bad in [
-            "",
-            ".",
-            "e5",
-            "1e",
-            "1e+",
-            "+nan",
-            "infin",
-            "-_123.5e+12",
-            "1__23.5",
-            "123_.5",
-            "123._5",
-            "123.5e+12_",
-            "0x1.8",
-            "0x",
-            "1.5.2",
-            " 1",
-            "1e400",
-            "0b101",
-        ] {
-            assert_eq!(go_parse_float(bad), None, "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn attribute_values_read_as_gos_strict_decoder() {
-        let cases = [
-            ("plain", Some("plain")),
-            ("a&amp;b&lt;&gt;&quot;&apos;", Some("a&b<>\"'")),
-            ("&#65;&#x42;&#x1F600;", Some("AB😀")),
-            ("a\r\nb\rc", Some("a\nb\nc")),
-            ("&#xD800;", Some("\u{FFFD}")),
-            ("a&b", None),
-            ("&nbsp;", None),
-            ("&#X41;", None),
-            ("&#;", None),
-            ("&#1;", None),
-            ("&#x110000;", None),
-            ("a<b", None),
-        ];
-        for (raw, want) in cases {
-            assert_eq!(attr_value(raw).as_deref(), want, "{raw:?}");
-        }
-        // Rewritten names round-trip through Ollama's escaping.
-        let s = "a\"b'c&<\t\n\r\u{1}";
-        assert_eq!(
-            attr_value(&escape_attr(s)).unwrap(),
-            "a\"b'c&<\t\n\r\u{FFFD}"
-        );
-    }
-
-    #[test]
-    fn decode_errors_name_what_go_rejects() {
-        let cases = [
-            ("", "EOF"),
-            ("</function>", "unexpected end element </function>"),
-            (
-                "<parameter=a></parameter>",
-                "expected element type <function> but have <parameter>",
-            ),
-            (
-                "<function=f><parameter=a></function>",
-                "element <parameter> closed by </function>",
-            ),
-            ("<function=f>", "unexpected EOF"),
-            (
-                "\u{B}<function=f></function>",
-                "illegal character code U+000B",
-            ),
-        ];
-        for (raw, want) in cases {
-            assert_eq!(decode(raw), Err(want.to_string()), "{raw:?}");
-        }
-        let ok = decode("x<function=f><parameter=a>1</parameter></function>\u{0}").unwrap();
-        assert_eq!(
-            (ok.name.as_str(), ok.params.len()),
-            ("f", 1),
-            "after the root is unread"
-        );
-    }
-}
+#[path = "qwen3coder_call_tests.rs"]
+mod tests;

@@ -20,30 +20,24 @@
 //!
 //! `thinking_close` is `</think>` when the response starts in thinking, except with `think: false`,
 //! where Ollama applies a `format` from the first token (its `forceImmediate`).
+//!
+//! After the thinking, content and calls stream as in the `qwen3-coder` parser ([`Qwen3Coder`],
+//! Ollama's code is the same), with calls read as [`CallFormat::Function`].
 
-use serde_json::{Map, Value as J};
+use super::qwen3coder::Qwen3Coder;
+use super::qwen3coder_call::{CallFormat, CALL_OPEN as OPEN};
+use super::{emit_certain, Options, Parsed, Parser};
+use crate::prompt::Think;
 
-use super::qwen3coder_call::go_value;
-use super::{call_id, partial_tag_len, Options, Parsed, Parser};
-use crate::prompt::{Think, ToolCall};
-
-const OPEN: &str = "<tool_call>";
-const CLOSE: &str = "</tool_call>";
 const THINK_CLOSE: &str = "</think>";
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum State {
-    Thinking,
-    Content,
-    Call,
-    /// After `</think>` or `</tool_call>`: leading whitespace is dropped.
-    Trim,
-}
-
 pub struct Qwen3Vl {
-    state: State,
+    /// In the thinking the response starts with.
+    thinking: bool,
+    /// Thinking not delivered yet (a possible partial tag, trailing whitespace).
     buf: String,
-    index: i64,
+    /// After the thinking: content and calls, streamed as Ollama's Qwen3-Coder parser does.
+    content: Qwen3Coder,
     close: Vec<String>,
 }
 
@@ -53,105 +47,47 @@ impl Qwen3Vl {
         let prefilled = o
             .last
             .is_some_and(|m| m.role == "assistant" && !m.content.is_empty());
-        let state = if thinking && !prefilled {
-            State::Thinking
-        } else {
-            State::Content
-        };
+        let thinking = thinking && !prefilled;
         let immediate = o.think.is_some_and(|t| !Think::enabled(t));
-        let close = if state == State::Thinking && !immediate {
+        let close = if thinking && !immediate {
             vec![THINK_CLOSE.to_string()]
         } else {
             Vec::new()
         };
         Qwen3Vl {
-            state,
+            thinking,
             buf: String::new(),
-            index: 0,
+            content: Qwen3Coder::with_format(CallFormat::Function, &[]),
             close,
-        }
-    }
-
-    /// Emits `buf` up to what may still be a tag (and the whitespace before it) into `out`.
-    fn emit_certain(&mut self, tags: &[&str], out: &mut String) {
-        let held = partial_tag_len(&self.buf, tags);
-        let emit = self.buf[..self.buf.len() - held].trim_end().len();
-        out.push_str(&self.buf[..emit]);
-        self.buf.drain(..emit);
-    }
-
-    /// One step on `buf`; false when nothing more can be decided without more text.
-    fn step(&mut self, out: &mut Parsed) -> bool {
-        match self.state {
-            State::Thinking => {
-                let close = self.buf.find(THINK_CLOSE);
-                let open = self.buf.find(OPEN);
-                let (at, tag, next) = match (open, close) {
-                    (Some(o), c) if c.is_none_or(|c| o < c) => (o, OPEN, State::Call),
-                    (_, Some(c)) => (c, THINK_CLOSE, State::Trim),
-                    _ => {
-                        self.emit_certain(&[THINK_CLOSE, OPEN], &mut out.thinking);
-                        return false;
-                    }
-                };
-                out.thinking.push_str(self.buf[..at].trim_end());
-                self.buf.drain(..at + tag.len());
-                self.state = next;
-                true
-            }
-            State::Content => {
-                let Some(i) = self.buf.find(OPEN) else {
-                    self.emit_certain(&[OPEN], &mut out.content);
-                    return false;
-                };
-                out.content.push_str(self.buf[..i].trim_end());
-                self.buf.drain(..i + OPEN.len());
-                self.state = State::Call;
-                true
-            }
-            State::Call => {
-                let Some(i) = self.buf.find(CLOSE) else {
-                    return false;
-                };
-                let raw: String = self.buf.drain(..i + CLOSE.len()).collect();
-                let raw = &raw[..i];
-                match decode(raw) {
-                    Some((name, arguments)) => {
-                        out.tool_calls.push(ToolCall {
-                            id: call_id(),
-                            index: self.index,
-                            name,
-                            arguments,
-                        });
-                        self.index += 1;
-                    }
-                    None => {
-                        out.content.push_str(OPEN);
-                        out.content.push_str(raw);
-                        out.content.push_str(CLOSE);
-                    }
-                }
-                self.state = State::Trim;
-                true
-            }
-            State::Trim => {
-                let n = self.buf.len() - self.buf.trim_start().len();
-                self.buf.drain(..n);
-                if self.buf.is_empty() {
-                    return false;
-                }
-                self.state = State::Content;
-                true
-            }
         }
     }
 }
 
 impl Parser for Qwen3Vl {
-    fn add(&mut self, chunk: &str, _done: bool) -> Parsed {
+    fn add(&mut self, chunk: &str, done: bool) -> Parsed {
+        if !self.thinking {
+            return self.content.add(chunk, done);
+        }
         self.buf.push_str(chunk);
         let mut out = Parsed::default();
-        while self.step(&mut out) {}
+        let close = self.buf.find(THINK_CLOSE);
+        let (end, rest) = match (self.buf.find(OPEN), close) {
+            // A call before any `</think>` ends the thinking and is the content's.
+            (Some(o), c) if c.is_none_or(|c| o < c) => (o, o),
+            (_, Some(c)) => {
+                self.content.skip_space();
+                (c, c + THINK_CLOSE.len())
+            }
+            _ => {
+                emit_certain(&mut self.buf, &[THINK_CLOSE, OPEN], &mut out.thinking);
+                return out;
+            }
+        };
+        out.thinking.push_str(self.buf[..end].trim_end());
+        let rest = self.buf.split_off(rest);
+        self.buf.clear();
+        self.thinking = false;
+        out.extend(self.content.add(&rest, done));
         out
     }
 
@@ -160,60 +96,15 @@ impl Parser for Qwen3Vl {
     }
 }
 
-/// Go's `json.Unmarshal` of a call into `api.ToolCallFunction`; `None` where Go returns an
-/// error.
-fn decode(raw: &str) -> Option<(String, Map<String, J>)> {
-    let fields = match serde_json::from_str::<J>(raw).ok()? {
-        J::Null => return Some((String::new(), Map::new())),
-        J::Object(o) => o,
-        _ => return None,
-    };
-    let (mut name, mut arguments) = (String::new(), Map::new());
-    for (key, value) in fields {
-        if key.eq_ignore_ascii_case("name") {
-            match value {
-                J::String(s) => name = s,
-                J::Null => {}
-                _ => return None,
-            }
-        } else if key.eq_ignore_ascii_case("arguments") {
-            match value {
-                J::Object(m) => arguments = m.into_iter().map(|(k, v)| (k, go_value(v))).collect(),
-                J::Null => arguments = Map::new(),
-                _ => return None,
-            }
-        } else if key.eq_ignore_ascii_case("index") && !(value.is_null() || value.is_i64()) {
-            return None;
-        }
-    }
-    Some((name, arguments))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prompt::parsers::testutil::{every_split, run};
+    use crate::prompt::parsers::testutil::same_for_every_split;
     use crate::prompt::Message;
-    use serde_json::json;
+    use serde_json::{json, Value as J};
 
     fn parse(thinking: bool, o: &Options, s: &str) -> Parsed {
-        let want = run(&mut Qwen3Vl::new(thinking, o), &[s]);
-        every_split(s, |chunks| {
-            let got = run(&mut Qwen3Vl::new(thinking, o), chunks);
-            assert_eq!(
-                (&got.thinking, &got.content),
-                (&want.thinking, &want.content),
-                "{chunks:?}"
-            );
-            let strip = |p: &Parsed| {
-                p.tool_calls
-                    .iter()
-                    .map(|c| (c.index, c.name.clone(), c.arguments.clone()))
-                    .collect::<Vec<_>>()
-            };
-            assert_eq!(strip(&got), strip(&want), "{chunks:?}");
-        });
-        want
+        same_for_every_split(|| Qwen3Vl::new(thinking, o), s)
     }
 
     fn split(thinking: bool, s: &str) -> (String, String) {

@@ -117,6 +117,20 @@ fn partial_tag_len_finds_the_longest_held_suffix() {
 }
 
 #[test]
+fn emit_certain_holds_a_partial_tag_and_the_whitespace_before_it() {
+    for (buf, out, held) in [
+        ("a b \n</th", "a b", " \n</th"),
+        ("a b  ", "a b", "  "),
+        ("a <x", "a <x", ""),
+        ("\u{3000}", "", "\u{3000}"),
+    ] {
+        let (mut b, mut o) = (buf.to_string(), String::new());
+        emit_certain(&mut b, &["</think>"], &mut o);
+        assert_eq!((o.as_str(), b.as_str()), (out, held), "{buf:?}");
+    }
+}
+
+#[test]
 fn a_named_parser_splits_thinking_whatever_the_template_shows() {
     use crate::prompt::Think;
     let plain = Template::parse_go("{{ .Prompt }}").unwrap();

@@ -20,13 +20,13 @@ pub(super) const BOS: &str = "<｜begin▁of▁sentence｜>";
 pub(super) const EOS: &str = "<｜end▁of▁sentence｜>";
 pub(super) const USER: &str = "<｜User｜>";
 pub(super) const ASSISTANT: &str = "<｜Assistant｜>";
-pub(super) const CALLS_BEGIN: &str = "<｜tool▁calls▁begin｜>";
-pub(super) const CALLS_END: &str = "<｜tool▁calls▁end｜>";
-pub(super) const CALL_BEGIN: &str = "<｜tool▁call▁begin｜>";
-pub(super) const CALL_END: &str = "<｜tool▁call▁end｜>";
-pub(super) const SEP: &str = "<｜tool▁sep｜>";
-pub(super) const OUTPUT_BEGIN: &str = "<｜tool▁output▁begin｜>";
-pub(super) const OUTPUT_END: &str = "<｜tool▁output▁end｜>";
+pub(crate) const CALLS_BEGIN: &str = "<｜tool▁calls▁begin｜>";
+pub(crate) const CALLS_END: &str = "<｜tool▁calls▁end｜>";
+pub(crate) const CALL_BEGIN: &str = "<｜tool▁call▁begin｜>";
+pub(crate) const CALL_END: &str = "<｜tool▁call▁end｜>";
+pub(crate) const SEP: &str = "<｜tool▁sep｜>";
+pub(crate) const OUTPUT_BEGIN: &str = "<｜tool▁output▁begin｜>";
+pub(crate) const OUTPUT_END: &str = "<｜tool▁output▁end｜>";
 
 /// `deepseek3.1`: thinking-capable DeepSeek V3.1.
 pub struct DeepSeek3 {

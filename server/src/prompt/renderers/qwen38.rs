@@ -8,6 +8,8 @@
 //!   guidance, `high`/`max` → "xhigh", `true`/`medium`/`false` → none; it opens the system turn.
 //! - A conversation must have a message, a user query (not only `<tool_response>` blocks), and no
 //!   images on instruction messages; otherwise rendering fails (Ollama answers 500).
+//!
+//! Its prompts are tested with the Qwen 3.5 format's table (`qwen35_tests.rs`).
 
 use std::borrow::Cow;
 
@@ -84,173 +86,9 @@ pub(super) fn effort(think: Option<&Think>) -> Result<&'static str> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::qwen35::tests::{check, messages, weather, Case};
+    use super::super::qwen35::tests::messages;
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn qwen38_and_ornith_prompts() {
-        check(vec![
-            Case {
-                name: "unset think gives xhigh guidance",
-                renderer: "qwen3.8",
-                messages: json!([
-                    {"role": "user", "content": "Hello"}
-                ]),
-                tools: json!([]),
-                think: None,
-                want: r#"<|im_start|>system
-Reasoning effort is set to xhigh. Please think carefully through the task, validate key assumptions, consider plausible alternatives, and prioritize correctness, consistency, and clarity in the final answer.<|im_end|>
-<|im_start|>user
-Hello<|im_end|>
-<|im_start|>assistant
-<think>
-"#,
-            },
-            Case {
-                name: "developer and system fold into one leading system",
-                renderer: "qwen3.8",
-                messages: json!([
-                    {"role": "system", "content": " Base. "},
-                    {"role": "user", "content": "Hi"},
-                    {"role": "developer", "content": "Use Go."},
-                    {"role": "system", "content": "  "},
-                    {"role": "user", "content": "More"}
-                ]),
-                tools: json!([]),
-                think: Some(Think::Level("low".into())),
-                want: r#"<|im_start|>system
-Reasoning effort is set to low. Keep your thinking brief and focused, moving directly to the conclusion without unnecessary elaboration.
-
-Base.
-
-Use Go.<|im_end|>
-<|im_start|>user
-Hi<|im_end|>
-<|im_start|>user
-More<|im_end|>
-<|im_start|>assistant
-<think>
-"#,
-            },
-            Case {
-                name: "single system stays, medium adds nothing",
-                renderer: "qwen3.8",
-                messages: json!([
-                    {"role": "system", "content": "Only."},
-                    {"role": "user", "content": "Hi"}
-                ]),
-                tools: json!([]),
-                think: Some(Think::Level("medium".into())),
-                want: r#"<|im_start|>system
-Only.<|im_end|>
-<|im_start|>user
-Hi<|im_end|>
-<|im_start|>assistant
-<think>
-"#,
-            },
-            Case {
-                name: "empty system and think off print no system turn",
-                renderer: "qwen3.8",
-                messages: json!([
-                    {"role": "system", "content": ""},
-                    {"role": "user", "content": "Hi"}
-                ]),
-                tools: json!([]),
-                think: Some(Think::Bool(false)),
-                want: r#"<|im_start|>user
-Hi<|im_end|>
-<|im_start|>assistant
-<think>
-
-</think>
-
-"#,
-            },
-            Case {
-                name: "tools put the guidance first",
-                renderer: "qwen3.8",
-                messages: json!([
-                    {"role": "developer", "content": "Dev."},
-                    {"role": "user", "content": "Weather?"}
-                ]),
-                tools: json!([weather()]),
-                think: Some(Think::Level("max".into())),
-                want: r#"<|im_start|>system
-Reasoning effort is set to xhigh. Please think carefully through the task, validate key assumptions, consider plausible alternatives, and prioritize correctness, consistency, and clarity in the final answer.
-
-# Tools
-
-You have access to the following functions:
-
-<tools>
-{WEATHER}{TOOLS}
-
-Dev.<|im_end|>
-<|im_start|>user
-Weather?<|im_end|>
-<|im_start|>assistant
-<think>
-"#,
-            },
-            Case {
-                name: "unknown roles are kept, inline think is not cut",
-                renderer: "qwen3.8",
-                messages: json!([
-                    {"role": "user", "content": "Q1"},
-                    {"role": "narrator", "content": "aside"},
-                    {"role": "assistant", "content": "<think>a</think>b"},
-                    {"role": "user", "content": "Q2"}
-                ]),
-                tools: json!([]),
-                think: Some(Think::Bool(true)),
-                want: r#"<|im_start|>user
-Q1<|im_end|>
-<|im_start|>narrator
-aside<|im_end|>
-<|im_start|>assistant
-<think>
-
-</think>
-
-<think>a</think>b<|im_end|>
-<|im_start|>user
-Q2<|im_end|>
-<|im_start|>assistant
-<think>
-"#,
-            },
-            Case {
-                name: "ornith prints think blocks on every assistant turn",
-                renderer: "ornith",
-                messages: json!([
-                    {"role": "user", "content": "Q1"},
-                    {"role": "assistant", "content": "A1"},
-                    {"role": "user", "content": "Q2"},
-                    {"role": "assistant", "content": "<think>x</think>A2", "thinking": "kept"}
-                ]),
-                tools: json!([]),
-                think: Some(Think::Bool(false)),
-                want: r#"<|im_start|>user
-Q1<|im_end|>
-<|im_start|>assistant
-<think>
-
-</think>
-
-A1<|im_end|>
-<|im_start|>user
-Q2<|im_end|>
-<|im_start|>assistant
-<think>
-kept
-</think>
-
-<think>x</think>A2"#,
-            },
-        ]);
-    }
 
     #[test]
     fn qwen38_refuses_what_ollama_refuses() {

@@ -4,11 +4,11 @@
 //! (so only those tags are markup); a body that is not well-formed is tried once more after
 //! `repairGLM46XML` supplies missing tags. The function name is the body's own text (trimmed);
 //! keys are trimmed; values lose one leading and one trailing newline and are typed by the
-//! request's tool schema (`parseValue`).
+//! request's tool schema (`parseValue`, shared with Qwen3-Coder: [`typed_value`]).
 
 use serde_json::{Map, Value as J};
 
-use crate::prompt::parsers::deepseek3::go_any;
+use crate::prompt::parsers::qwen3coder_call::{property_types, typed_value};
 
 const KEY_OPEN: usize = 0;
 const KEY_CLOSE: usize = 1;
@@ -192,108 +192,20 @@ fn build(x: Xml, schemas: &[J]) -> Option<Call> {
         let key = k.trim();
         let types = props
             .and_then(|p| p.get(key))
-            .map(types)
+            .map(property_types)
             .unwrap_or_default();
-        let v = v.strip_prefix('\n').unwrap_or(v);
-        let v = v.strip_suffix('\n').unwrap_or(v);
-        args.insert(key.to_string(), typed(v, &types));
+        args.insert(key.to_string(), typed_value(v, &types));
     }
     Some((name.to_string(), args))
 }
 
-/// A property's declared types: its `type` (a string or a list), or those of its `anyOf`.
-fn types(p: &J) -> Vec<String> {
-    let of = |p: &J| -> Vec<String> {
-        match p.get("type") {
-            Some(J::String(s)) => vec![s.clone()],
-            Some(J::Array(a)) => a
-                .iter()
-                .filter_map(|t| t.as_str().map(String::from))
-                .collect(),
-            _ => Vec::new(),
-        }
-    };
-    match p.get("anyOf").and_then(J::as_array) {
-        Some(a) if !a.is_empty() => a.iter().flat_map(of).collect(),
-        _ => of(p),
-    }
-}
-
-/// Ollama's `parseTypedToolValue`: `null` (any case) first; then boolean, integer, number,
-/// array, object in that order among the declared types; a value that fits none is the string
-/// (and a lone `boolean` that is not one is `false`).
-fn typed(raw: &str, types: &[String]) -> J {
-    let string = || J::String(raw.to_string());
-    if raw.to_lowercase() == "null" {
-        return J::Null;
-    }
-    let has = |t: &str| types.iter().any(|x| x == t);
-    let only = types.len() == 1;
-    if has("boolean") {
-        match raw.to_lowercase().as_str() {
-            "true" => return J::Bool(true),
-            "false" => return J::Bool(false),
-            _ if only => return J::Bool(false),
-            _ => {}
-        }
-    }
-    if has("integer") {
-        if let Ok(i) = raw.parse::<i64>() {
-            return J::from(i);
-        }
-        if only {
-            return string();
-        }
-    }
-    if has("number") {
-        match go_float(raw) {
-            // A whole number is an int; Go converts one beyond int64 to its minimum (amd64).
-            Some(f) if f.trunc() == f => {
-                let fits = (i64::MIN as f64..-(i64::MIN as f64)).contains(&f);
-                return J::from(if fits { f as i64 } else { i64::MIN });
-            }
-            // NaN has no JSON form (Go fails the response); herd keeps the text.
-            Some(f) if f.is_nan() => return string(),
-            Some(f) => return J::from(f),
-            None if only => return string(),
-            None => {}
-        }
-    }
-    for (t, want_array) in [("array", true), ("object", false)] {
-        if has(t) {
-            match serde_json::from_str::<J>(raw) {
-                Ok(v @ J::Array(_)) if want_array => return go_any(v),
-                Ok(v @ J::Object(_)) if !want_array => return go_any(v),
-                Ok(J::Null) => return J::Null,
-                _ if only => return string(),
-                _ => {}
-            }
-        }
-    }
-    string()
-}
-
-/// Go's `strconv.ParseFloat(s, 64)` for decimal input: out-of-range values fail (hexadecimal
-/// floats, which Go also reads, are not recognised).
-fn go_float(s: &str) -> Option<f64> {
-    let f: f64 = s.parse().ok()?;
-    let word = s.trim_start_matches(['+', '-']).to_ascii_lowercase();
-    if f.is_infinite() && !word.starts_with("inf") {
-        return None;
-    }
-    // Go spells NaN without a sign.
-    if f.is_nan() && word.len() != s.len() {
-        return None;
-    }
-    Some(f)
-}
-
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use serde_json::json;
 
-    fn schemas() -> Vec<J> {
+    /// The request's tools of the GLM tests (also the streaming ones in [`super::super`]).
+    pub(in crate::prompt::parsers::glm) fn schemas() -> Vec<J> {
         vec![
             json!({"type": "function", "function": {"name": "get_weather",
             "parameters": {"type": "object", "required": ["city"], "properties": {
@@ -373,7 +285,7 @@ mod tests {
             r#"{"days":3,"temp":21.5,"metric":false,"tags":["a",1],"opts":{"a":null,"z":1},"either":"x1","maybe":true,"city":null,"unknown":"\n5\n"}"#
         );
         let t = |raw: &str, ty: &[&str]| {
-            typed(raw, &ty.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+            typed_value(raw, &ty.iter().map(|s| s.to_string()).collect::<Vec<_>>())
         };
         assert_eq!(t("1e3", &["number"]), json!(1000));
         assert_eq!(t("1e400", &["number"]), json!("1e400"));
