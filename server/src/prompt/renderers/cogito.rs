@@ -186,20 +186,8 @@ pub(super) fn indent(compact: &str, unit: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prompt::ToolCall;
+    use crate::prompt::renderers::testutil::{call, m};
     use serde_json::json;
-
-    fn m(role: &str, content: &str) -> Message {
-        Message::new(role, content)
-    }
-
-    fn call(name: &str, args: J) -> ToolCall {
-        ToolCall {
-            name: name.into(),
-            arguments: args.as_object().unwrap().clone(),
-            ..Default::default()
-        }
-    }
 
     fn render(msgs: &[Message], tools: &[J], think: Option<Think>) -> String {
         Cogito { thinking: true }

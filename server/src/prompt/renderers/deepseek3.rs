@@ -158,34 +158,8 @@ fn tools_block(out: &mut String, tools: &[J]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prompt::ToolCall;
+    use crate::prompt::renderers::testutil::{call, m, thought, with_calls};
     use serde_json::json;
-
-    fn m(role: &str, content: &str) -> Message {
-        Message::new(role, content)
-    }
-
-    fn call(name: &str, args: J) -> ToolCall {
-        ToolCall {
-            name: name.into(),
-            arguments: args.as_object().unwrap().clone(),
-            ..Default::default()
-        }
-    }
-
-    fn with_calls(content: &str, calls: Vec<ToolCall>) -> Message {
-        Message {
-            tool_calls: calls,
-            ..m("assistant", content)
-        }
-    }
-
-    fn thought(content: &str, thinking: &str) -> Message {
-        Message {
-            thinking: Some(thinking.into()),
-            ..m("assistant", content)
-        }
-    }
 
     fn render(msgs: &[Message], tools: &[J], think: Option<Think>) -> String {
         DeepSeek3 { thinking: true }

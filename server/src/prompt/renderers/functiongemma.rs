@@ -233,11 +233,8 @@ fn value(v: &J) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prompt::renderers::testutil::m;
     use serde_json::json;
-
-    fn m(role: &str, content: &str) -> Message {
-        Message::new(role, content)
-    }
 
     fn calls(content: &str, tc: &[(&str, J)]) -> Message {
         Message {

@@ -215,14 +215,11 @@ fn strip_thinking(text: &str) -> String {
 mod tests {
     use super::*;
     use crate::prompt::renderers::gemma4_tools::Q;
+    use crate::prompt::renderers::testutil::m;
     use serde_json::{json, Map};
 
     fn q(s: &str) -> String {
         s.replace('`', Q)
-    }
-
-    fn m(role: &str, content: &str) -> Message {
-        Message::new(role, content)
     }
 
     fn call(name: &str, id: &str, args: J) -> ToolCall {

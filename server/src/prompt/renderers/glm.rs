@@ -165,22 +165,11 @@ fn call(out: &mut String, c: &ToolCall) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prompt::renderers::testutil::{call as tc, m};
     use serde_json::json;
 
     /// (name, messages, tools, think, expected prompt)
     type Case<'a> = (&'a str, Vec<Message>, Vec<J>, Option<&'a Think>, String);
-
-    fn m(role: &str, content: &str) -> Message {
-        Message::new(role, content)
-    }
-
-    fn tc(name: &str, args: J) -> ToolCall {
-        ToolCall {
-            name: name.into(),
-            arguments: args.as_object().unwrap().clone(),
-            ..Default::default()
-        }
-    }
 
     fn weather_tool() -> J {
         json!({"type": "function", "function": {"name": "get_weather", "description": "Get weather",

@@ -158,12 +158,9 @@ impl Renderer for Lfm2 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prompt::renderers::testutil::m;
     use crate::prompt::ToolCall;
     use serde_json::json;
-
-    fn m(role: &str, content: &str) -> Message {
-        Message::new(role, content)
-    }
 
     fn with_calls(content: &str, thinking: &str, args: J) -> Message {
         Message {

@@ -174,6 +174,8 @@ pub fn image_tags(content: &str, count: usize, offset: usize) -> (String, usize)
 }
 
 #[cfg(test)]
+pub(crate) mod testutil;
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -187,30 +187,12 @@ impl Renderer for Nemotron3Nano {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prompt::ToolCall;
+    use crate::prompt::renderers::testutil::{calls as tool_calls, m, thought};
     use serde_json::json;
-
-    fn m(role: &str, content: &str) -> Message {
-        Message::new(role, content)
-    }
-
-    fn thought(content: &str, thinking: &str) -> Message {
-        Message {
-            thinking: Some(thinking.into()),
-            ..m("assistant", content)
-        }
-    }
 
     fn calls(content: &str, thinking: &str, calls: &[(&str, J)]) -> Message {
         Message {
-            tool_calls: calls
-                .iter()
-                .map(|(n, a)| ToolCall {
-                    name: n.to_string(),
-                    arguments: a.as_object().cloned().unwrap_or_default(),
-                    ..Default::default()
-                })
-                .collect(),
+            tool_calls: tool_calls(calls),
             ..thought(content, thinking)
         }
     }

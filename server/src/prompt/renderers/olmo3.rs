@@ -165,20 +165,8 @@ impl Renderer for Olmo3Think {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prompt::ToolCall;
+    use crate::prompt::renderers::testutil::{call, m};
     use serde_json::json;
-
-    fn m(role: &str, content: &str) -> Message {
-        Message::new(role, content)
-    }
-
-    fn call(name: &str, args: J) -> ToolCall {
-        ToolCall {
-            name: name.into(),
-            arguments: args.as_object().cloned().unwrap_or_default(),
-            ..Default::default()
-        }
-    }
 
     fn weather() -> J {
         json!({"type": "function", "function": {"name": "get_weather", "description": "Get <weather>",

@@ -3,7 +3,7 @@
 //! [`super::super::qwen38`].
 
 use super::*;
-use crate::prompt::ToolCall;
+use crate::prompt::renderers::testutil::call;
 use serde_json::json;
 
 /// The weather tool as Ollama prints it in the tools list (Go JSON, spaced).
@@ -39,11 +39,7 @@ pub(in crate::prompt::renderers) fn messages(v: &J) -> Vec<Message> {
                 .and_then(J::as_array)
                 .map_or(vec![], |cs| {
                     cs.iter()
-                        .map(|c| ToolCall {
-                            name: text(c, "name").unwrap_or_default(),
-                            arguments: c["arguments"].as_object().cloned().unwrap_or_default(),
-                            ..ToolCall::default()
-                        })
+                        .map(|c| call(&text(c, "name").unwrap_or_default(), c["arguments"].clone()))
                         .collect()
                 }),
             ..Message::new(

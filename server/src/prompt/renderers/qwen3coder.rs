@@ -250,27 +250,8 @@ fn argument(v: &J) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prompt::ToolCall;
+    use crate::prompt::renderers::testutil::{call, m as msg, with_calls};
     use serde_json::json;
-
-    fn msg(role: &str, content: &str) -> Message {
-        Message::new(role, content)
-    }
-
-    fn call(name: &str, args: J) -> ToolCall {
-        ToolCall {
-            name: name.into(),
-            arguments: args.as_object().cloned().unwrap_or_default(),
-            ..Default::default()
-        }
-    }
-
-    fn with_calls(content: &str, calls: Vec<ToolCall>) -> Message {
-        Message {
-            tool_calls: calls,
-            ..msg("assistant", content)
-        }
-    }
 
     fn render(msgs: &[Message], tools: &[J]) -> String {
         Qwen3Coder.render(msgs, tools, None).unwrap()

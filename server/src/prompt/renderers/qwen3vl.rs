@@ -138,33 +138,15 @@ fn turn(out: &mut String, role: &str, content: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prompt::ToolCall;
+    use crate::prompt::renderers::testutil::{calls, m as msg, thought};
     use serde_json::json;
 
     const INSTRUCT: Qwen3Vl = Qwen3Vl { thinking: false };
     const THINKING: Qwen3Vl = Qwen3Vl { thinking: true };
 
-    fn msg(role: &str, content: &str) -> Message {
-        Message::new(role, content)
-    }
-
-    fn thought(content: &str, thinking: &str) -> Message {
+    fn with_calls(content: &str, list: &[(&str, J)]) -> Message {
         Message {
-            thinking: Some(thinking.into()),
-            ..msg("assistant", content)
-        }
-    }
-
-    fn with_calls(content: &str, calls: &[(&str, J)]) -> Message {
-        Message {
-            tool_calls: calls
-                .iter()
-                .map(|(n, a)| ToolCall {
-                    name: n.to_string(),
-                    arguments: a.as_object().cloned().unwrap_or_default(),
-                    ..Default::default()
-                })
-                .collect(),
+            tool_calls: calls(list),
             ..msg("assistant", content)
         }
     }
