@@ -64,13 +64,30 @@ fn unescape_html(s: &str) -> String {
     out
 }
 
-/// The tool's function object, or the whole tool when it names no function.
-fn tool_schema(t: &J) -> J {
-    let t = json::tool(t);
-    if t["function"]["name"].as_str().unwrap_or("").is_empty() {
-        return t;
+/// The tool's function object, or the whole tool when it names no function, as [`lfm2_json`]
+/// prints it except inside `parameters.properties`: Ollama keeps the properties in an ordered map
+/// whose own `MarshalJSON` runs `json.Marshal` on each property, so there `<`, `>`, `&` stay
+/// escaped even though the encoder around it does not escape.
+fn tool_json(t: &J) -> String {
+    let mut t = json::tool(t);
+    let whole = t["function"]["name"].as_str().unwrap_or("").is_empty();
+    if !whole {
+        t = t["function"].take();
     }
-    t["function"].clone()
+    let params = match whole {
+        true => &mut t["function"]["parameters"],
+        false => &mut t["parameters"],
+    };
+    let props = params["properties"].take();
+    // `properties` prints last in `parameters`, which prints last in the function, which prints
+    // last in the tool.
+    let tail = if whole { "}}}" } else { "}}" };
+    let outer = unescape_html(&json::go(&t));
+    let head = outer
+        .strip_suffix(tail)
+        .and_then(|h| h.strip_suffix("null"))
+        .unwrap_or(&outer);
+    json::with_spaces(&format!("{head}{}{tail}", json::go(&props)))
 }
 
 fn tool_calls(m: &Message) -> String {
@@ -105,7 +122,7 @@ impl Renderer for Lfm2 {
             if !system.is_empty() {
                 system.push('\n');
             }
-            let list: Vec<String> = tools.iter().map(|t| lfm2_json(&tool_schema(t))).collect();
+            let list: Vec<String> = tools.iter().map(tool_json).collect();
             system.push_str(&format!(
                 "List of tools: <|tool_list_start|>[{}]<|tool_list_end|>",
                 list.join(", ")
@@ -207,6 +224,28 @@ mod tests {
             assert_eq!(render(false, &msgs, &tools, None), want);
         }
         assert_eq!(Lfm2 { thinking: true }.leading_bos(), BOS);
+    }
+
+    #[test]
+    fn tool_properties_keep_go_html_escaping() {
+        // Only the properties (an ordered map marshalled with json.Marshal) stay escaped.
+        let tool = json!({"type": "function", "function": {"name": "find", "description": "a <b> & c",
+            "parameters": {"type": "object", "$defs": {"d": "<x>"}, "properties": {"q&a": {"type": "string",
+            "description": "<tags> & more", "items": {"e": ">"}}}}}});
+        let nameless =
+            json!({"function": {"parameters": {"properties": {"k": {"description": "<"}}}}});
+        let want = concat!(
+            r#"<|startoftext|><|im_start|>system\nList of tools: <|tool_list_start|>["#,
+            r#"{"name": "find", "description": "a <b> & c", "parameters": {"type": "object", "$defs": {"d": "<x>"}, "#,
+            r#""properties": {"q\u0026a": {"type": "string", "items": {"e": "\u003e"}, "description": "\u003ctags\u003e \u0026 more"}}}}, "#,
+            r#"{"type": "", "function": {"name": "", "parameters": {"type": "", "properties": {"k": {"description": "\u003c"}}}}}"#,
+            r#"]<|tool_list_end|><|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"#,
+        )
+        .replace("\\n", "\n");
+        assert_eq!(
+            render(false, &[m("user", "Hi")], &[tool, nameless], None),
+            want
+        );
     }
 
     #[test]
