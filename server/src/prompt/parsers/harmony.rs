@@ -1,9 +1,10 @@
 //! OpenAI harmony (gpt-oss): the response is a sequence of messages
 //! `[<|start|>assistant]<|channel|>CHANNEL[ to=RECIPIENT][<|constrain|>json]<|message|>BODY<|end|>`
-//! (the first `<|start|>assistant` is in the prompt). `analysis` → thinking; `commentary` with
-//! `to=functions.NAME` → a tool call whose body is the JSON arguments; `final` (and commentary
-//! without a recipient) → content. `<|call|>`/`<|return|>` end a message too (the runner usually
-//! stops on them, so a body may also end with the stream).
+//! (the first `<|start|>assistant` is in the prompt). `analysis` → thinking; `analysis` or
+//! `commentary` with a recipient `to=[functions.]NAME` (before or after the channel) → a tool call
+//! to NAME, whichever tools the request has, whose body is the JSON arguments; everything else →
+//! content. `<|call|>`/`<|return|>` end a message too (the runner usually stops on them, so a
+//! body may also end with the stream).
 //!
 //! `thinking_close`: the final message's header, `<|channel|>final<|message|>` — the content
 //! starts after it (DESIGN 7: models that open a new message before content end thinking there).
@@ -29,7 +30,6 @@ enum State {
 }
 
 pub struct Harmony {
-    tools: Vec<String>,
     prefill: bool,
     state: State,
     buf: String,
@@ -38,9 +38,10 @@ pub struct Harmony {
 }
 
 impl Harmony {
-    pub fn new(tools: &[String], prefill: bool) -> Harmony {
+    /// `prefill`: the response continues an assistant message's content (see
+    /// [`super::deepseek3::prefilled`]); otherwise it starts with a header.
+    pub fn new(prefill: bool) -> Harmony {
         Harmony {
-            tools: tools.to_vec(),
             prefill,
             // A prefilled assistant message is content the response continues.
             state: if prefill {
@@ -54,27 +55,38 @@ impl Harmony {
         }
     }
 
-    /// What a header (`<|channel|>commentary to=functions.f <|constrain|>json`) opens.
-    fn body_for(&self, header: &str) -> Body {
-        let h = header
-            .replace("<|start|>", " ")
-            .replace("<|constrain|>", " <|constrain|>");
-        let mut channel = "";
-        let mut recipient = "";
-        if let Some(i) = h.find("<|channel|>") {
-            channel = h[i + "<|channel|>".len()..]
-                .split_whitespace()
-                .next()
-                .unwrap_or("");
+    /// What a header (`<|channel|>commentary to=functions.f <|constrain|>json`) opens, read as
+    /// Ollama's `parseHeader` reads it: the channel is the word after `<|channel|>`; with that
+    /// removed, the first word is the role and a recipient is `to=NAME` as the role or the word
+    /// after it. `analysis` and `commentary` with a recipient are a call to it (a `functions.`
+    /// prefix dropped), `analysis` otherwise thinking, anything else content.
+    fn body_for(header: &str) -> Body {
+        // The message's own header: the first message's `<|start|>assistant` is in the prompt.
+        let mut raw = match header.rfind("<|start|>") {
+            Some(i) => header[i + "<|start|>".len()..].to_string(),
+            None => format!("assistant{header}"),
+        };
+        raw = raw.replacen("<|constrain|>", " <|constrain|>", 1);
+        let mut channel = String::new();
+        if let Some(i) = raw.find("<|channel|>") {
+            let after = &raw[i + "<|channel|>".len()..];
+            let end = after.find(char::is_whitespace).unwrap_or(after.len());
+            channel = after[..end].to_string();
+            raw = format!("{}{}", &raw[..i], &after[end..]);
         }
-        if let Some(i) = h.find("to=") {
-            recipient = h[i + 3..].split_whitespace().next().unwrap_or("");
-        }
-        let channel = channel.split(" to=").next().unwrap_or(channel);
-        if let Some(name) = recipient.strip_prefix("functions.") {
-            return Body::Call(name.to_string());
-        }
-        match channel {
+        let words: Vec<&str> = raw.split_whitespace().collect();
+        let recipient = match words.as_slice() {
+            [role, ..] if role.starts_with("to=") => &role[3..],
+            [_, second, ..] if second.starts_with("to=") => &second[3..],
+            _ => "",
+        };
+        match channel.as_str() {
+            "analysis" | "commentary" if !recipient.is_empty() => Body::Call(
+                recipient
+                    .strip_prefix("functions.")
+                    .unwrap_or(recipient)
+                    .to_string(),
+            ),
             "analysis" => Body::Thinking,
             _ => Body::Content,
         }
@@ -95,10 +107,6 @@ impl Harmony {
                 return;
             }
         };
-        if !self.tools.is_empty() && !self.tools.iter().any(|t| t == name) {
-            out.content.push_str(&raw);
-            return;
-        }
         out.push_call(&mut self.index, name.to_string(), arguments);
     }
 
@@ -114,7 +122,7 @@ impl Harmony {
         match self.state.clone() {
             State::Header => {
                 if let Some(i) = self.buf.find("<|message|>") {
-                    let body = self.body_for(&self.buf[..i]);
+                    let body = Self::body_for(&self.buf[..i]);
                     self.buf.drain(..i + "<|message|>".len());
                     self.state = State::Body(body);
                 } else if done {
@@ -191,9 +199,8 @@ mod tests {
 
     #[test]
     fn channels_map_to_thinking_tool_calls_and_content() {
-        let tools = vec!["get_weather".to_string()];
         every_split(STREAM, |chunks| {
-            let r = run(&mut Harmony::new(&tools, false), chunks);
+            let r = run(&mut Harmony::new(false), chunks);
             assert_eq!(r.thinking, "User wants weather.", "{chunks:?}");
             assert_eq!(r.content, "It is cold.", "{chunks:?}");
             assert_eq!(r.tool_calls.len(), 1);
@@ -207,7 +214,7 @@ mod tests {
     fn call_ending_with_the_stream_is_still_a_call() {
         let s = "<|channel|>commentary to=functions.add<|message|>{\"a\":1}";
         every_split(s, |chunks| {
-            let r = run(&mut Harmony::new(&[], false), chunks);
+            let r = run(&mut Harmony::new(false), chunks);
             assert_eq!(r.tool_calls.len(), 1, "{chunks:?}");
             assert_eq!(r.tool_calls[0].arguments["a"], 1);
         });
@@ -215,16 +222,82 @@ mod tests {
 
     #[test]
     fn thinking_close_is_the_final_header_unless_prefilled() {
-        assert_eq!(Harmony::new(&[], false).thinking_close(), [FINAL_HEADER]);
-        assert!(Harmony::new(&[], true).thinking_close().is_empty());
-        let r = run(&mut Harmony::new(&[], true), &["more text<|return|>"]);
+        assert_eq!(Harmony::new(false).thinking_close(), [FINAL_HEADER]);
+        assert!(Harmony::new(true).thinking_close().is_empty());
+        let r = run(&mut Harmony::new(true), &["more text<|return|>"]);
         assert_eq!(r.content, "more text");
+    }
+
+    #[test]
+    fn headers_read_as_ollama_reads_them() {
+        // (response, thinking, content, calls as name + arguments)
+        type Case<'a> = (&'a str, &'a str, &'a str, &'a [(&'a str, &'a str)]);
+        let cases: &[Case] = &[
+            // The recipient may come before the channel.
+            ("<|channel|>analysis<|message|>hm<|end|><|start|>assistant to=functions.get_weather<|channel|>commentary <|constrain|>json<|message|>{\"city\":\"Oslo\"}",
+                "hm", "", &[("get_weather", r#"{"city":"Oslo"}"#)]),
+            (" to=functions.f<|channel|>commentary json<|message|>{}", "", "", &[("f", "{}")]),
+            // A tool the request did not name, and a built-in one, are calls too.
+            ("<|channel|>commentary to=browser.search<|constrain|>json<|message|>{\"q\":1}",
+                "", "", &[("browser.search", r#"{"q":1}"#)]),
+            ("<|channel|>analysis to=functions.run code<|message|>{}", "", "", &[("run", "{}")]),
+            // Only analysis and commentary carry calls; `to=` must be the role or the next word.
+            ("<|channel|>final to=functions.f<|message|>hi", "", "hi", &[]),
+            ("<|channel|>commentary x to=functions.f<|message|>hi", "", "hi", &[]),
+            ("<|channel|>analysis extra<|message|>t<|end|><|start|>assistant<|channel|>other<|message|>c",
+                "t", "c", &[]),
+        ];
+        for (stream, thinking, content, calls) in cases {
+            every_split(stream, |chunks| {
+                let r = run(&mut Harmony::new(false), chunks);
+                assert_eq!(
+                    (r.thinking.as_str(), r.content.as_str()),
+                    (*thinking, *content),
+                    "{chunks:?}"
+                );
+                let got: Vec<(String, String)> = r
+                    .tool_calls
+                    .iter()
+                    .map(|c| (c.name.clone(), serde_json::to_string(&c.arguments).unwrap()))
+                    .collect();
+                let want: Vec<(String, String)> = calls
+                    .iter()
+                    .map(|(n, a)| (n.to_string(), a.to_string()))
+                    .collect();
+                assert_eq!(got, want, "{chunks:?}");
+            });
+        }
+    }
+
+    #[test]
+    fn only_an_assistant_message_with_content_is_continued() {
+        use super::super::{for_model, Options};
+        use crate::prompt::{Message, Template};
+        let t = Template::parse_go("{{ .Prompt }}").unwrap();
+        let content = |last: &Message| {
+            let o = Options {
+                named: "harmony",
+                last: Some(last),
+                ..Default::default()
+            };
+            run(
+                for_model(&t, &o).as_mut(),
+                &["<|channel|>final<|message|>x"],
+            )
+            .content
+        };
+        // An empty assistant message: the response starts with a header, as in Ollama.
+        assert_eq!(content(&Message::new("assistant", "")), "x");
+        assert_eq!(
+            content(&Message::new("assistant", "Sure")),
+            "<|channel|>final<|message|>x"
+        );
     }
 
     #[test]
     fn final_only_response() {
         every_split("<|channel|>final<|message|>Hi!<|return|>", |chunks| {
-            let r = run(&mut Harmony::new(&[], false), chunks);
+            let r = run(&mut Harmony::new(false), chunks);
             assert_eq!((r.thinking.as_str(), r.content.as_str()), ("", "Hi!"));
         });
     }

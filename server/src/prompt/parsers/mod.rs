@@ -247,7 +247,7 @@ pub fn for_model(t: &Template, o: &Options) -> Box<dyn Parser> {
         return p;
     }
     if o.named == "harmony" || (o.named.is_empty() && is_harmony(t)) {
-        return Box::new(harmony::Harmony::new(o.tools, o.prefill()));
+        return Box::new(harmony::Harmony::new(deepseek3::prefilled(o)));
     }
     let tools = (!o.tools.is_empty())
         .then(|| Box::new(tools::ToolParser::new(&t.tool_call_tag(), o.tools)) as Box<dyn Parser>);
