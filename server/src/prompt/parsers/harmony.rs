@@ -96,6 +96,8 @@ impl Harmony {
         let raw = std::mem::take(&mut self.args);
         let arguments = match serde_json::from_str::<Value>(raw.trim()) {
             Ok(Value::Object(m)) => m,
+            // Go decodes `null` into the arguments map without error: no arguments.
+            Ok(Value::Null) => Map::new(),
             Ok(Value::String(s)) => match serde_json::from_str::<Value>(&s) {
                 Ok(Value::Object(m)) => m,
                 _ => Map::new(),
@@ -267,6 +269,17 @@ mod tests {
                 assert_eq!(got, want, "{chunks:?}");
             });
         }
+    }
+
+    #[test]
+    fn null_arguments_are_no_arguments() {
+        let s = "<|channel|>commentary to=functions.now <|constrain|>json<|message|>null";
+        every_split(s, |chunks| {
+            let r = run(&mut Harmony::new(false), chunks);
+            assert_eq!(r.content, "", "{chunks:?}");
+            assert_eq!(r.tool_calls.len(), 1, "{chunks:?}");
+            assert!(r.tool_calls[0].arguments.is_empty());
+        });
     }
 
     #[test]
