@@ -18,9 +18,9 @@
 //! A `qwen3` call is JSON `{"name": …, "arguments": {…}}` (field names matched case-insensitively
 //! as Go's decoder does; the tool need not be one of the request's). Where Ollama's parser fails
 //! the whole request (bad JSON, no name), herd keeps the call's text as content, as herd's other
-//! tool parsers do ([`super::tools`]): `<tool_call>…</tool_call>` verbatim. Also unlike Ollama,
-//! which silently loses them, a call still open at the end of the response comes out as content
-//! and a partial tag there as the text it is (content, or thinking while thinking).
+//! tool parsers do ([`super::tools`]): `<tool_call>…</tool_call>` verbatim. What Ollama still
+//! holds when the response ends is dropped as Ollama drops it: a call never closed, a partial tag
+//! (with the whitespace before it), a lone partial `<think>` at the start.
 //!
 //! Ollama's parser decides some of these per chunk: whether whitespace after `<think>` or
 //! `</tool_call>` that arrives in a later chunk is cut (herd: always, as for one whole chunk), and
@@ -92,6 +92,9 @@ impl QwenParser {
                 if let Some(rest) = t.strip_prefix(THINK_OPEN) {
                     self.buf = rest.to_string();
                     self.state = State::ThinkingStart;
+                } else if done && THINK_OPEN.starts_with(t) {
+                    // Still possibly `<think>` at the end: Ollama never delivers it.
+                    self.buf.clear();
                 } else if done || !THINK_OPEN.starts_with(t) {
                     self.state = State::Thinking;
                 }
@@ -107,10 +110,8 @@ impl QwenParser {
                     self.call(&raw, out);
                     self.state = State::ContentStart;
                 } else if done {
-                    out.content.push_str(CALL_OPEN);
-                    out.content.push_str(self.buf.trim_end());
+                    // Never closed: Ollama never delivers it.
                     self.buf.clear();
-                    self.state = State::Content;
                 }
             }
         }
@@ -149,11 +150,8 @@ impl QwenParser {
             };
             return;
         }
-        let keep = if done {
-            0
-        } else {
-            partial_tag_len(&self.buf, tags)
-        };
+        // A possible partial tag is held back, and at the end dropped (as Ollama drops it).
+        let keep = partial_tag_len(&self.buf, tags);
         let emit = self.buf[..self.buf.len() - keep].trim_end().len();
         sink.push_str(&self.buf[..emit]);
         if done {
@@ -321,14 +319,16 @@ mod tests {
         let cases = [
             ("qwen3", "Hi  \n", ("", "Hi")),
             ("qwen3-thinking", "deep  ", ("deep", "")),
-            // Not a tag after all: released (Ollama drops these).
-            ("qwen3", "x <tool_", ("", "x <tool_")),
-            ("qwen3-thinking", "y </thi", ("y </thi", "")),
-            ("qwen3-thinking", " <thi", (" <thi", "")),
+            // What could still be a tag, and a call never closed, are dropped as Ollama drops them.
+            ("qwen3", "x <tool_", ("", "x")),
+            ("qwen3-thinking", "y </thi", ("y", "")),
+            ("qwen3-thinking", " <thi", ("", "")),
+            ("qwen3-thinking", "<think>", ("", "")),
+            ("qwen3", "a <tool_call>{\"name\"  ", ("", "a")),
             (
-                "qwen3",
-                "a <tool_call>{\"name\"  ",
-                ("", "a<tool_call>{\"name\""),
+                "qwen3-thinking",
+                "plan <tool_call>{\"name\":\"f\"",
+                ("plan", ""),
             ),
         ];
         for (named, s, (thinking, content)) in cases {
