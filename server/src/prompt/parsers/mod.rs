@@ -243,6 +243,11 @@ pub fn tool_names(tools: &[serde_json::Value]) -> Vec<String> {
 
 /// The parser for a model's responses to one request.
 pub fn for_model(t: &Template, o: &Options) -> Box<dyn Parser> {
+    Box::new(GoArguments(family(t, o)))
+}
+
+/// The family's parser, by name or by template.
+fn family(t: &Template, o: &Options) -> Box<dyn Parser> {
     if let Some(p) = named(o) {
         return p;
     }
@@ -264,6 +269,48 @@ pub fn for_model(t: &Template, o: &Options) -> Box<dyn Parser> {
         _ => None,
     };
     Box::new(Chain { thinking, tools })
+}
+
+/// Tool-call arguments as Ollama's API prints them: Ollama keeps the top-level keys in order but
+/// holds every nested value as Go's `encoding/json` fills an `any` (objects are maps, printed with
+/// sorted keys; numbers float64, and a float64 without a fraction prints as an integer: `3`, not
+/// `3.0`). Integers a family parsed as integers stay as they are.
+struct GoArguments(Box<dyn Parser>);
+
+impl Parser for GoArguments {
+    fn add(&mut self, chunk: &str, done: bool) -> Parsed {
+        let mut out = self.0.add(chunk, done);
+        for call in &mut out.tool_calls {
+            call.arguments.values_mut().for_each(go_value);
+        }
+        out
+    }
+
+    fn thinking_close(&self) -> Vec<String> {
+        self.0.thinking_close()
+    }
+}
+
+fn go_value(v: &mut serde_json::Value) {
+    use serde_json::Value as J;
+    match v {
+        J::Object(m) => {
+            let mut entries: Vec<(String, J)> = std::mem::take(m).into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            for (_, x) in &mut entries {
+                go_value(x);
+            }
+            *m = entries.into_iter().collect();
+        }
+        J::Array(a) => a.iter_mut().for_each(go_value),
+        J::Number(n) if n.is_f64() => {
+            let f = n.as_f64().unwrap_or(0.0);
+            if f.fract() == 0.0 && f.abs() < 9.2e18 {
+                *v = J::from(f as i64);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// A parser that delivers the output unchanged as content (raw generate prompts).

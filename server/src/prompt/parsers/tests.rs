@@ -161,3 +161,26 @@ fn a_named_parser_splits_thinking_whatever_the_template_shows() {
         "<think>hmm</think>Hello"
     );
 }
+
+#[test]
+fn arguments_come_out_as_ollamas_api_prints_them() {
+    // Nested objects sorted, whole floats as integers; top-level keys in the model's order.
+    let tools = vec!["f".to_string()];
+    let mut p = for_model(
+        &go("{{ .Prompt }}"),
+        &Options {
+            named: "ministral",
+            tools: &tools,
+            ..Default::default()
+        },
+    );
+    let r = run(
+        p.as_mut(),
+        &[r#"[TOOL_CALLS]f[ARGS]{"z": 1E2, "a": {"y": 2.0, "b": [{"d": 1, "c": 0.5}]}}"#],
+    );
+    assert_eq!(r.tool_calls.len(), 1);
+    assert_eq!(
+        serde_json::to_string(&r.tool_calls[0].arguments).unwrap(),
+        r#"{"z":100,"a":{"b":[{"c":0.5,"d":1}],"y":2}}"#
+    );
+}
