@@ -27,6 +27,7 @@
 //! ```
 
 pub mod cogito;
+pub mod cohere;
 pub mod deepseek3;
 pub mod functiongemma;
 pub mod gemma4;
@@ -169,6 +170,7 @@ pub const NAMED: &[(&str, Support)] = &[
     ("qwen3-vl-thinking", BOTH),
     ("qwen3.5", BOTH),
     ("ornith", BOTH),
+    ("cohere", BOTH),
 ];
 
 /// The support of a named parser; `None` for names herd does not know.
@@ -212,6 +214,7 @@ fn named(o: &Options) -> Option<Box<dyn Parser>> {
         "qwen3" => Box::new(qwen3::QwenParser::qwen3(false, o)),
         "qwen3-thinking" => Box::new(qwen3::QwenParser::qwen3(true, o)),
         "qwen3.5" | "ornith" => Box::new(qwen35::parser(o)),
+        "cohere" => Box::new(cohere::Cohere::new(o)),
         _ => return None,
     })
 }

@@ -13,6 +13,7 @@
 //! as the client sent them.
 
 pub mod cogito;
+pub mod cohere;
 pub mod deepseek3;
 pub mod functiongemma;
 pub mod gemma4;
@@ -68,6 +69,7 @@ pub const NAMES: &[&str] = &[
     "qwen3.5",
     "qwen3.8",
     "ornith",
+    "cohere",
 ];
 
 /// The renderer registered under `name` (after [`resolve`]).
@@ -94,6 +96,7 @@ pub fn for_name(name: &str) -> Option<Box<dyn Renderer>> {
         "qwen3.5" => Box::new(qwen35::Qwen35::v35()),
         "qwen3.8" => Box::new(qwen35::Qwen35::v38()),
         "ornith" => Box::new(qwen35::Qwen35::ornith()),
+        "cohere" => Box::new(cohere::Cohere),
         _ => return None,
     })
 }
