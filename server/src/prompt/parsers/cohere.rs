@@ -31,7 +31,7 @@
 use serde_json::{Map, Value as J};
 
 use super::deepseek3::after_thinking;
-use super::qwen3coder_call::go_value;
+use super::govalue;
 use super::{call_id, partial_tag_len, Options, Parsed, Parser};
 use crate::prompt::{Think, ToolCall};
 
@@ -286,7 +286,7 @@ fn action(v: &J) -> Option<Call> {
             };
             arguments = m
                 .iter()
-                .map(|(k, v)| (k.clone(), go_value(v.clone())))
+                .map(|(k, v)| (k.clone(), govalue::any(v.clone())))
                 .collect();
         }
     }
