@@ -35,6 +35,8 @@ pub mod gemma4_args;
 pub mod glm;
 pub mod govalue;
 pub mod harmony;
+pub mod laguna;
+mod laguna_call;
 pub mod lfm2;
 pub mod lfm2_calls;
 pub mod ministral;
@@ -171,6 +173,8 @@ pub const NAMED: &[(&str, Support)] = &[
     ("qwen3.5", BOTH),
     ("ornith", BOTH),
     ("cohere", BOTH),
+    ("laguna", BOTH),
+    ("poolside-v1", BOTH),
 ];
 
 /// The support of a named parser; `None` for names herd does not know.
@@ -215,6 +219,8 @@ fn named(o: &Options) -> Option<Box<dyn Parser>> {
         "qwen3-thinking" => Box::new(qwen3::QwenParser::qwen3(true, o)),
         "qwen3.5" | "ornith" => Box::new(qwen35::parser(o)),
         "cohere" => Box::new(cohere::Cohere::new(o)),
+        "laguna" => Box::new(laguna::Laguna::new(o, false)),
+        "poolside-v1" => Box::new(laguna::Laguna::new(o, true)),
         _ => return None,
     })
 }

@@ -20,6 +20,7 @@ pub mod gemma4;
 pub mod gemma4_tools;
 pub mod glm;
 pub mod json;
+pub mod laguna;
 pub mod lfm2;
 pub mod nemotron;
 pub mod nemotron_tools;
@@ -70,6 +71,8 @@ pub const NAMES: &[&str] = &[
     "qwen3.8",
     "ornith",
     "cohere",
+    "laguna",
+    "poolside-v1",
 ];
 
 /// The renderer registered under `name` (after [`resolve`]).
@@ -97,6 +100,8 @@ pub fn for_name(name: &str) -> Option<Box<dyn Renderer>> {
         "qwen3.8" => Box::new(qwen35::Qwen35::v38()),
         "ornith" => Box::new(qwen35::Qwen35::ornith()),
         "cohere" => Box::new(cohere::Cohere),
+        "laguna" => Box::new(laguna::Laguna),
+        "poolside-v1" => Box::new(laguna::PoolsideV1),
         _ => return None,
     })
 }
