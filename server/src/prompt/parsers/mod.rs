@@ -32,6 +32,7 @@ pub mod deepseek3;
 pub mod functiongemma;
 pub mod gemma4;
 pub mod gemma4_args;
+pub mod glimmer;
 pub mod glm;
 pub mod govalue;
 pub mod harmony;
@@ -175,6 +176,7 @@ pub const NAMED: &[(&str, Support)] = &[
     ("cohere", BOTH),
     ("laguna", BOTH),
     ("poolside-v1", BOTH),
+    ("glimmer", BOTH),
 ];
 
 /// The support of a named parser; `None` for names herd does not know.
@@ -221,6 +223,7 @@ fn named(o: &Options) -> Option<Box<dyn Parser>> {
         "cohere" => Box::new(cohere::Cohere::new(o)),
         "laguna" => Box::new(laguna::Laguna::new(o, false)),
         "poolside-v1" => Box::new(laguna::Laguna::new(o, true)),
+        "glimmer" => Box::new(glimmer::Glimmer::new(o)),
         _ => return None,
     })
 }

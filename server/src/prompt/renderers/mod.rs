@@ -18,6 +18,7 @@ pub mod deepseek3;
 pub mod functiongemma;
 pub mod gemma4;
 pub mod gemma4_tools;
+pub mod glimmer;
 pub mod glm;
 pub mod json;
 pub mod laguna;
@@ -73,6 +74,7 @@ pub const NAMES: &[&str] = &[
     "cohere",
     "laguna",
     "poolside-v1",
+    "glimmer",
 ];
 
 /// The renderer registered under `name` (after [`resolve`]).
@@ -102,6 +104,7 @@ pub fn for_name(name: &str) -> Option<Box<dyn Renderer>> {
         "cohere" => Box::new(cohere::Cohere),
         "laguna" => Box::new(laguna::Laguna),
         "poolside-v1" => Box::new(laguna::PoolsideV1),
+        "glimmer" => Box::new(glimmer::Glimmer { date: None }),
         _ => return None,
     })
 }
