@@ -16,7 +16,8 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::{Map, Value as J};
 
-use super::qwen3coder_call::{go_value, param_types, typed_value};
+use super::govalue;
+use super::qwen3coder_call::{param_types, typed_value};
 use super::tool_names;
 
 /// A parsed call: its name and arguments.
@@ -93,7 +94,7 @@ fn decode(text: &str, arguments: bool) -> Option<Call> {
 /// An object as Ollama's ordered argument map decodes it (anything else, `null` included, fails).
 fn object(v: J) -> Option<Map<String, J>> {
     match v {
-        J::Object(m) => Some(m.into_iter().map(|(k, v)| (k, go_value(v))).collect()),
+        J::Object(m) => Some(m.into_iter().map(|(k, v)| (k, govalue::any(v))).collect()),
         _ => None,
     }
 }

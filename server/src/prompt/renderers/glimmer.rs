@@ -261,7 +261,7 @@ fn parameters(p: &J) -> String {
         .map(|(k, v)| {
             let value = match k.as_str() {
                 "properties" => json::go(v),
-                _ => unescape_html(&json::go(v)),
+                _ => json::unescape_html(&json::go(v)),
             };
             format!("{}:{value}", json::go(&J::from(k.as_str())))
         })
@@ -271,36 +271,7 @@ fn parameters(p: &J) -> String {
 
 /// `glimmerJSON`: Go's encoder without HTML escaping, spaced.
 fn tojson(v: &J) -> String {
-    json::with_spaces(&unescape_html(&json::go(v)))
-}
-
-/// Undoes `json.Marshal`'s `\u003c`, `\u003e`, `\u0026` (only where they are escapes).
-fn unescape_html(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.char_indices();
-    while let Some((i, c)) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        let plain = [("\\u003c", '<'), ("\\u003e", '>'), ("\\u0026", '&')]
-            .into_iter()
-            .find(|(e, _)| s[i..].starts_with(e));
-        match plain {
-            Some((e, p)) => {
-                out.push(p);
-                chars.nth(e.len() - 2);
-            }
-            // Any other escape (`\\`, `\"`, `\u2028`…) is copied as it is.
-            None => {
-                out.push(c);
-                if let Some((_, n)) = chars.next() {
-                    out.push(n);
-                }
-            }
-        }
-    }
-    out
+    json::with_spaces(&json::unescape_html(&json::go(v)))
 }
 
 #[cfg(test)]

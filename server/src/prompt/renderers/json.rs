@@ -161,6 +161,34 @@ pub fn with_spaces(compact: &str) -> String {
     out
 }
 
+/// Undoes Go's HTML escaping (`\u003c`, `\u003e`, `\u0026`) in compact JSON, as an encoder with
+/// `SetEscapeHTML(false)` writes it; every other escape is kept as it is.
+pub fn unescape_html(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find('\\') {
+        out.push_str(&rest[..i]);
+        let esc = &rest[i..];
+        let plain = [("\\u003c", '<'), ("\\u003e", '>'), ("\\u0026", '&')]
+            .iter()
+            .find(|(e, _)| esc.starts_with(e));
+        match plain {
+            Some((e, c)) => {
+                out.push(*c);
+                rest = &esc[e.len()..];
+            }
+            None => {
+                // Any other escape (`\\`, `\"`, `\n`, `\u2028`…) is copied whole.
+                let n = esc[1..].chars().next().map_or(0, char::len_utf8);
+                out.push_str(&esc[..1 + n]);
+                rest = &esc[1 + n..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 fn text(v: &J, key: &str) -> String {
     v.get(key).and_then(J::as_str).unwrap_or("").to_string()
 }

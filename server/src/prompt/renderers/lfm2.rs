@@ -34,34 +34,7 @@ const RESPONSE_END: &str = "<|tool_response_end|>";
 /// Go's JSON encoder without HTML escaping, then a space after every `:` and `,` outside
 /// strings (HF `tojson`).
 fn lfm2_json(v: &J) -> String {
-    json::with_spaces(&unescape_html(&json::go(v)))
-}
-
-/// Undoes `json.Marshal`'s `\u003c`, `\u003e`, `\u0026` (only where they are escapes).
-fn unescape_html(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(i) = rest.find('\\') {
-        out.push_str(&rest[..i]);
-        let esc = &rest[i..];
-        let plain = [("\\u003c", '<'), ("\\u003e", '>'), ("\\u0026", '&')]
-            .iter()
-            .find(|(e, _)| esc.starts_with(e));
-        match plain {
-            Some((e, c)) => {
-                out.push(*c);
-                rest = &esc[e.len()..];
-            }
-            None => {
-                // Any other escape (`\\`, `\"`, `\n`, `\u2028`…) is copied whole.
-                let n = esc[1..].chars().next().map_or(0, char::len_utf8);
-                out.push_str(&esc[..1 + n]);
-                rest = &esc[1 + n..];
-            }
-        }
-    }
-    out.push_str(rest);
-    out
+    json::with_spaces(&json::unescape_html(&json::go(v)))
 }
 
 /// The tool's function object, or the whole tool when it names no function, as [`lfm2_json`]
@@ -82,7 +55,7 @@ fn tool_json(t: &J) -> String {
     // `properties` prints last in `parameters`, which prints last in the function, which prints
     // last in the tool.
     let tail = if whole { "}}}" } else { "}}" };
-    let outer = unescape_html(&json::go(&t));
+    let outer = json::unescape_html(&json::go(&t));
     let head = outer
         .strip_suffix(tail)
         .and_then(|h| h.strip_suffix("null"))
