@@ -1,8 +1,7 @@
 //! The one command line (`Cli`) and the serve configuration (`Config`), parsed once by clap from
 //! flags and Ollama's environment variables. Every environment variable the server honours is a
 //! typed field here; no other module of this crate reads the environment. Value grammar follows
-//! Ollama's `envconfig` (values trimmed of spaces and quotes, its bool and duration rules), see
-//! `parse` and `host`; malformed numbers are rejected at startup rather than silently defaulted.
+//! Ollama's `envconfig` (trimming, bool and duration rules, defaults for malformed values).
 
 mod admin;
 mod client;

@@ -32,8 +32,8 @@ use serde_json::{Map, Value as J};
 
 use super::deepseek3::after_thinking;
 use super::govalue;
-use super::{call_id, partial_tag_len, Options, Parsed, Parser};
-use crate::prompt::{Think, ToolCall};
+use super::{partial_tag_len, thinking_close_if, Options, Parsed, Parser};
+use crate::prompt::Think;
 
 const END_THINKING: &str = "<|END_THINKING|>";
 const START_TEXT: &str = "<|START_TEXT|>";
@@ -169,13 +169,7 @@ impl Cohere {
 
     fn push_calls(&mut self, payload: &str, out: &mut Parsed) {
         for (name, arguments) in actions(payload) {
-            out.tool_calls.push(ToolCall {
-                id: call_id(),
-                index: self.index,
-                name,
-                arguments,
-            });
-            self.index += 1;
+            out.push_call(&mut self.index, name, arguments);
         }
     }
 }
@@ -189,11 +183,7 @@ impl Parser for Cohere {
     }
 
     fn thinking_close(&self) -> Vec<String> {
-        if self.starts_thinking {
-            vec![END_THINKING.to_string()]
-        } else {
-            Vec::new()
-        }
+        thinking_close_if(self.starts_thinking, END_THINKING)
     }
 }
 

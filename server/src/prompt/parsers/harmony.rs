@@ -9,7 +9,7 @@
 //! `thinking_close`: the final message's header, `<|channel|>final<|message|>` — the content
 //! starts after it (DESIGN 7: models that open a new message before content end thinking there).
 
-use super::{partial_tag_len, Parsed, Parser};
+use super::{partial_tag_len, thinking_close_if, Parsed, Parser};
 use serde_json::{Map, Value};
 
 const ENDS: [&str; 4] = ["<|end|>", "<|call|>", "<|return|>", "<|start|>"];
@@ -184,11 +184,7 @@ impl Parser for Harmony {
     }
 
     fn thinking_close(&self) -> Vec<String> {
-        if self.prefill {
-            Vec::new()
-        } else {
-            vec![FINAL_HEADER.to_string()]
-        }
+        thinking_close_if(!self.prefill, FINAL_HEADER)
     }
 }
 

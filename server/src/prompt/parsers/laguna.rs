@@ -38,8 +38,8 @@ use serde::de::IgnoredAny;
 use serde_json::Value as J;
 
 use super::laguna_call::{alias, looks_like_call, parse, Call};
-use super::{call_id, partial_tag_len, Options, Parsed, Parser};
-use crate::prompt::{Think, ToolCall};
+use super::{partial_tag_len, thinking_close_if, Options, Parsed, Parser};
+use crate::prompt::Think;
 
 const THINK_OPEN: &str = "<think>";
 const THINK_CLOSE: &str = "</think>";
@@ -153,13 +153,7 @@ impl Laguna {
     }
 
     fn call(&mut self, out: &mut Parsed, (name, arguments): Call) {
-        out.tool_calls.push(ToolCall {
-            id: call_id(),
-            index: self.index,
-            name,
-            arguments,
-        });
-        self.index += 1;
+        out.push_call(&mut self.index, name, arguments);
     }
 
     /// Moves `buf[..at]` (right-trimmed when `trim`) to content and drops it and `skip` more.
@@ -442,11 +436,7 @@ impl Parser for Laguna {
     }
 
     fn thinking_close(&self) -> Vec<String> {
-        if self.starts_thinking {
-            vec![THINK_CLOSE.to_string()]
-        } else {
-            Vec::new()
-        }
+        thinking_close_if(self.starts_thinking, THINK_CLOSE)
     }
 }
 

@@ -26,7 +26,7 @@
 
 use super::qwen3coder::Qwen3Coder;
 use super::qwen3coder_call::{CallFormat, CALL_OPEN as OPEN};
-use super::{emit_certain, Options, Parsed, Parser};
+use super::{emit_certain, thinking_close_if, Options, Parsed, Parser};
 use crate::prompt::Think;
 
 const THINK_CLOSE: &str = "</think>";
@@ -49,11 +49,7 @@ impl Qwen3Vl {
             .is_some_and(|m| m.role == "assistant" && !m.content.is_empty());
         let thinking = thinking && !prefilled;
         let immediate = o.think.is_some_and(|t| !Think::enabled(t));
-        let close = if thinking && !immediate {
-            vec![THINK_CLOSE.to_string()]
-        } else {
-            Vec::new()
-        };
+        let close = thinking_close_if(thinking && !immediate, THINK_CLOSE);
         Qwen3Vl {
             thinking,
             buf: String::new(),
