@@ -30,6 +30,13 @@ pub trait TokenMask: Send {
         self.apply(logits);
         None
     }
+    /// The allowed set as bit words (token `t` allowed when bit `t % 32` of word `t / 32` is
+    /// set), when it is large enough that writing it into a row costs more than checking the
+    /// tokens a sample picks (see `Sampler::sample_checked`); None = `apply_sparse` decides.
+    /// Does not advance the state: `apply`/`apply_sparse` may still follow.
+    fn dense_bits(&mut self) -> Option<&[u32]> {
+        None
+    }
     /// The token that was chosen (advance the constraint's state).
     fn commit(&mut self, token: Token);
     /// The bytes the constraint forces next, after every committed token (empty when none are
@@ -206,6 +213,24 @@ impl<C: Chain> Sampler<C> {
         logprobs: bool,
         top_logprobs: usize,
     ) -> Option<Choice> {
+        let lp = logprobs || top_logprobs > 0;
+        let mut penalized = false;
+        if self.only.is_none() && !lp {
+            match self.sample_checked(logits) {
+                Checked::Chose(token) => {
+                    self.mask.commit(token);
+                    self.remember(token);
+                    return Some(Choice {
+                        token,
+                        logprob: None,
+                        top: Vec::new(),
+                    });
+                }
+                Checked::NoneLeft => return None,
+                Checked::Penalized => penalized = true,
+                Checked::Untried => {}
+            }
+        }
         let mut allowed = self.mask.apply_sparse(logits);
         let mut only = None;
         if let Some(f) = self.only.take() {
@@ -218,7 +243,7 @@ impl<C: Chain> Sampler<C> {
                 only = Some(f);
             }
         }
-        if self.penalties_active() && only.is_none() {
+        if self.penalties_active() && only.is_none() && !penalized {
             apply_penalties(logits, &self.counts, &self.p);
         }
         let token = match (&mut self.chain, &allowed) {
@@ -274,6 +299,69 @@ impl<C: Chain> Sampler<C> {
             logprob,
             top,
         })
+    }
+}
+
+/// What [`Sampler::sample_checked`] did.
+enum Checked {
+    /// It chose this token (not yet committed or remembered).
+    Chose(Token),
+    /// The chain chose nothing from the candidates (as `sample` returns None).
+    NoneLeft,
+    /// It could not decide from the unmasked row; the penalties are in `logits` already.
+    Penalized,
+    /// The mask is not dense or the sampler not greedy / top-k: `logits` is untouched.
+    Untried,
+}
+
+impl<C: Chain> Sampler<C> {
+    /// Sampling under a dense mask without writing it into the row: choose as if unmasked and
+    /// check the choice, which gives exactly the masked choice when the check passes.
+    /// - Greedy: the row's argmax, when allowed, is the masked row's argmax (same tie rule).
+    /// - Top-k: the best `2k` candidates of the row, the forbidden ones dropped; when `k` are
+    ///   left they are the masked row's best `k` (every allowed token outside the list ranks
+    ///   below all of it), in the same order, so the chain draws from the same candidates.
+    ///
+    /// Otherwise the caller writes the mask and samples as before. A constrained JSON string
+    /// allows most of a vocabulary: writing -inf over a 128k row costs tens of µs per row,
+    /// checking one choice nothing (H200, 16 constrained streams: sample 0.29 → 0.51 ms a step).
+    fn sample_checked(&mut self, logits: &mut [f32]) -> Checked {
+        if self.chain.is_some() && self.k == 0 {
+            return Checked::Untried;
+        }
+        let penalize = self.penalties_active();
+        let Some(bits) = self.mask.dense_bits() else {
+            return Checked::Untried;
+        };
+        if penalize {
+            apply_penalties(logits, &self.counts, &self.p);
+        }
+        let allowed = |t: Token| {
+            bits.get(t as usize / 32)
+                .is_some_and(|w| w & (1 << (t % 32)) != 0)
+        };
+        match &mut self.chain {
+            None => match select::argmax(logits) {
+                Some(t) if allowed(t) => Checked::Chose(t),
+                _ => Checked::Penalized,
+            },
+            Some(chain) => {
+                let k = self.k;
+                select::top_k(logits, 2 * k, &mut self.cands);
+                self.cands.retain(|c| allowed(c.id));
+                if self.cands.len() < k {
+                    return Checked::Penalized;
+                }
+                self.cands.truncate(k);
+                match chain.select(&mut self.cands) {
+                    Some(t) => {
+                        chain.accept(t);
+                        Checked::Chose(t)
+                    }
+                    None => Checked::NoneLeft,
+                }
+            }
+        }
     }
 }
 

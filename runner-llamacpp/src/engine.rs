@@ -134,6 +134,9 @@ pub struct Drafting {
     pub grammar_ff: bool,
     /// A draft token's cost relative to a step, given instead of measured (`--draft-cost`).
     pub cost: Option<f64>,
+    /// n-gram drafts of `2^j - 1` tokens only (runner-core draft::pace): on a GPU, where each
+    /// step token count keeps its own CUDA graph.
+    pub shaped: bool,
 }
 
 impl Default for Drafting {
@@ -143,6 +146,7 @@ impl Default for Drafting {
             under_grammar: false,
             grammar_ff: true,
             cost: None,
+            shaped: false,
         }
     }
 }
@@ -185,6 +189,7 @@ impl Engine {
         if let Some(rho) = d.cost {
             self.cost = runner_core::draft::pace::StepCost::fixed(rho);
         }
+        self.cost = std::mem::take(&mut self.cost).shaped(d.shaped);
         self.drafting = d;
         self
     }
@@ -535,7 +540,7 @@ impl Engine {
             self.ctx.seq_rm(seq, cut as i32, -1);
         }
         self.stats.lap(Phase::Emit);
-        self.stats.end(n_rows, prefill);
+        self.stats.end(self.batch.len(), n_rows, prefill);
         true
     }
 }

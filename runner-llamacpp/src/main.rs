@@ -112,6 +112,7 @@ fn load_and_run(
                 under_grammar: args.load.draft_under_grammar,
                 grammar_ff: !args.no_grammar_ff,
                 cost: args.draft_cost,
+                shaped: !isolate,
             })
             .run(jobs);
         }

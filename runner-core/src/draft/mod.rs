@@ -52,7 +52,7 @@ pub fn ngram_paced(
     let mut out = ngram(hist, k);
     hist.pop();
     if !out.is_empty() {
-        out.truncate(pace.len(out.len(), cost.rho(slots), cost.steps()));
+        out.truncate(pace.len(out.len(), cost.rho(slots), cost.steps(), cost.is_shaped()));
     }
     out
 }

@@ -6,7 +6,11 @@
 //! - [`StepCost`] fits decode-step time against token count (`a + b·n`, exponentially weighted
 //!   least squares over decode-only steps) and gives the relative cost of one more token;
 //! - [`Pace`] keeps a slot's per-position acceptance estimate (a decayed success count);
-//! - [`best_len`] picks the draft length that maximizes expected tokens per unit of step time.
+//! - [`best_len`] picks the draft length that maximizes expected tokens per unit of step time;
+//!   on a GPU ([`StepCost::shaped`]) only among lengths `2^j - 1`, so a slot's step holds `2^j`
+//!   tokens: a CUDA graph is kept per token count, and a step of a count not seen just before
+//!   runs kernel by kernel (H200, SmolLM2: 2.2-3.0 ms against 0.2-0.45 ms graphed), so drafts
+//!   of every length from 1 to 16 kept the drafted steps ungraphed and the measured cost high.
 //!
 //! Invariant: drafting never changes output (verification does not depend on the length), so
 //! this only moves speed. While the cost is unknown (every step had one token count) slots
@@ -28,6 +32,8 @@ pub struct StepCost {
     steps: u64,
     /// A cost given instead of measured ([`StepCost::fixed`]).
     fixed: Option<f64>,
+    /// Draft lengths are `2^j - 1` ([`StepCost::shaped`]).
+    shaped: bool,
     w: f64,
     sn: f64,
     st: f64,
@@ -44,6 +50,17 @@ impl StepCost {
             fixed: Some(rho.max(0.0)),
             ..StepCost::default()
         }
+    }
+
+    /// Draft lengths of the form `2^j - 1` only (a GPU's per-shape CUDA graphs; see the
+    /// module header).
+    pub fn shaped(self, on: bool) -> StepCost {
+        StepCost { shaped: on, ..self }
+    }
+
+    /// Whether draft lengths are `2^j - 1` only.
+    pub fn is_shaped(&self) -> bool {
+        self.shaped
     }
 
     /// One decode-only step of `n` tokens that took `ns`.
@@ -101,15 +118,27 @@ const PRIOR_MISSES: f64 = 0.5;
 /// its slots' shortest draft), so that text which starts repeating later is noticed.
 const PROBE_EVERY: u64 = 16;
 
-/// The draft length in `0..=k` that maximizes expected tokens per step time: a draft of L tokens
-/// yields `1 + p + … + p^L` tokens (each position accepted with probability `p` once the ones
-/// before it were) for a step `1 + rho·L` times as long.
-pub fn best_len(p: f64, rho: f64, k: usize) -> usize {
+/// The largest length `2^j - 1` that is at most `l` (0 for 0).
+pub fn shape_floor(l: usize) -> usize {
+    if l == 0 {
+        0
+    } else {
+        (1usize << (usize::BITS - 1 - (l + 1).leading_zeros())) - 1
+    }
+}
+
+/// The draft length in `0..=k` (only `2^j - 1` when `shaped`) that maximizes expected tokens
+/// per step time: a draft of L tokens yields `1 + p + … + p^L` tokens (each position accepted
+/// with probability `p` once the ones before it were) for a step `1 + rho·L` times as long.
+pub fn best_len(p: f64, rho: f64, k: usize, shaped: bool) -> usize {
     let (mut best, mut best_rate) = (0, 1.0);
     let (mut tokens, mut pi) = (1.0, 1.0);
     for l in 1..=k {
         pi *= p;
         tokens += pi;
+        if shaped && shape_floor(l) != l {
+            continue;
+        }
         let rate = tokens / (1.0 + rho * l as f64);
         if rate > best_rate * (1.0 + 1e-9) {
             best = l;
@@ -145,14 +174,16 @@ impl Pace {
     }
 
     /// How many of at most `k` n-gram tokens to draft now, given the step cost `rho`
-    /// ([`StepCost::rho`]; None = unknown: all `k` and half of them by turns) and the step clock
-    /// `step` ([`StepCost::steps`]); called when the drafter has a continuation to offer.
-    pub fn len(&mut self, k: usize, rho: Option<f64>, step: u64) -> usize {
+    /// ([`StepCost::rho`]; None = unknown: all `k` and half of them by turns), the step clock
+    /// `step` ([`StepCost::steps`]) and whether lengths are `2^j - 1` only (`shaped`); called
+    /// when the drafter has a continuation to offer.
+    pub fn len(&mut self, k: usize, rho: Option<f64>, step: u64, shaped: bool) -> usize {
         let Some(rho) = rho else {
             self.whole = !self.whole;
-            return if self.whole { k } else { k.div_ceil(2) };
+            let l = if self.whole { k } else { k.div_ceil(2) };
+            return if shaped { shape_floor(l) } else { l };
         };
-        match best_len(self.p(), rho, k) {
+        match best_len(self.p(), rho, k, shaped) {
             0 if step.is_multiple_of(PROBE_EVERY) => k.min(1),
             l => l,
         }
@@ -193,8 +224,36 @@ mod tests {
             ((0.9, 0.0, 0), 0),
         ];
         for ((p, rho, k), want) in cases {
-            assert_eq!(best_len(p, rho, k), want, "p {p} rho {rho} k {k}");
+            assert_eq!(best_len(p, rho, k, false), want, "p {p} rho {rho} k {k}");
         }
+    }
+
+    #[test]
+    fn shaped_lengths_are_one_less_than_a_power_of_two() {
+        let floors: Vec<usize> = (0..17).map(shape_floor).collect();
+        assert_eq!(
+            floors,
+            [0, 1, 1, 3, 3, 3, 3, 7, 7, 7, 7, 7, 7, 7, 7, 15, 15]
+        );
+        let cases = [
+            // (p, rho, k) → length among 0, 1, 3, 7, 15
+            ((0.9, 0.0, 8), 7),
+            ((0.95, 0.006, 16), 15),
+            ((0.3, 0.006, 16), 3),
+            ((0.95, 0.5, 8), 7),
+            ((0.8, 0.5, 8), 1),
+            ((0.43, 0.5, 8), 0),
+            ((1.0, 0.5, 8), 7),
+            ((0.9, 0.0, 2), 1),
+        ];
+        for ((p, rho, k), want) in cases {
+            assert_eq!(best_len(p, rho, k, true), want, "p {p} rho {rho} k {k}");
+        }
+        // At unknown cost the whole continuation and half of it, each cut to a shape.
+        let mut pace = Pace::default();
+        let lens: Vec<usize> = (0..4).map(|step| pace.len(16, None, step, true)).collect();
+        assert_eq!(lens, [15, 7, 15, 7]);
+        assert!(StepCost::default().shaped(true).is_shaped());
     }
 
     /// Steps of `n` tokens taking `a + b·n` ms.
@@ -228,7 +287,7 @@ mod tests {
         }
         assert_eq!((c.rho(1), c.rho(4), c.steps()), (Some(0.0), Some(0.0), 3));
         // Free drafts are taken whole at any acceptance a draft can still win with.
-        assert_eq!(best_len(0.5, 0.0, 8), 8);
+        assert_eq!(best_len(0.5, 0.0, 8, false), 8);
         assert_eq!(StepCost::fixed(-1.0).rho(1), Some(0.0));
     }
 
@@ -248,9 +307,9 @@ mod tests {
         // At unknown cost a slot drafts its whole continuation and half of it by turns, so two
         // steps give the fit two token counts.
         let mut pace = Pace::default();
-        let lens: Vec<usize> = (0..4).map(|step| pace.len(8, None, step)).collect();
+        let lens: Vec<usize> = (0..4).map(|step| pace.len(8, None, step, false)).collect();
         assert_eq!(lens, [8, 4, 8, 4]);
-        assert_eq!(pace.len(1, None, 5), 1);
+        assert_eq!(pace.len(1, None, 5, false), 1);
         let mut c = StepCost::default();
         for &l in &lens[..2] {
             c.observe(1 + l, ((10.0 + 10.0 * (1 + l) as f64) * 1e6) as u64);
@@ -262,13 +321,15 @@ mod tests {
     fn a_slot_drafts_while_its_drafts_pay_and_probes_when_they_do_not() {
         let rho = 0.5;
         let mut pace = Pace::default();
-        assert!(pace.len(8, Some(rho), 1) > 0, "a new request drafts");
+        assert!(pace.len(8, Some(rho), 1, false) > 0, "a new request drafts");
         // Drafts that are cut at their first token: acceptance falls and drafting stops...
         for _ in 0..10 {
             pace.observe(4, 0);
         }
         assert!(pace.p() < 0.2, "{}", pace.p());
-        let lens: Vec<usize> = (1..=40).map(|step| pace.len(8, Some(rho), step)).collect();
+        let lens: Vec<usize> = (1..=40)
+            .map(|step| pace.len(8, Some(rho), step, false))
+            .collect();
         // ...but for one token on every 16th step of the engine's clock (all slots alike).
         let probes: Vec<usize> = (0..40).filter(|&i| lens[i] > 0).map(|i| i + 1).collect();
         assert_eq!(probes, [16, 32]);
@@ -278,11 +339,11 @@ mod tests {
         for _ in 0..6 {
             pace.observe(1, 1);
         }
-        assert_eq!(pace.len(8, Some(rho), 41), 1, "p {}", pace.p());
+        assert_eq!(pace.len(8, Some(rho), 41, false), 1, "p {}", pace.p());
         for _ in 0..20 {
             pace.observe(8, 8);
         }
-        assert!(pace.len(8, Some(0.0), 42) == 8 && pace.len(8, Some(rho), 43) >= 5);
+        assert!(pace.len(8, Some(0.0), 42, false) == 8 && pace.len(8, Some(rho), 43, false) >= 5);
         // No draft, no evidence.
         let p = pace.p();
         pace.observe(0, 0);

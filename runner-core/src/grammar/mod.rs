@@ -166,6 +166,8 @@ impl Grammars {
             times_ns: Vec::new(),
             engine_ns: Vec::new(),
             failed: false,
+            current: None,
+            spent_ns: 0,
         })
     }
 
@@ -196,6 +198,11 @@ pub struct GrammarMask {
     /// llguidance's own time per mask (consume + compute), on the worker, overlapped with decode.
     engine_ns: Vec<u64>,
     failed: bool,
+    /// The current state's mask and its allowed count, once fetched from the worker (by
+    /// `dense_bits` or `apply_sparse`); `commit` moves to the next state.
+    current: Option<(Result<toktrie::SimpleVob, String>, usize)>,
+    /// Time this state's mask has cost the decode thread so far (pushed to `times_ns` on commit).
+    spent_ns: u64,
 }
 
 /// At most this many allowed tokens go to the sampler as a list instead of a rewritten row
@@ -265,6 +272,19 @@ impl GrammarMask {
         mask
     }
 
+    /// The current state's mask and how many tokens it allows, fetched once per state.
+    fn current(&mut self) -> &(Result<toktrie::SimpleVob, String>, usize) {
+        if self.current.is_none() {
+            let mask = self.take_mask();
+            let count = match &mask {
+                Ok(m) => m.as_slice().iter().map(|w| w.count_ones() as usize).sum(),
+                Err(_) => 0,
+            };
+            self.current = Some((mask, count));
+        }
+        self.current.as_ref().expect("fetched above")
+    }
+
     /// Allow only end-of-generation tokens.
     fn only_eog(&self, logits: &mut [f32]) {
         let keep: Vec<(usize, f32)> = self
@@ -292,31 +312,45 @@ impl TokenMask for GrammarMask {
             self.only_eog(logits);
             return None;
         }
-        let mask = self.take_mask();
-        let sparse = match mask {
-            Ok(mask) => {
+        self.current();
+        let sparse = match self.current.as_ref().expect("fetched above") {
+            (Ok(mask), count) => {
                 let words = mask.as_slice();
-                let n = logits.len();
-                let count: usize = words.iter().map(|w| w.count_ones() as usize).sum();
-                if count <= SPARSE_MAX {
-                    Some(allowed_ids(words, n, count))
+                if *count <= SPARSE_MAX {
+                    Some(allowed_ids(words, logits.len(), *count))
                 } else {
                     write_mask(words, logits);
                     None
                 }
             }
-            Err(e) => {
+            (Err(e), _) => {
                 eprintln!("{}: grammar error, ending the response: {e}", crate::name());
                 self.failed = true;
                 self.only_eog(logits);
                 None
             }
         };
-        self.times_ns.push(started.elapsed().as_nanos() as u64);
+        self.spent_ns += started.elapsed().as_nanos() as u64;
         sparse
     }
 
+    fn dense_bits(&mut self) -> Option<&[u32]> {
+        if self.failed {
+            return None;
+        }
+        let started = Instant::now();
+        self.current();
+        self.spent_ns += started.elapsed().as_nanos() as u64;
+        match self.current.as_ref() {
+            Some((Ok(mask), count)) if *count > SPARSE_MAX => Some(mask.as_slice()),
+            _ => None,
+        }
+    }
+
     fn commit(&mut self, token: Token) {
+        if self.current.take().is_some() {
+            self.times_ns.push(std::mem::take(&mut self.spent_ns));
+        }
         if self.failed || self.eog.contains(&token) {
             return;
         }

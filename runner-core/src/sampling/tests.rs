@@ -242,3 +242,99 @@ fn logprobs_come_from_the_masked_row() {
     assert!((c.logprob.unwrap() - (2.0f32.exp() / z).ln()).abs() < 1e-5);
     assert_eq!(c.top.iter().map(|t| t.0).collect::<Vec<_>>(), vec![2, 0]);
 }
+
+/// Allows the tokens whose bit is set; with `dense` it offers its bits so the sampler checks
+/// its choice instead of writing the mask (`Sampler::sample_checked`).
+struct Bits {
+    words: Vec<u32>,
+    dense: bool,
+    seen: Arc<Mutex<Vec<Token>>>,
+}
+impl TokenMask for Bits {
+    fn apply(&mut self, logits: &mut [f32]) {
+        for (t, l) in logits.iter_mut().enumerate() {
+            if self.words[t / 32] & (1 << (t % 32)) == 0 {
+                *l = f32::NEG_INFINITY;
+            }
+        }
+    }
+    fn dense_bits(&mut self) -> Option<&[u32]> {
+        self.dense.then_some(self.words.as_slice())
+    }
+    fn commit(&mut self, t: Token) {
+        self.seen.lock().unwrap().push(t);
+    }
+}
+
+#[test]
+fn checking_a_choice_against_a_dense_mask_chooses_what_writing_the_mask_chooses() {
+    // Rows where the best tokens are sometimes forbidden (the check fails and the mask is
+    // written) and sometimes allowed, greedy and top-k, with and without penalties; every
+    // draw of the checked path must equal the written-mask path's, seed for seed.
+    let n: usize = 600;
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let rows: Vec<Vec<f32>> = (0..40)
+        .map(|_| (0..n).map(|_| (next() % 1000) as f32 / 97.0).collect())
+        .collect();
+    // About one token in four forbidden, and a forbidden block at the top ids.
+    let words: Vec<u32> = (0..n.div_ceil(32))
+        .map(|i| {
+            if i >= 16 {
+                0
+            } else {
+                !0x1111_1111u32.rotate_left(i as u32)
+            }
+        })
+        .collect();
+    let cases = [
+        (0.0, 0, 1.0),
+        (0.0, 0, 1.3),
+        (0.8, 5, 1.0),
+        (0.8, 40, 1.2),
+        (1.5, 200, 1.0),
+        // top_k 0 is never checked: the whole row goes to the chain.
+        (0.9, 0, 1.0),
+    ];
+    for (temperature, top_k, repeat_penalty) in cases {
+        let p = Sampling {
+            temperature,
+            top_k,
+            repeat_penalty,
+            repeat_last_n: 8,
+            seed: 11,
+            ..Sampling::default()
+        };
+        let run = |dense: bool| {
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let mask = Bits {
+                words: words.clone(),
+                dense,
+                seen: seen.clone(),
+            };
+            let mut s = Sampler::new(&p, &[3, 9, 27], n, Box::new(mask));
+            let got: Vec<Token> = rows
+                .iter()
+                .map(|r| s.sample(&mut r.clone(), false, 0).expect("a token").token)
+                .collect();
+            assert_eq!(*seen.lock().unwrap(), got, "each choice committed once");
+            got
+        };
+        let (written, checked) = (run(false), run(true));
+        assert_eq!(
+            written, checked,
+            "t {temperature} k {top_k} rp {repeat_penalty}"
+        );
+        assert!(
+            checked
+                .iter()
+                .all(|&t| words[t as usize / 32] & (1 << (t % 32)) != 0),
+            "a forbidden token was chosen"
+        );
+    }
+}

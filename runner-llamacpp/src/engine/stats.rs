@@ -33,6 +33,12 @@ pub(super) struct StepStats {
     steps: u32,
     rows: u64,
     prefill_steps: u32,
+    /// The previous step's (tokens, rows): a CUDA graph is captured per shape, so a step whose
+    /// shape differs from the one before runs without one (llama.cpp's graph warm-up).
+    shape: (usize, usize),
+    /// Decode steps whose shape differed from the previous step's, and their launch time.
+    changed: u32,
+    changed_launch: Duration,
 }
 
 impl StepStats {
@@ -45,6 +51,9 @@ impl StepStats {
             steps: 0,
             rows: 0,
             prefill_steps: 0,
+            shape: (0, 0),
+            changed: 0,
+            changed_launch: Duration::ZERO,
         }
     }
 
@@ -60,12 +69,18 @@ impl StepStats {
         self.mark = Some(now);
     }
 
-    /// A step ended with `rows` sampled rows; `prefill` when it carried prompt tokens.
-    pub(super) fn end(&mut self, rows: usize, prefill: bool) {
+    /// A step of `tokens` tokens ended with `rows` sampled rows; `prefill` when it carried prompt
+    /// tokens.
+    pub(super) fn end(&mut self, tokens: usize, rows: usize, prefill: bool) {
         if self.every == 0 {
             return;
         }
         let cur = std::mem::take(&mut self.cur);
+        let shape = std::mem::replace(&mut self.shape, (tokens, rows));
+        if shape != (tokens, rows) && !prefill {
+            self.changed += 1;
+            self.changed_launch += cur[Phase::Launch as usize];
+        }
         if prefill {
             self.prefill_steps += 1;
             return;
@@ -77,7 +92,9 @@ impl StepStats {
         self.rows += rows as u64;
         if self.steps == self.every {
             eprintln!("{}", self.report());
+            let shape = self.shape;
             *self = StepStats::new(self.every);
+            self.shape = shape;
         }
     }
 
@@ -96,13 +113,19 @@ impl StepStats {
             .zip(self.sum)
             .map(|(name, d)| format!("{name} {:.3}", ms(d)))
             .collect();
+        let launch = self.sum[Phase::Launch as usize];
+        let same = self.steps.saturating_sub(self.changed).max(1) as f64;
+        let per = |d: Duration, k: f64| d.as_secs_f64() * 1e3 / k;
         format!(
-            "runner-llamacpp: step stats: {} decode steps ({} prefill steps between), {:.1} rows/step, ms/step: {} | total {:.3}",
+            "runner-llamacpp: step stats: {} decode steps ({} prefill steps between), {:.1} rows/step, ms/step: {} | total {:.3} | shape changed {} (launch {:.3} vs {:.3} same)",
             self.steps,
             self.prefill_steps,
             self.rows as f64 / n,
             parts.join(" "),
-            ms(total)
+            ms(total),
+            self.changed,
+            per(self.changed_launch, self.changed.max(1) as f64),
+            per(launch.saturating_sub(self.changed_launch), same),
         )
     }
 }
@@ -117,17 +140,30 @@ mod tests {
         s.lap(Phase::Loop);
         std::thread::sleep(Duration::from_millis(3));
         s.lap(Phase::Launch);
-        s.end(16, false);
+        s.end(16, 16, false);
         s.lap(Phase::Loop);
         std::thread::sleep(Duration::from_millis(2));
         s.lap(Phase::Sample);
-        s.end(4, true);
+        s.end(4, 4, true);
         assert_eq!((s.steps, s.prefill_steps, s.rows), (1, 1, 16));
         assert!(s.sum[Phase::Launch as usize] >= Duration::from_millis(3));
         assert_eq!(s.sum[Phase::Sample as usize], Duration::ZERO);
         assert!(s
             .report()
             .contains("1 decode steps (1 prefill steps between), 16.0 rows/step"));
+        assert_eq!(s.changed, 1, "the first step's shape is new");
+    }
+
+    #[test]
+    fn steps_whose_shape_changed_are_counted_apart() {
+        let mut s = StepStats::new(1000);
+        for (tokens, rows) in [(16, 16), (16, 16), (32, 16), (32, 16), (15, 15), (16, 16)] {
+            s.lap(Phase::Loop);
+            s.lap(Phase::Launch);
+            s.end(tokens, rows, false);
+        }
+        assert_eq!((s.steps, s.changed), (6, 4));
+        assert!(s.report().contains("shape changed 4"), "{}", s.report());
     }
 
     #[test]
@@ -135,7 +171,7 @@ mod tests {
         let mut s = StepStats::new(0);
         s.lap(Phase::Loop);
         s.lap(Phase::Launch);
-        s.end(16, false);
+        s.end(16, 16, false);
         assert!(s.mark.is_none());
         assert_eq!(s.steps, 0);
     }
