@@ -286,10 +286,10 @@ hb_real() {
   fi
   # 16-token drafts, then with one CUDA graph per token count (patch 0005, opt-in): drafted
   # steps change the count, which otherwise resets the graph's warm-up (runs L, M).
-  if w=$(hb_wrapper ngram16 --draft-ngram 16) && hb_serve 1 "$HB_CTX1" "$w"; then
+  if w=$(hb_wrapper ngram16 --draft-ngram 16 --step-stats 64) && hb_serve 1 "$HB_CTX1" "$w"; then
     hb_client real-x1-ngram16 1 --model smol --num-ctx "$HB_CTX1" rcopy:"$HB_R"
   fi
-  if w=$(hb_wrapper ngram16ps GGML_CUDA_GRAPH_PER_SHAPE=1 --draft-ngram 16) && hb_serve 1 "$HB_CTX1" "$w"; then
+  if w=$(hb_wrapper ngram16ps GGML_CUDA_GRAPH_PER_SHAPE=1 --draft-ngram 16 --step-stats 64) && hb_serve 1 "$HB_CTX1" "$w"; then
     hb_client real-x1-ngram16-pershape 1 --model smol --num-ctx "$HB_CTX1" rcopy:"$HB_R"
   fi
   hb_stop
