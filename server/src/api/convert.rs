@@ -35,15 +35,16 @@ impl Options {
     }
 
     /// Writes the runner-shaping options into `load` (its `model` and the engine-wide fields
-    /// are the caller's). `num_ctx` 0 leaves the scheduler's choice in place; `num_gpu` -1 means
-    /// "as many layers as fit"; `use_mmap` unset keeps mmap on.
+    /// are the caller's). `num_ctx` 0 leaves the scheduler's choice in place; `num_batch` unset
+    /// (or not positive) keeps the load's 512; `num_gpu` -1 means "as many layers as fit";
+    /// `use_mmap` unset keeps mmap on.
     pub fn apply_to_load(&self, load: &mut LoadOptions) {
         let r = &self.runner;
         if r.num_ctx > 0 {
             load.ctx_size = u32::try_from(r.num_ctx).unwrap_or(u32::MAX);
         }
-        if r.num_batch > 0 {
-            let batch = u32::try_from(r.num_batch).unwrap_or(u32::MAX);
+        if let Some(b) = r.num_batch.filter(|&b| b > 0) {
+            let batch = u32::try_from(b).unwrap_or(u32::MAX);
             load.batch = batch;
             load.ubatch = load.ubatch.min(batch);
         }

@@ -27,6 +27,7 @@ pub mod openai;
 pub mod options;
 pub mod pull;
 pub mod request;
+pub mod request_log;
 pub mod serve;
 pub mod show;
 pub mod stream;
@@ -92,6 +93,8 @@ pub struct AppState {
     pub pull_hosts: Arc<crate::config::PullHosts>,
     /// Cloud and remote models: settings, HTTP client, signing key (`crate::remote`).
     pub remote: Arc<crate::remote::Remote>,
+    /// `OLLAMA_DEBUG_LOG_REQUESTS`: where inference request bodies are written; `None` = off.
+    pub request_log: Option<Arc<request_log::RequestLog>>,
 }
 
 impl AppState {
@@ -117,11 +120,17 @@ impl AppState {
             metrics: crate::metrics::Metrics::default(),
             pull_hosts: Arc::default(),
             remote: Arc::default(),
+            request_log: None,
         }
     }
 
     pub fn with_remote(mut self, remote: crate::remote::Remote) -> AppState {
         self.remote = Arc::new(remote);
+        self
+    }
+
+    pub fn with_request_log(mut self, log: request_log::RequestLog) -> AppState {
+        self.request_log = Some(Arc::new(log));
         self
     }
 
@@ -273,6 +282,11 @@ pub fn app(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(
             state.clone(),
             crate::remote::cloud::passthrough,
+        ))
+        // Admitted inference requests only (after keys and draining), as Ollama logs them.
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            request_log::record,
         ))
         .layer(DefaultBodyLimit::max(state.max_json_body))
         .layer(middleware::from_fn_with_state(state.clone(), health::admit))

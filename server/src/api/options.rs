@@ -15,7 +15,9 @@ use crate::error::{Error, Result};
 pub struct RunnerOptions {
     /// 0 = chosen by the scheduler from memory (the VRAM tier).
     pub num_ctx: i64,
-    pub num_batch: i64,
+    /// `None` = not set by the model or the request: Ollama's 512, or for an embedding model
+    /// its own default (`engine::plan::embedding_batch`), which is why unset is kept apart.
+    pub num_batch: Option<i64>,
     /// -1 = as many layers as fit.
     pub num_gpu: i64,
     pub main_gpu: Option<i64>,
@@ -58,7 +60,7 @@ impl Options {
         Options {
             runner: RunnerOptions {
                 num_ctx: i64::from(context_length),
-                num_batch: 512,
+                num_batch: None,
                 num_gpu: -1,
                 main_gpu: None,
                 use_mmap: None,
@@ -108,7 +110,7 @@ impl Options {
             let r = &mut self.runner;
             match key.as_str() {
                 "num_ctx" => r.num_ctx = int(key, val)?,
-                "num_batch" => r.num_batch = int(key, val)?,
+                "num_batch" => r.num_batch = Some(int(key, val)?),
                 "num_gpu" => r.num_gpu = int(key, val)?,
                 "main_gpu" => r.main_gpu = Some(int(key, val)?),
                 "use_mmap" => r.use_mmap = Some(boolean(key, val)?),

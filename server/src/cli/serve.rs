@@ -161,6 +161,14 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             env: crate::runner::runner_env(std::env::vars_os()),
         });
     let scheme = if tls.is_some() { "https" } else { "http" };
+    let state = if config.listen.debug_log_requests {
+        let log = api::request_log::RequestLog::create(scheme)
+            .context("enable OLLAMA_DEBUG_LOG_REQUESTS")?;
+        tracing::info!(target: "herd", "request debug logging enabled; inference request logs will be stored in {} and include request bodies and replay curl commands", log.dir().display());
+        state.with_request_log(log)
+    } else {
+        state
+    };
     tracing::info!(target: "herd", max_connections, "Listening on {local} ({scheme}, version {})", crate::VERSION);
     let grace = config.shutdown_grace;
     let drained = async move {

@@ -188,6 +188,11 @@ pub struct Listen {
     /// further connections wait in the accept backlog.
     #[arg(long, env = "HERD_MAX_CONNECTIONS", value_parser = super::parse::clap_uint::<0>, default_value = "0")]
     pub max_connections: u32,
+    /// Write each inference request's body and a curl command replaying it to a private temp
+    /// directory (named in the log at startup).
+    #[arg(long, env = "OLLAMA_DEBUG_LOG_REQUESTS", value_parser = super::parse::clap_bool,
+          num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
+    pub debug_log_requests: bool,
 }
 
 impl Listen {
@@ -218,6 +223,10 @@ impl Listen {
             ("HERD_BODY_MIN_RATE", self.body_min_rate.to_string()),
             ("HERD_IDLE_TIMEOUT", format!("{:?}", self.idle_timeout)),
             ("HERD_MAX_CONNECTIONS", self.max_connections.to_string()),
+            (
+                "OLLAMA_DEBUG_LOG_REQUESTS",
+                self.debug_log_requests.to_string(),
+            ),
         ]
     }
 }

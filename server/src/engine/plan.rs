@@ -108,6 +108,10 @@ pub fn load_options(opts: &Options, model: &Model, settings: &Settings) -> LoadO
     if let Some(budget) = settings.fit_budget.filter(|_| tier_default) {
         load.ctx_size = memory::fit_num_ctx(&model.memory, &load, budget);
     }
+    if embedding {
+        load.batch = embedding_batch(opts.runner.num_batch, load.ctx_size);
+        load.ubatch = load.batch;
+    }
     if load.projector.is_some() {
         // Ollama's floor for multimodal models (sched.go getRunner), under the training cap.
         let floor = model
@@ -120,6 +124,23 @@ pub fn load_options(opts: &Options, model: &Model, settings: &Settings) -> LoadO
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     Options::clamp_load(&mut load, u32::try_from(cpus).unwrap_or(u32::MAX));
     load
+}
+
+/// Ollama's default `num_batch` for an embedding model (llm.DefaultEmbeddingNumBatch).
+pub const EMBEDDING_NUM_BATCH: u32 = 2048;
+
+/// An embedding model's batch, which is also its micro-batch: a pooled input goes through the
+/// model in one micro-batch, so the micro-batch bounds how many tokens an input may have
+/// (runner-llamacpp truncates, or with `truncate: false` refuses, past it). `num_batch` as the
+/// model or the request set it wins; unset, it is 2048 capped at the context, as Ollama runs
+/// embedding models (`-b N -ub N`), rather than the generation default of 512, which cut
+/// every input longer than 512 tokens.
+pub fn embedding_batch(num_batch: Option<i64>, ctx_size: u32) -> u32 {
+    match num_batch.filter(|&b| b > 0) {
+        Some(b) => u32::try_from(b).unwrap_or(u32::MAX),
+        None if ctx_size > 0 => EMBEDDING_NUM_BATCH.min(ctx_size),
+        None => EMBEDDING_NUM_BATCH,
+    }
 }
 
 /// The server-wide engine settings for a model served by `runner`: n-gram drafting for both
@@ -207,6 +228,56 @@ mod tests {
                 "{runner:?}"
             );
             assert!(load.rpc.is_empty());
+        }
+    }
+
+    /// routes_options_test.go TestModelOptionsEmbeddingNumBatchDefault: (num_batch set by the
+    /// model or request, ctx) → batch.
+    #[test]
+    fn embedding_batch_defaults_to_2048_capped_at_the_context() {
+        let cases = [
+            (None, 40960, 2048),
+            (None, 1024, 1024),
+            (None, 0, 2048),
+            (Some(1024), 40960, 1024),
+            (Some(4096), 40960, 4096),
+            (Some(0), 8192, 2048),
+            (Some(-1), 512, 512),
+        ];
+        for (set, ctx, want) in cases {
+            assert_eq!(embedding_batch(set, ctx), want, "{set:?} {ctx}");
+        }
+        // Through load_options: (capabilities, num_batch option, num_ctx) → (batch, ubatch).
+        let model = |caps: &[&str]| Model {
+            display_name: "m:latest".into(),
+            full_name: "m".into(),
+            digest: String::new(),
+            view: Default::default(),
+            path: "m.gguf".into(),
+            ctx_train: None,
+            embedding_length: None,
+            memory: Default::default(),
+            capabilities: caps.iter().map(|c| c.to_string()).collect(),
+            details: Default::default(),
+            template: std::sync::Arc::new(crate::prompt::Template::default_go()),
+            bos_text: None,
+            runner: RunnerKind::Llamacpp,
+            image_geometry: None,
+        };
+        type Case = (&'static [&'static str], Option<i64>, i64, (u32, u32));
+        let cases: [Case; 5] = [
+            (&["embedding"], None, 8192, (2048, 2048)),
+            (&["embedding"], None, 1024, (1024, 1024)),
+            (&["embedding"], Some(4096), 8192, (4096, 4096)),
+            (&["completion"], None, 8192, (512, 512)),
+            (&["completion"], Some(1024), 8192, (1024, 512)),
+        ];
+        for (caps, num_batch, num_ctx, want) in cases {
+            let mut o = Options::defaults(0);
+            o.runner.num_ctx = num_ctx;
+            o.runner.num_batch = num_batch;
+            let load = load_options(&o, &model(caps), &Settings::default());
+            assert_eq!((load.batch, load.ubatch), want, "{caps:?} {num_batch:?}");
         }
     }
 

@@ -1,8 +1,10 @@
 //! `POST /v1/responses` (OpenAI Responses API), stateless like Ollama's: `input` (a string or
 //! items — `message`, `function_call`, `function_call_output`, `reasoning`) and `instructions`
-//! become native chat messages; `max_output_tokens`, sampling, function `tools`,
-//! `reasoning.effort` and `text.format` map as in chat completions. The reply is a `response`
-//! object whose `output` holds `reasoning`, `message` and `function_call` items; streams are
+//! become native chat messages; `max_output_tokens`, sampling, function `tools` (`namespace`
+//! groups expanded into `<namespace>.<member>` functions), `reasoning.effort` and `text.format`
+//! map as in chat completions. The reply is a `response` object whose `output` holds
+//! `reasoning` (the thinking also as `encrypted_content`, which a replayed item gives back),
+//! `message` and `function_call` items; streams are
 //! named SSE events (`response.created`, `response.in_progress`, `response.output_item.added`,
 //! `response.reasoning_summary_*`, `response.content_part.*`, `response.output_text.*`,
 //! `response.function_call_arguments.*`, `response.output_item.done`, `response.completed` or
@@ -187,12 +189,53 @@ pub fn to_native(req: ResponsesRequest) -> Result<(ChatRequest, Echo), ApiError>
         messages,
         stream: Some(req.stream.unwrap_or(false)),
         format,
-        tools: common::flat_tools(req.tools.as_ref())?,
+        tools: common::flat_tools(expand_namespaces(req.tools.as_ref()).as_ref())?,
         options: Some(options),
         think: common::think(effort)?,
         ..ChatRequest::default()
     };
     Ok((native_req, echo))
+}
+
+/// `tools` with each `namespace` declaration (a named group whose `tools` hold the real
+/// function definitions) replaced by its members, named `<namespace>.<member>` unless already
+/// so prefixed: native tools have flat names only, and dropping the members would leave every
+/// namespaced function undeclared (Ollama's convertTools). Anything else passes through for
+/// [`common::flat_tools`] to check. Nesting is bounded by the JSON parser's depth limit.
+pub fn expand_namespaces(tools: Option<&Value>) -> Option<Value> {
+    fn push(t: &Value, out: &mut Vec<Value>) {
+        if t.get("type").and_then(Value::as_str) != Some("namespace") {
+            out.push(t.clone());
+            return;
+        }
+        let ns = t.get("name").and_then(Value::as_str).unwrap_or_default();
+        let members = t.get("tools").and_then(Value::as_array);
+        for m in members.into_iter().flatten() {
+            let start = out.len();
+            push(m, out);
+            if ns.is_empty() {
+                continue;
+            }
+            let prefix = format!("{ns}.");
+            for f in &mut out[start..] {
+                if let Some(name) = f.get("name").and_then(Value::as_str) {
+                    if !name.starts_with(&prefix) {
+                        f["name"] = json!(format!("{prefix}{name}"));
+                    }
+                }
+            }
+        }
+    }
+    match tools {
+        Some(Value::Array(items)) => {
+            let mut out = Vec::with_capacity(items.len());
+            for t in items {
+                push(t, &mut out);
+            }
+            Some(Value::Array(out))
+        }
+        other => other.cloned(),
+    }
 }
 
 /// Appends the messages `input` describes.
@@ -216,11 +259,18 @@ fn input_messages(input: Option<&Value>, out: &mut Vec<Message>) -> Result<(), A
     };
     let mut pending_thinking = String::new();
     for (i, item) in items.iter().enumerate() {
-        // An item without a type is a message when it has a role (Ollama's decoding).
+        // An item without a type (absent, null or "") is a message when it has a role
+        // (Ollama's decoding).
         let kind = match item.get("type").and_then(Value::as_str) {
-            Some(t) => t,
-            None if item.get("role").is_some() => "message",
-            None => {
+            Some(t) if !t.is_empty() => t,
+            _ if item
+                .get("role")
+                .and_then(Value::as_str)
+                .is_some_and(|r| !r.is_empty()) =>
+            {
+                "message"
+            }
+            _ => {
                 return Err(ApiError::bad_request(format!(
                     "input[{i}]: input item missing required 'type' field"
                 )))
@@ -322,16 +372,19 @@ fn input_messages(input: Option<&Value>, out: &mut Vec<Message>) -> Result<(), A
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_owned();
-                let content = match item.get("output") {
-                    Some(Value::String(s)) => s.clone(),
-                    Some(v @ Value::Array(_)) => message_content(Some(v))?.0,
-                    Some(other) => other.to_string(),
-                    None => String::new(),
+                // Output parts keep their images on the tool message (a tool that returns a
+                // screenshot), as Ollama's convertResponsesContent does.
+                let (content, images) = match item.get("output") {
+                    Some(Value::String(s)) => (s.clone(), Vec::new()),
+                    Some(v @ Value::Array(_)) => message_content(Some(v))?,
+                    Some(other) => (other.to_string(), Vec::new()),
+                    None => (String::new(), Vec::new()),
                 };
                 // Only the call id, as Ollama (no tool name looked up).
                 out.push(Message {
                     role: "tool".into(),
                     content,
+                    images,
                     tool_call_id: call_id,
                     ..Message::default()
                 });
@@ -415,8 +468,12 @@ fn usage(r: &ChatResponse) -> Value {
            "output_tokens": o, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": i + o})
 }
 
+/// A finished reasoning item. `encrypted_content` carries the thinking itself (plain text, as
+/// Ollama sends it): clients replay reasoning items by that field, and [`input_messages`] reads
+/// it back into the next assistant turn's `thinking`.
 fn reasoning_item(id: &str, text: &str) -> Value {
-    json!({"id": id, "type": "reasoning", "summary": [{"type": "summary_text", "text": text}]})
+    json!({"id": id, "type": "reasoning", "summary": [{"type": "summary_text", "text": text}],
+           "encrypted_content": text})
 }
 
 fn message_item(id: &str, status: &str, text: Option<&str>) -> Value {

@@ -292,3 +292,130 @@ fn event_stream_order_and_sequence() {
     assert_eq!(evs[0].0, "response.failed");
     assert_eq!(evs[0].1["response"]["error"]["message"], "boom");
 }
+
+/// Ollama's reasoning items carry the thinking as `encrypted_content` (non-streamed output, the
+/// streamed `output_item.done` and `response.completed`), and a client that replays the item
+/// gets that thinking back on the assistant turn (responses_test.go
+/// TestToResponse_WithReasoning, TestResponsesStreamConverter_Reasoning).
+#[test]
+fn reasoning_items_round_trip_their_thinking() {
+    let mut r = chunk("42", "Analyzing");
+    r.done = true;
+    let out = output_items(&r);
+    assert_eq!(out[0]["type"], "reasoning");
+    assert_eq!(out[0]["encrypted_content"], "Analyzing");
+
+    let mut f = EventFrames::new("resp_1".into(), 7, Echo::default());
+    let mut done = chunk("", "");
+    done.done = true;
+    let evs =
+        events(&(f.chunk(chunk("", "Let me ")) + &f.chunk(chunk("", "think")) + &f.chunk(done)));
+    let item_done = evs
+        .iter()
+        .find(|(n, v)| n == "response.output_item.done" && v["item"]["type"] == "reasoning")
+        .expect("the reasoning item is closed");
+    assert_eq!(item_done.1["item"]["encrypted_content"], "Let me think");
+    let completed = &evs.last().unwrap().1["response"]["output"][0];
+    assert_eq!(completed["encrypted_content"], "Let me think");
+
+    // The finished output replayed as the next request's input.
+    let mut input = vec![json!({"role": "user", "content": "q"})];
+    input.extend(out);
+    input.push(json!({"role": "user", "content": "and?"}));
+    let (n, _) = to_native(req(json!({"model": "m", "input": input}))).unwrap();
+    assert_eq!(
+        serde_json::to_value(&n.messages).unwrap(),
+        json!([{"role": "user", "content": "q"},
+               {"role": "assistant", "content": "42", "thinking": "Analyzing"},
+               {"role": "user", "content": "and?"}])
+    );
+}
+
+/// A `function_call_output` given as content parts keeps its text and its images on the tool
+/// message (TestFromResponsesRequest_FunctionCallOutputContentArray{,WithImage}).
+#[test]
+fn function_call_output_parts_keep_images() {
+    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+    let (n, _) = to_native(req(json!({"model": "m", "input": [
+        {"role": "user", "content": "inspect"},
+        {"type": "function_call", "call_id": "c1", "name": "shot", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": [
+            {"type": "input_text", "text": "attached"},
+            {"type": "input_image", "detail": "auto", "image_url": format!("data:image/png;base64,{png}")}]},
+        {"type": "function_call_output", "call_id": "c1", "output": [
+            {"type": "input_text", "text": "sunny"}, {"type": "output_text", "text": ", 72F"}]}
+    ]})))
+    .unwrap();
+    let tool = &n.messages[2];
+    assert_eq!(
+        (
+            tool.role.as_str(),
+            tool.content.as_str(),
+            tool.tool_call_id.as_str()
+        ),
+        ("tool", "attached", "c1")
+    );
+    assert_eq!(tool.images, vec![png.to_owned()]);
+    assert_eq!(n.messages[3].content, "sunny, 72F");
+    assert!(n.messages[3].images.is_empty());
+}
+
+/// A `namespace` tool expands to its member functions named `<namespace>.<member>`, an already
+/// qualified member is not prefixed twice, and plain functions pass through
+/// (TestFromResponsesRequest_NamespaceTools). The echo keeps the declaration as sent.
+#[test]
+fn namespace_tools_expand_to_qualified_functions() {
+    let tools = json!([
+        {"type": "namespace", "name": "muse", "description": "Muse tools", "tools": [
+            {"type": "function", "name": "bash", "description": "Runs a shell command", "strict": true,
+             "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}},
+            {"type": "function", "name": "muse.read_file", "parameters": {"type": "object"}},
+            {"type": "namespace", "name": "fs", "tools": [{"type": "function", "name": "ls"}]}
+        ]},
+        {"type": "function", "name": "plain", "parameters": {"type": "object"}}
+    ]);
+    let (n, echo) = to_native(req(
+        json!({"model": "m", "input": "hi", "tools": tools.clone()}),
+    ))
+    .unwrap();
+    let names: Vec<&str> = n.tools.iter().map(|t| t.function.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["muse.bash", "muse.read_file", "muse.fs.ls", "plain"]
+    );
+    assert_eq!(n.tools[0].kind, "function");
+    assert_eq!(n.tools[0].function.description, "Runs a shell command");
+    assert_eq!(
+        n.tools[0].function.parameters["required"],
+        json!(["command"])
+    );
+    assert_eq!(echo.tools, tools);
+    // A member that is not a function is refused like a top-level one.
+    let bad = json!([{"type": "namespace", "name": "x", "tools": [{"type": "computer"}]}]);
+    assert_eq!(
+        to_native(req(json!({"model": "m", "input": "hi", "tools": bad})))
+            .unwrap_err()
+            .status,
+        400
+    );
+}
+
+/// An empty `type` is no type: a message when the item has a role, else the missing-type
+/// error (TestUnmarshalResponsesInputItem "empty type field").
+#[test]
+fn empty_item_type_is_no_type() {
+    let (n, _) = to_native(req(
+        json!({"model": "m", "input": [{"type": "", "role": "user", "content": "hi"}]}),
+    ))
+    .unwrap();
+    assert_eq!(n.messages[0].content, "hi");
+    for item in [json!({"type": ""}), json!({"type": null, "role": ""})] {
+        assert_eq!(
+            to_native(req(json!({"model": "m", "input": [item.clone()]})))
+                .unwrap_err()
+                .message,
+            "input[0]: input item missing required 'type' field",
+            "{item}"
+        );
+    }
+}
