@@ -356,6 +356,7 @@ async fn harmony_tool_call_before_the_final_message() {
                 &["{\"answer\":", " \"rainy\"}"],
             )),
         );
+        f.h.set_config("oss", json!({"model_family": "gptoss"}));
         for stream in [true, false] {
             let r =
                 f.h.post(

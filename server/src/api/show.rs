@@ -257,7 +257,7 @@ impl ModelView {
         !jinja.is_empty()
             && self.config.renderer.is_empty()
             && self.config.parser.is_empty()
-            && !crate::prompt::parsers::is_harmony(go)
+            && !crate::prompt::parsers::is_harmony(go, &self.config.model_family)
             && crate::prompt::prefer::prefer_chat_template(jinja, go)
     }
 
@@ -345,6 +345,10 @@ impl ModelView {
             if s.thinking {
                 add("thinking");
             }
+        }
+        // gpt-oss always thinks (Ollama's modelFamilyCapabilities).
+        if matches!(self.config.model_family.as_str(), "gptoss" | "gpt-oss") {
+            add("thinking");
         }
         caps
     }
@@ -508,5 +512,18 @@ mod tests {
         let v = ModelView::default();
         assert!(v.capabilities(None).is_empty());
         assert_eq!(v.go_template(), DEFAULT_TEMPLATE);
+        // A gpt-oss model thinks whatever its template shows.
+        let mut v = ModelView {
+            template: Some("{{ if .Tools }}T{{ end }}{{ .Prompt }}".into()),
+            ..ModelView::default()
+        };
+        for (family, want) in [
+            ("gptoss", vec!["tools", "thinking"]),
+            ("gpt-oss", vec!["tools", "thinking"]),
+            ("llama", vec!["tools"]),
+        ] {
+            v.config.model_family = family.into();
+            assert_eq!(v.capabilities(None), want, "{family}");
+        }
     }
 }

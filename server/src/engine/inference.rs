@@ -156,7 +156,7 @@ async fn generate(engine: Engine, job: GenerateJob) -> Result<ChunkStream<Genera
         .clip_text(&req.prompt)
         .unwrap_or_else(|| req.prompt.clone());
     let context = win.clip_ids(context);
-    let think = convert::think(job.think);
+    let think = think_for(&model, job.think);
     let template: Arc<Template> = if req.template.is_empty() {
         model.template.clone()
     } else {
@@ -190,7 +190,7 @@ async fn generate(engine: Engine, job: GenerateJob) -> Result<ChunkStream<Genera
             &prompt::parsers::Options {
                 think: think.as_ref(),
                 prompt: &rendered,
-                named: &model.view.config.parser,
+                named: model.parser(),
                 ..Default::default()
             },
         );
@@ -250,14 +250,15 @@ async fn generate(engine: Engine, job: GenerateJob) -> Result<ChunkStream<Genera
                 ..render_req
             },
         )?;
-        let prompt = two_pass::open_final(&template, format!("{prefix}{rendered}"));
+        let harmony = model.parser() == "harmony";
+        let prompt = two_pass::open_final(harmony, format!("{prefix}{rendered}"));
         let parser = prompt::parsers::for_model(
             &template,
             &prompt::parsers::Options {
                 think: think.as_ref(),
                 last: Some(&prefill),
                 prompt: &prompt,
-                named: &model.view.config.parser,
+                named: model.parser(),
                 ..Default::default()
             },
         );
@@ -356,15 +357,17 @@ async fn chat(engine: Engine, job: ChatJob) -> Result<ChunkStream<ChatResponse>>
         .iter()
         .map(serde_json::to_value)
         .collect::<std::result::Result<_, _>>()?;
-    let think = convert::think(job.think);
+    let think = think_for(&model, job.think);
+    // The prompt may name the tools differently (harmony); the parser maps its calls back.
+    let shown = prompt::parsers::prompt_tools(model.parser(), &tools);
     let render: Arc<dyn Fn(Vec<prompt::Message>) -> Result<String> + Send + Sync> = {
-        let (model, tools, think) = (model.clone(), tools.clone(), think.clone());
+        let (model, think) = (model.clone(), think.clone());
         Arc::new(move |messages: Vec<prompt::Message>| {
             render_chat(
                 &model.template,
                 &RenderRequest {
                     messages,
-                    tools: tools.clone(),
+                    tools: shown.clone(),
                     think: think.clone(),
                 },
             )
@@ -430,7 +433,7 @@ async fn chat(engine: Engine, job: ChatJob) -> Result<ChunkStream<ChatResponse>>
             tools: &names,
             last: kept.last(),
             prompt: &prompt_text,
-            named: &model.view.config.parser,
+            named: model.parser(),
             schemas: &tools,
         },
     );
@@ -454,7 +457,7 @@ async fn chat(engine: Engine, job: ChatJob) -> Result<ChunkStream<ChatResponse>>
             let prefill = two_pass::prefill(thinking);
             let mut messages = kept;
             messages.push(prefill.clone());
-            let prompt = two_pass::open_final(&model.template, render(messages)?);
+            let prompt = two_pass::open_final(model.parser() == "harmony", render(messages)?);
             let parser = prompt::parsers::for_model(
                 &model.template,
                 &prompt::parsers::Options {
@@ -462,7 +465,7 @@ async fn chat(engine: Engine, job: ChatJob) -> Result<ChunkStream<ChatResponse>>
                     tools: &names,
                     last: Some(&prefill),
                     prompt: &prompt,
-                    named: &model.view.config.parser,
+                    named: model.parser(),
                     schemas: &tools,
                 },
             );
@@ -475,6 +478,20 @@ async fn chat(engine: Engine, job: ChatJob) -> Result<ChunkStream<ChatResponse>>
     };
     let events = run(&engine, lease, creq, parser, reprompt, started, load).await?;
     Ok(respond::chat_chunks(events))
+}
+
+/// The request's `think` as the prompt and the parser read it: a harmony model's prompt knows
+/// no `max`, so it thinks `high` (Ollama's chat and generate handlers).
+fn think_for(
+    model: &Model,
+    think: Option<crate::api::request::ThinkValue>,
+) -> Option<prompt::Think> {
+    let think = convert::think(think);
+    if model.is_harmony() {
+        prompt::parsers::harmony::think(think)
+    } else {
+        think
+    }
 }
 
 /// Runs CPU-heavy prompt work (rendering a long conversation or prompt) on tokio's blocking

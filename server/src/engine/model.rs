@@ -163,6 +163,21 @@ impl Model {
     pub fn is_embedding(&self) -> bool {
         self.has_capability("embedding") && !self.has_capability("completion")
     }
+
+    /// The output parser its responses get (`prompt::parsers::parser_name`): the config's
+    /// `parser`, or `harmony` for a gpt-oss model with a harmony template.
+    pub fn parser(&self) -> &str {
+        crate::prompt::parsers::parser_name(
+            &self.template,
+            &self.details.family,
+            &self.view.config.parser,
+        )
+    }
+
+    /// Ollama's `shouldUseHarmony` (`prompt::parsers::is_harmony`).
+    pub fn is_harmony(&self) -> bool {
+        crate::prompt::parsers::is_harmony(&self.template, &self.details.family)
+    }
 }
 
 /// Picks the prompt template (DESIGN 7): a TEMPLATE layer renders with the Go engine (unless

@@ -1,7 +1,8 @@
 //! Parsed completion events ([`Event`]) in the native wire shapes: generate chunks (`response`,
-//! `thinking`, and on the last one the metrics and, unless `raw`, `context` = the tokens of
-//! prompt + output) and chat chunks (an assistant message with content, thinking and tool
-//! calls). One place for both the single pass and the two-pass flow.
+//! `thinking`, and on the last one the metrics, the tool calls the parser gave with it, and,
+//! unless `raw`, `context` = the tokens of prompt + output) and chat chunks (an assistant
+//! message with content, thinking and tool calls). One place for both the single pass and the
+//! two-pass flow.
 
 use futures_util::{Stream, StreamExt};
 use runner_protocol::TokenizeRequest;
@@ -63,6 +64,10 @@ pub fn generate_chunks(
                     let mut r = generate_chunk(Some(api_convert::done_reason(reason)));
                     r.response = parsed.content;
                     r.thinking = parsed.thinking;
+                    // Ollama's generate keeps the calls of the last chunk only (a harmony model's,
+                    // which come there), without ids.
+                    r.tool_calls = tool_calls(parsed.tool_calls);
+                    r.tool_calls.iter_mut().for_each(|c| c.id.clear());
                     r.metrics = metrics;
                     if let Some(runner) = &runner {
                         r.context = context_tokens(runner, transcript).await;
@@ -124,8 +129,12 @@ pub fn chat_chunks(events: Events) -> ChunkStream<ChatResponse> {
 fn parsed_into(m: &mut Message, p: Parsed) {
     m.content = p.content;
     m.thinking = p.thinking;
-    m.tool_calls = p
-        .tool_calls
+    m.tool_calls = tool_calls(p.tool_calls);
+}
+
+/// Parsed tool calls in the wire shape.
+fn tool_calls(calls: Vec<crate::prompt::ToolCall>) -> Vec<crate::api::types::ToolCall> {
+    calls
         .into_iter()
         .map(|c| crate::api::types::ToolCall {
             id: c.id,
@@ -135,5 +144,5 @@ fn parsed_into(m: &mut Message, p: Parsed) {
                 arguments: c.arguments,
             },
         })
-        .collect();
+        .collect()
 }

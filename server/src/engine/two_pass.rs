@@ -1,8 +1,9 @@
 //! `OLLAMA_FORMAT_TWO_PASS=1`: the rollback switch for single-pass think+format (DESIGN 6). A
 //! format on a response that begins in thinking runs as Ollama used to run it, two generations
 //! on one runner slot:
-//! 1. the prompt with no constraint at all; the output parser's thinking (and the tool calls a
-//!    harmony model makes before its final message) stream to the client as they come;
+//! 1. the prompt with no constraint at all; the output parser's thinking (and any tool calls it
+//!    reports) stream to the client as they come; calls a parser holds for the last chunk (the
+//!    ones a harmony model makes before its final message) come with pass two's last chunk;
 //! 2. as soon as the parser reports content (anything but whitespace) that generation is
 //!    cancelled (its connection dropped). The content of the chunk that crossed the boundary is
 //!    dropped with it: pass two writes the content anew, under the format;
@@ -27,8 +28,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::completion::{events, Event, Step};
 use crate::api::types::Metrics;
 use crate::error::Result;
-use crate::prompt::parsers::{harmony::FINAL_HEADER, is_harmony, Parser};
-use crate::prompt::{Message, Template};
+use crate::prompt::parsers::{harmony::FINAL_HEADER, Parser};
+use crate::prompt::Message;
 use crate::scheduler::Lease;
 
 /// Whether a request runs as two passes: the switch is on and it carries a format whose
@@ -67,8 +68,9 @@ pub fn prefill(thinking: &str) -> Message {
 /// Harmony renders a thinking prefill as a finished analysis message, so the model's next
 /// tokens would be a new message header, which a format from the first token cannot allow.
 /// The prompt opens the final message itself (Ollama's harmony prompt fix for the same flow).
-pub fn open_final(t: &Template, mut prompt: String) -> String {
-    if is_harmony(t) && !prompt.ends_with(FINAL_HEADER) {
+/// `harmony`: the model's responses are parsed as harmony.
+pub fn open_final(harmony: bool, mut prompt: String) -> String {
+    if harmony && !prompt.ends_with(FINAL_HEADER) {
         if !prompt.ends_with("<|start|>assistant") {
             prompt.push_str("<|start|>assistant");
         }
@@ -200,6 +202,10 @@ async fn drive(plan: Plan, tx: &Tx) -> Result<()> {
     }
     let cancelled = Instant::now();
     drop(one);
+    // Calls a parser holds for the last chunk (harmony's) are pass one's, delivered with pass
+    // two's last chunk (Ollama's parser lives through both passes); the rest of what it held is
+    // content, which pass two writes anew.
+    let mut carried = parser.add("", true).tool_calls;
     let mut summed = pass_one_metrics(&lease, &first, &p1, sent, cancelled).await;
     // Pass one was cut short, so its counts never passed through `steps`.
     lease
@@ -223,11 +229,13 @@ async fn drive(plan: Plan, tx: &Tx) -> Result<()> {
         let Some(item) = item else { return Ok(()) };
         let item = item.map(|e| match e {
             Event::Done {
-                parsed,
+                mut parsed,
                 reason,
                 metrics,
                 transcript,
             } => {
+                carried.append(&mut parsed.tool_calls);
+                parsed.tool_calls = std::mem::take(&mut carried);
                 summed.total_duration = metrics.total_duration;
                 summed.load_duration = metrics.load_duration;
                 summed.prompt_eval_count += metrics.prompt_eval_count;
@@ -334,31 +342,26 @@ mod tests {
 
     #[test]
     fn harmony_prompts_open_the_final_message_once() {
-        let h = Template::parse_go(
-            "{{ range .Messages }}<|start|>{{ .Role }}<|channel|>analysis<|message|>{{ .Thinking }}<|end|>{{ end }}<|start|>assistant",
-        )
-        .unwrap();
-        let plain = Template::parse_go("{{ .Prompt }}").unwrap();
         let cases = [
             (
-                &h,
+                true,
                 "x<|end|>",
                 "x<|end|><|start|>assistant<|channel|>final<|message|>",
             ),
             (
-                &h,
+                true,
                 "x<|start|>assistant",
                 "x<|start|>assistant<|channel|>final<|message|>",
             ),
             (
-                &h,
+                true,
                 "x<|channel|>final<|message|>",
                 "x<|channel|>final<|message|>",
             ),
-            (&plain, "x<|end|>", "x<|end|>"),
+            (false, "x<|end|>", "x<|end|>"),
         ];
-        for (t, prompt, want) in cases {
-            assert_eq!(open_final(t, prompt.to_string()), want);
+        for (harmony, prompt, want) in cases {
+            assert_eq!(open_final(harmony, prompt.to_string()), want);
         }
         let m = prefill("because");
         assert_eq!(

@@ -302,6 +302,37 @@ fn generate_suffix_and_plain() {
 }
 
 #[test]
+fn generate_with_a_renderer() {
+    // Ollama's generate renders a prompt (and system) as a chat through the model's renderer;
+    // a suffix request runs the TEMPLATE beside it instead.
+    let t = Template::builtin(
+        "qwen3-coder",
+        Some(go(
+            "{{- if .Suffix }}<PRE> {{ .Prompt }} <SUF>{{ .Suffix }} <MID>\n{{- else }}{{ .Prompt }}\n{{- end }}",
+        )),
+    )
+    .unwrap();
+    let req = GenerateRequest {
+        prompt: "Write a hello world function".into(),
+        system: "You are a helpful coding assistant.".into(),
+        ..Default::default()
+    };
+    assert_eq!(
+        render_generate(&t, &req).unwrap(),
+        "<|im_start|>system\nYou are a helpful coding assistant.<|im_end|>\n<|im_start|>user\nWrite a hello world function<|im_end|>\n<|im_start|>assistant\n"
+    );
+    let req = GenerateRequest {
+        prompt: "def add(".into(),
+        suffix: "    return c".into(),
+        ..Default::default()
+    };
+    assert_eq!(
+        render_generate(&t, &req).unwrap(),
+        "<PRE> def add( <SUF>    return c <MID>"
+    );
+}
+
+#[test]
 fn image_tags_number_across_messages() {
     let out = tag_images(&[
         Message {

@@ -78,6 +78,28 @@ impl Harness {
             .model(name, "latest", text.as_bytes(), extra, ago(60));
     }
 
+    /// Sets fields of `name:latest`'s config blob (`model_family`, `renderer`, …), as a model
+    /// created from a real GGUF or pulled from ollama.com carries them.
+    pub fn set_config(&self, name: &str, fields: serde_json::Value) {
+        let path = self.ts.manifest_path(name, "latest");
+        let read = |p: &std::path::Path| -> serde_json::Value {
+            serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+        };
+        let mut manifest = read(&path);
+        let digest = manifest["config"]["digest"]
+            .as_str()
+            .unwrap()
+            .replace(':', "-");
+        let mut config = read(&self.ts.root().join("blobs").join(digest));
+        for (k, v) in fields.as_object().expect("an object of fields") {
+            config[k] = v.clone();
+        }
+        let bytes = serde_json::to_vec(&config).unwrap();
+        manifest["config"]["digest"] = serde_json::json!(self.ts.blob(&bytes));
+        manifest["config"]["size"] = serde_json::json!(bytes.len());
+        std::fs::write(&path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    }
+
     pub async fn post(&self, uri: &str, body: serde_json::Value) -> Reply {
         post_json(&self.app, uri, body).await
     }

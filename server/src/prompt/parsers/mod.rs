@@ -7,9 +7,10 @@
 //! start of a tag is held back until the next chunk or `done`. Concatenating the outputs of any
 //! chunking of a stream gives the same result as one `add(all, true)`.
 //!
-//! Selection ([`for_model`]): a harmony template (gpt-oss: `<|start|>`…`<|channel|>`) → [`harmony`];
-//! otherwise the template's thinking tags (Go: the text around `.Thinking`; Jinja: `<think>`) →
-//! [`thinking`], with tool calls ([`tools`], tag from the template) parsed from its content.
+//! Selection ([`for_model`]): the model's `PARSER` ([`NAMED`]; a gpt-oss model with a harmony
+//! template gets `harmony`, see [`parser_name`]); otherwise the template's thinking tags (Go:
+//! the text around `.Thinking`; Jinja: `<think>`) → [`thinking`], with tool calls ([`tools`], tag
+//! from the template) parsed from its content.
 //!
 //! How the chat/generate handlers use it:
 //! ```
@@ -36,6 +37,7 @@ pub mod glimmer;
 pub mod glm;
 pub mod govalue;
 pub mod harmony;
+pub mod harmony_names;
 pub mod laguna;
 mod laguna_call;
 pub mod lfm2;
@@ -109,8 +111,8 @@ pub struct Options<'a> {
     pub last: Option<&'a Message>,
     /// The rendered prompt: a prompt ending in the opening thinking tag pre-opens it.
     pub prompt: &'a str,
-    /// The model's Modelfile `PARSER` (its config's `parser`); empty = inferred from the
-    /// template. One of [`NAMED`].
+    /// The model's Modelfile `PARSER` (its config's `parser`, or `harmony` for a harmony model:
+    /// [`parser_name`]); empty = inferred from the template. One of [`NAMED`].
     pub named: &'a str,
     /// The request's tools as the client sent them (`{type, function:{name, parameters}}`):
     /// parsers that type a call's arguments by the tool's schema read them here.
@@ -238,10 +240,32 @@ impl Options<'_> {
     }
 }
 
-/// Does the template speak OpenAI harmony (gpt-oss)?
-pub fn is_harmony(t: &Template) -> bool {
+/// Ollama's `shouldUseHarmony`: a gpt-oss model (`family` as its config or GGUF names it) whose
+/// template has harmony's message tags.
+pub fn is_harmony(t: &Template, family: &str) -> bool {
     let s = t.source();
-    s.contains("<|start|>") && s.contains("<|end|>") && s.contains("<|channel|>")
+    matches!(family, "gptoss" | "gpt-oss") && s.contains("<|start|>") && s.contains("<|end|>")
+}
+
+/// The parser a model's responses get: its configured `PARSER`, else `harmony` for a harmony
+/// model ([`is_harmony`]; Ollama sets the model's parser to `harmony` then), else none (`""`:
+/// inferred from the template).
+pub fn parser_name<'a>(t: &Template, family: &str, configured: &'a str) -> &'a str {
+    if configured.is_empty() && is_harmony(t, family) {
+        "harmony"
+    } else {
+        configured
+    }
+}
+
+/// The request's tools as the prompt shows them, for responses parsed by `parser` (a
+/// [`parser_name`]): Ollama's `Parser.Init` returns them, and only harmony changes them (its
+/// tool names, [`harmony_names`]). The parser itself is given the tools as the client sent them.
+pub fn prompt_tools(parser: &str, tools: &[serde_json::Value]) -> Vec<serde_json::Value> {
+    match parser {
+        "harmony" => harmony_names::prompt_tools(tools),
+        _ => tools.to_vec(),
+    }
 }
 
 /// Tool names of a request's `tools` array (`[{type, function:{name,…}}]`).
@@ -263,8 +287,8 @@ fn family(t: &Template, o: &Options) -> Box<dyn Parser> {
     if let Some(p) = named(o) {
         return p;
     }
-    if o.named == "harmony" || (o.named.is_empty() && is_harmony(t)) {
-        return Box::new(harmony::Harmony::new(deepseek3::prefilled(o)));
+    if o.named == "harmony" {
+        return Box::new(harmony::Harmony::new(o));
     }
     let tools = (!o.tools.is_empty())
         .then(|| Box::new(tools::ToolParser::new(&t.tool_call_tag(), o.tools)) as Box<dyn Parser>);

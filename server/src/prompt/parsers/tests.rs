@@ -87,14 +87,37 @@ fn pre_opened_prompt_and_tool_calls_after_thinking() {
 #[test]
 fn harmony_templates_get_the_harmony_parser() {
     let t = go("{{ range .Messages }}<|start|>{{ .Role }}<|channel|>final<|message|>{{ .Content }}<|end|>{{ end }}<|start|>assistant");
-    assert!(is_harmony(&t));
-    let mut p = for_model(&t, &Options::default());
+    // Ollama's rule: a gpt-oss family and the template's `<|start|>` and `<|end|>`.
+    assert!(is_harmony(&t, "gptoss") && is_harmony(&t, "gpt-oss"));
+    assert!(!is_harmony(&t, "llama") && !is_harmony(&t, ""));
+    assert!(is_harmony(&go("<|start|><|end|>{{ .Prompt }}"), "gptoss"));
+    assert!(!is_harmony(&go("<|start|>{{ .Prompt }}"), "gptoss"));
+    // The harmony parser is the model's unless it names its own.
+    assert_eq!(parser_name(&t, "gptoss", ""), "harmony");
+    assert_eq!(parser_name(&t, "gptoss", "qwen3"), "qwen3");
+    assert_eq!(parser_name(&t, "llama", ""), "");
+    let o = Options {
+        named: parser_name(&t, "gptoss", ""),
+        ..Default::default()
+    };
+    let mut p = for_model(&t, &o);
     assert_eq!(p.thinking_close(), [harmony::FINAL_HEADER]);
     let r = run(
         p.as_mut(),
         &["<|channel|>analysis<|message|>a<|end|><|start|>assistant<|channel|>final<|message|>b"],
     );
     assert_eq!((r.thinking.as_str(), r.content.as_str()), ("a", "b"));
+}
+
+#[test]
+fn only_harmony_renames_the_prompts_tools() {
+    let tools = vec![serde_json::json!({"type": "function", "function": {"name": "get-weather"}})];
+    assert_eq!(prompt_tools("", &tools), tools);
+    assert_eq!(prompt_tools("qwen3", &tools), tools);
+    assert_eq!(
+        prompt_tools("harmony", &tools)[0]["function"]["name"],
+        "get_weather"
+    );
 }
 
 #[test]
