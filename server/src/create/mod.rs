@@ -13,6 +13,7 @@
 //!
 //! Blocking filesystem code: call `create_model` from `spawn_blocking`.
 
+mod arch;
 mod experimental;
 mod import;
 mod layers;
@@ -205,6 +206,8 @@ struct Plan {
     base: Vec<(Built, Option<GgufLayer>)>,
     config: ConfigV2,
     licenses: Vec<String>,
+    /// The request's parameters plus what the model's architecture adds (`arch::apply`).
+    parameters: Map<String, Json>,
     parsed: usize,
 }
 
@@ -328,12 +331,14 @@ fn plan(
         parsed += layers.len();
         base.extend(imported(layers));
     }
-    apply_model_layers(req, &base, &mut config)?;
+    let mut parameters = req.parameters.clone().unwrap_or_default();
+    apply_model_layers(req, &base, &mut config, &mut parameters)?;
     Ok(Plan {
         name,
         base,
         config,
         licenses,
+        parameters,
         parsed,
     })
 }
@@ -405,11 +410,13 @@ fn from_model(
     Ok(out)
 }
 
-/// Config fields from the model layers, and the quantize refusals (Ollama's `createModel` loop).
+/// Config fields (and architecture defaults, `arch::apply`) from the model layers, and the
+/// quantize refusals (Ollama's `createModel` loop).
 fn apply_model_layers(
     req: &CreateRequest,
     base: &[(Built, Option<GgufLayer>)],
     config: &mut ConfigV2,
+    parameters: &mut Map<String, Json>,
 ) -> Result<()> {
     let quantize = if req.quantize.is_empty() {
         &req.quantization
@@ -438,6 +445,7 @@ fn apply_model_layers(
                 fill(&mut config.model_family, arch.clone());
                 fill(&mut config.model_type, g.gguf.parameter_size());
                 fill(&mut config.file_type, ftype);
+                arch::apply(&arch, config, parameters);
                 config
                     .model_families
                     .get_or_insert_with(Vec::new)
@@ -501,7 +509,7 @@ fn write(
     for l in &plan.licenses {
         layers.push(layers::text_layer(blobs, MEDIA_TYPE_LICENSE, l.as_bytes())?);
     }
-    layers::set_parameters(blobs, &mut layers, req.parameters.as_ref())?;
+    layers::set_parameters(blobs, &mut layers, Some(&plan.parameters))?;
     layers::set_messages(blobs, &mut layers, &req.messages)?;
     let config = layers::config_layer(blobs, &plan.config)?;
     for b in &layers {
