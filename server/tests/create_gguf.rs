@@ -219,6 +219,7 @@ fn general_type_selects_layer_media_type() {
             .kv("general.architecture", "clip")
             .kv("general.type", "mmproj")
             .kv("clip.has_vision_encoder", true)
+            .kv("clip.projector_type", "gemma3")
             .zeros_f32("v.patch_embd.weight", &[8, 2])
             .build()
             .unwrap(),
@@ -482,4 +483,71 @@ fn architecture_brings_its_renderer_parser_and_stop() {
     };
     assert!(c.get("renderer").is_none_or(|r| r == ""), "{c}");
     assert!(c.get("parser").is_none_or(|r| r == ""), "{c}");
+}
+
+/// Ollama's addDefaultLlavaProjectorType: an uploaded vision `clip` projector without a
+/// projector type (early llava converters) is rewritten with `clip.projector_type = mlp`, which
+/// the runner's mtmd loader needs; its tensors are kept byte for byte. A typed one is untouched.
+#[test]
+fn legacy_llava_projector_gets_its_default_type() {
+    use server::gguf::{read_bytes, ReadOptions, Value};
+    let t = store();
+    let model = t.upload(&tiny_gguf());
+    let weights: Vec<u8> = (0u8..16).collect();
+    let projector = |typed: bool| {
+        let mut b = GgufBuilder::new()
+            .kv("general.architecture", "clip")
+            .kv("clip.has_vision_encoder", true)
+            .kv("clip.vision.block_count", 1u32);
+        if typed {
+            b = b.kv("clip.vision.projector_type", "gemma3");
+        }
+        b.tensor("mm.0.weight", GgmlType::F32, &[4], weights.clone())
+            .build()
+            .unwrap()
+    };
+    let legacy = t.upload(&projector(false));
+    let statuses = t
+        .create(&CreateRequest {
+            model: "llava".into(),
+            files: files(&[("model.gguf", &model), ("mmproj.gguf", &legacy)]),
+            ..CreateRequest::default()
+        })
+        .unwrap();
+    assert!(
+        statuses.contains(&"updating GGUF projector metadata".to_string()),
+        "{statuses:?}"
+    );
+    let m = t.read("llava").unwrap().manifest;
+    let p = m
+        .layers
+        .iter()
+        .find(|l| l.media_type == MEDIA_TYPE_PROJECTOR)
+        .expect("a projector layer");
+    assert_ne!(p.digest, legacy, "the projector was rewritten");
+    assert_eq!(p.from.as_deref(), Some("mmproj.gguf"));
+    let bytes = std::fs::read(t.store.blobs().path(&p.digest)).unwrap();
+    let g = read_bytes(&bytes, ReadOptions::default()).unwrap();
+    assert!(matches!(g.get("clip.projector_type"), Some(Value::String(s)) if s == "mlp"));
+    assert!(matches!(g.get("clip.has_vision_encoder"), Some(Value::Bool(true))));
+    let tensor = &g.tensors[0];
+    assert_eq!(tensor.name, "mm.0.weight");
+    let at = (g.data_offset + tensor.offset) as usize;
+    assert_eq!(&bytes[at..at + 16], &weights[..]);
+    assert!(statuses.contains(&format!("creating new layer {}", p.digest)));
+
+    let typed = t.upload(&projector(true));
+    let statuses = t
+        .create(&CreateRequest {
+            model: "typed".into(),
+            files: files(&[("model.gguf", &model), ("mmproj.gguf", &typed)]),
+            ..CreateRequest::default()
+        })
+        .unwrap();
+    assert!(!statuses.iter().any(|s| s.contains("projector metadata")));
+    let m = t.read("typed").unwrap().manifest;
+    assert!(m
+        .layers
+        .iter()
+        .any(|l| l.media_type == MEDIA_TYPE_PROJECTOR && l.digest == typed));
 }

@@ -18,6 +18,7 @@ mod experimental;
 mod import;
 mod layers;
 mod mlx_quantize;
+mod projector;
 mod quantize;
 mod remote;
 mod safetensors;
@@ -209,6 +210,8 @@ struct Plan {
     /// The request's parameters plus what the model's architecture adds (`arch::apply`).
     parameters: Map<String, Json>,
     parsed: usize,
+    /// Legacy projectors rewritten with their default type (`projector`).
+    projectors_updated: usize,
 }
 
 /// Creates (or replaces) the model `req.model`, reporting Ollama's progress lines through
@@ -231,6 +234,9 @@ pub fn create_model_with(
     let mut plan = plan(store, req, quantizer, progress)?;
     for _ in 0..plan.parsed {
         progress(Progress::status("parsing GGUF"));
+    }
+    for _ in 0..plan.projectors_updated {
+        progress(Progress::status(projector::STATUS));
     }
     if !req.experimental {
         quantize::apply(store.blobs(), req, &mut plan, quantizer, progress)?;
@@ -262,6 +268,7 @@ fn plan(
         ..ConfigV2::default()
     };
     let mut parsed = 0;
+    let mut projectors_updated = 0;
     let mut base: Vec<(Built, Option<GgufLayer>)> = Vec::new();
     let imported = |layers: Vec<GgufLayer>| {
         layers.into_iter().map(|g| {
@@ -297,7 +304,9 @@ fn plan(
             // Refusals happen before its first progress line ("converting model").
             safetensors::import_checkpoint(blobs, files, name.model(), progress)?
         } else {
-            import::import_files(blobs, files, None)?
+            let mut layers = import::import_files(blobs, files, None)?;
+            projectors_updated = projector::add_default_types(blobs, &mut layers)?;
+            layers
         };
         parsed += layers.len();
         base.extend(imported(layers));
@@ -340,6 +349,7 @@ fn plan(
         licenses,
         parameters,
         parsed,
+        projectors_updated,
     })
 }
 
