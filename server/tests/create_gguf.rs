@@ -529,7 +529,10 @@ fn legacy_llava_projector_gets_its_default_type() {
     let bytes = std::fs::read(t.store.blobs().path(&p.digest)).unwrap();
     let g = read_bytes(&bytes, ReadOptions::default()).unwrap();
     assert!(matches!(g.get("clip.projector_type"), Some(Value::String(s)) if s == "mlp"));
-    assert!(matches!(g.get("clip.has_vision_encoder"), Some(Value::Bool(true))));
+    assert!(matches!(
+        g.get("clip.has_vision_encoder"),
+        Some(Value::Bool(true))
+    ));
     let tensor = &g.tensors[0];
     assert_eq!(tensor.name, "mm.0.weight");
     let at = (g.data_offset + tensor.offset) as usize;

@@ -346,6 +346,12 @@ impl ModelView {
                 add("thinking");
             }
         }
+        super::caps_rules::finish(
+            &mut caps,
+            &self.config,
+            self.is_safetensors(),
+            gguf.and_then(|g| g.architecture()),
+        );
         caps
     }
 }
