@@ -219,6 +219,7 @@ fn general_type_selects_layer_media_type() {
             .kv("general.architecture", "clip")
             .kv("general.type", "mmproj")
             .kv("clip.has_vision_encoder", true)
+            .kv("clip.projector_type", "gemma3")
             .zeros_f32("v.patch_embd.weight", &[8, 2])
             .build()
             .unwrap(),
@@ -386,4 +387,170 @@ fn draft_files_become_the_draft_layer_and_config_draft() {
         .collect();
     assert_eq!(drafts.len(), 1);
     assert_eq!(drafts[0].digest, other);
+}
+
+/// Ollama's createModel names the built-in renderer and parser a gemma4, laguna or nemotron_h
+/// GGUF needs when the create names none (gemma4 also gets `stop <turn|>` unless the request
+/// sets a stop); an explicit or inherited pair is kept.
+#[test]
+fn architecture_brings_its_renderer_parser_and_stop() {
+    let t = store();
+    let gguf = |arch: &str| {
+        t.upload(
+            &GgufBuilder::new()
+                .kv("general.architecture", arch)
+                .zeros_f32("token_embd.weight", &[8, 2])
+                .build()
+                .unwrap(),
+        )
+    };
+    let config = |name: &str| -> serde_json::Value {
+        let m = t.read(name).unwrap().manifest;
+        serde_json::from_str(&t.blob_text(&m.config.digest)).unwrap()
+    };
+    let params = |name: &str| -> Option<String> {
+        let m = t.read(name).unwrap().manifest;
+        m.layers
+            .iter()
+            .find(|l| l.media_type == MEDIA_TYPE_PARAMS)
+            .map(|l| t.blob_text(&l.digest))
+    };
+    let create = |name: &str, d: &Digest, extra: serde_json::Value| {
+        let mut req: CreateRequest = serde_json::from_value(extra).unwrap();
+        req.model = name.into();
+        req.files = files(&[("m.gguf", d)]);
+        t.create(&req).unwrap();
+    };
+
+    let gemma4 = gguf("gemma4");
+    create("g4", &gemma4, json!({}));
+    assert_eq!(config("g4")["renderer"], "gemma4");
+    assert_eq!(config("g4")["parser"], "gemma4");
+    assert_eq!(
+        params("g4").as_deref(),
+        Some("{\"stop\":[\"\\u003cturn|\\u003e\"]}\n")
+    );
+    // A stop of the request's own wins; other parameters ride along.
+    create(
+        "g4-stop",
+        &gemma4,
+        json!({"parameters": {"stop": ["END"], "top_k": 5}}),
+    );
+    assert_eq!(
+        params("g4-stop").as_deref(),
+        Some("{\"stop\":[\"END\"],\"top_k\":5}\n")
+    );
+    // An explicit pair adds no stop.
+    create(
+        "g4-own",
+        &gemma4,
+        json!({"renderer": "gemma4-large", "parser": "gemma4"}),
+    );
+    assert_eq!(config("g4-own")["renderer"], "gemma4-large");
+    assert_eq!(params("g4-own"), None);
+    // A model derived from one inherits its pair (and its params layer) and adds nothing.
+    let mut child: CreateRequest =
+        serde_json::from_value(json!({"model": "g4-child", "from": "g4-own"})).unwrap();
+    t.create(&child).unwrap();
+    assert_eq!(config("g4-child")["renderer"], "gemma4-large");
+    assert_eq!(params("g4-child"), None);
+    child.from = "g4-stop".into();
+    t.create(&child).unwrap();
+    assert_eq!(config("g4-child")["renderer"], "gemma4");
+    assert_eq!(params("g4-child"), params("g4-stop"));
+
+    create("lag", &gguf("laguna"), json!({}));
+    assert_eq!(config("lag")["renderer"], "laguna");
+    assert_eq!(config("lag")["parser"], "laguna");
+    assert_eq!(params("lag"), None);
+    for arch in ["nemotron_h", "nemotron_h_moe", "nemotron_h_omni"] {
+        create(arch, &gguf(arch), json!({}));
+        assert_eq!(config(arch)["renderer"], "nemotron-3-nano", "{arch}");
+        assert_eq!(config(arch)["parser"], "nemotron-3-nano", "{arch}");
+    }
+    // An explicit pair is kept.
+    create(
+        "nemo-own",
+        &gguf("nemotron_h"),
+        json!({"renderer": "qwen3-coder", "parser": "qwen3-coder"}),
+    );
+    assert_eq!(config("nemo-own")["renderer"], "qwen3-coder");
+    assert_eq!(config("nemo-own")["parser"], "qwen3-coder");
+    // Other families get neither.
+    let c = {
+        create("plain", &t.upload(&tiny_gguf()), json!({}));
+        config("plain")
+    };
+    assert!(c.get("renderer").is_none_or(|r| r == ""), "{c}");
+    assert!(c.get("parser").is_none_or(|r| r == ""), "{c}");
+}
+
+/// Ollama's addDefaultLlavaProjectorType: an uploaded vision `clip` projector without a
+/// projector type (early llava converters) is rewritten with `clip.projector_type = mlp`, which
+/// the runner's mtmd loader needs; its tensors are kept byte for byte. A typed one is untouched.
+#[test]
+fn legacy_llava_projector_gets_its_default_type() {
+    use server::gguf::{read_bytes, ReadOptions, Value};
+    let t = store();
+    let model = t.upload(&tiny_gguf());
+    let weights: Vec<u8> = (0u8..16).collect();
+    let projector = |typed: bool| {
+        let mut b = GgufBuilder::new()
+            .kv("general.architecture", "clip")
+            .kv("clip.has_vision_encoder", true)
+            .kv("clip.vision.block_count", 1u32);
+        if typed {
+            b = b.kv("clip.vision.projector_type", "gemma3");
+        }
+        b.tensor("mm.0.weight", GgmlType::F32, &[4], weights.clone())
+            .build()
+            .unwrap()
+    };
+    let legacy = t.upload(&projector(false));
+    let statuses = t
+        .create(&CreateRequest {
+            model: "llava".into(),
+            files: files(&[("model.gguf", &model), ("mmproj.gguf", &legacy)]),
+            ..CreateRequest::default()
+        })
+        .unwrap();
+    assert!(
+        statuses.contains(&"updating GGUF projector metadata".to_string()),
+        "{statuses:?}"
+    );
+    let m = t.read("llava").unwrap().manifest;
+    let p = m
+        .layers
+        .iter()
+        .find(|l| l.media_type == MEDIA_TYPE_PROJECTOR)
+        .expect("a projector layer");
+    assert_ne!(p.digest, legacy, "the projector was rewritten");
+    assert_eq!(p.from.as_deref(), Some("mmproj.gguf"));
+    let bytes = std::fs::read(t.store.blobs().path(&p.digest)).unwrap();
+    let g = read_bytes(&bytes, ReadOptions::default()).unwrap();
+    assert!(matches!(g.get("clip.projector_type"), Some(Value::String(s)) if s == "mlp"));
+    assert!(matches!(
+        g.get("clip.has_vision_encoder"),
+        Some(Value::Bool(true))
+    ));
+    let tensor = &g.tensors[0];
+    assert_eq!(tensor.name, "mm.0.weight");
+    let at = (g.data_offset + tensor.offset) as usize;
+    assert_eq!(&bytes[at..at + 16], &weights[..]);
+    assert!(statuses.contains(&format!("creating new layer {}", p.digest)));
+
+    let typed = t.upload(&projector(true));
+    let statuses = t
+        .create(&CreateRequest {
+            model: "typed".into(),
+            files: files(&[("model.gguf", &model), ("mmproj.gguf", &typed)]),
+            ..CreateRequest::default()
+        })
+        .unwrap();
+    assert!(!statuses.iter().any(|s| s.contains("projector metadata")));
+    let m = t.read("typed").unwrap().manifest;
+    assert!(m
+        .layers
+        .iter()
+        .any(|l| l.media_type == MEDIA_TYPE_PROJECTOR && l.digest == typed));
 }

@@ -12,6 +12,7 @@
 pub mod anthropic;
 pub mod auth;
 pub mod blobs;
+pub mod caps_rules;
 pub mod convert;
 pub mod create;
 pub mod embed;

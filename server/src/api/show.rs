@@ -346,10 +346,12 @@ impl ModelView {
                 add("thinking");
             }
         }
-        // gpt-oss always thinks (Ollama's modelFamilyCapabilities).
-        if matches!(self.config.model_family.as_str(), "gptoss" | "gpt-oss") {
-            add("thinking");
-        }
+        super::caps_rules::finish(
+            &mut caps,
+            &self.config,
+            self.is_safetensors(),
+            gguf.and_then(|g| g.architecture()),
+        );
         caps
     }
 }

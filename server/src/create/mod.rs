@@ -13,10 +13,12 @@
 //!
 //! Blocking filesystem code: call `create_model` from `spawn_blocking`.
 
+mod arch;
 mod experimental;
 mod import;
 mod layers;
 mod mlx_quantize;
+mod projector;
 mod quantize;
 mod remote;
 mod safetensors;
@@ -205,7 +207,11 @@ struct Plan {
     base: Vec<(Built, Option<GgufLayer>)>,
     config: ConfigV2,
     licenses: Vec<String>,
+    /// The request's parameters plus what the model's architecture adds (`arch::apply`).
+    parameters: Map<String, Json>,
     parsed: usize,
+    /// Legacy projectors rewritten with their default type (`projector`).
+    projectors_updated: usize,
 }
 
 /// Creates (or replaces) the model `req.model`, reporting Ollama's progress lines through
@@ -228,6 +234,9 @@ pub fn create_model_with(
     let mut plan = plan(store, req, quantizer, progress)?;
     for _ in 0..plan.parsed {
         progress(Progress::status("parsing GGUF"));
+    }
+    for _ in 0..plan.projectors_updated {
+        progress(Progress::status(projector::STATUS));
     }
     if !req.experimental {
         quantize::apply(store.blobs(), req, &mut plan, quantizer, progress)?;
@@ -259,6 +268,7 @@ fn plan(
         ..ConfigV2::default()
     };
     let mut parsed = 0;
+    let mut projectors_updated = 0;
     let mut base: Vec<(Built, Option<GgufLayer>)> = Vec::new();
     let imported = |layers: Vec<GgufLayer>| {
         layers.into_iter().map(|g| {
@@ -294,7 +304,9 @@ fn plan(
             // Refusals happen before its first progress line ("converting model").
             safetensors::import_checkpoint(blobs, files, name.model(), progress)?
         } else {
-            import::import_files(blobs, files, None)?
+            let mut layers = import::import_files(blobs, files, None)?;
+            projectors_updated = projector::add_default_types(blobs, &mut layers)?;
+            layers
         };
         parsed += layers.len();
         base.extend(imported(layers));
@@ -328,13 +340,16 @@ fn plan(
         parsed += layers.len();
         base.extend(imported(layers));
     }
-    apply_model_layers(req, &base, &mut config)?;
+    let mut parameters = req.parameters.clone().unwrap_or_default();
+    apply_model_layers(req, &base, &mut config, &mut parameters)?;
     Ok(Plan {
         name,
         base,
         config,
         licenses,
+        parameters,
         parsed,
+        projectors_updated,
     })
 }
 
@@ -405,11 +420,13 @@ fn from_model(
     Ok(out)
 }
 
-/// Config fields from the model layers, and the quantize refusals (Ollama's `createModel` loop).
+/// Config fields (and architecture defaults, `arch::apply`) from the model layers, and the
+/// quantize refusals (Ollama's `createModel` loop).
 fn apply_model_layers(
     req: &CreateRequest,
     base: &[(Built, Option<GgufLayer>)],
     config: &mut ConfigV2,
+    parameters: &mut Map<String, Json>,
 ) -> Result<()> {
     let quantize = if req.quantize.is_empty() {
         &req.quantization
@@ -438,6 +455,7 @@ fn apply_model_layers(
                 fill(&mut config.model_family, arch.clone());
                 fill(&mut config.model_type, g.gguf.parameter_size());
                 fill(&mut config.file_type, ftype);
+                arch::apply(&arch, config, parameters);
                 config
                     .model_families
                     .get_or_insert_with(Vec::new)
@@ -501,7 +519,7 @@ fn write(
     for l in &plan.licenses {
         layers.push(layers::text_layer(blobs, MEDIA_TYPE_LICENSE, l.as_bytes())?);
     }
-    layers::set_parameters(blobs, &mut layers, req.parameters.as_ref())?;
+    layers::set_parameters(blobs, &mut layers, Some(&plan.parameters))?;
     layers::set_messages(blobs, &mut layers, &req.messages)?;
     let config = layers::config_layer(blobs, &plan.config)?;
     for b in &layers {

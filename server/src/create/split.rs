@@ -105,7 +105,7 @@ fn merge_group(blobs: &BlobStore, count: u16, members: Vec<GgufLayer>) -> Result
         .map(|s| s.expect("count checked"))
         .collect();
     let primary = &shards[0];
-    let digest = write_merged(blobs, &shards)?;
+    let digest = write_merged(blobs, &shards, &[])?;
     let size = blobs.size(&digest)?.unwrap_or_default();
     let mut layer = Layer::new(&primary.layer.media_type, digest.clone(), size);
     layer.from = primary.layer.from.clone();
@@ -123,8 +123,13 @@ fn put_str(buf: &mut Vec<u8>, s: &str) {
     buf.extend_from_slice(s.as_bytes());
 }
 
-/// Writes the merged GGUF into the blob store; returns its digest.
-fn write_merged(blobs: &BlobStore, shards: &[GgufLayer]) -> Result<Digest> {
+/// Writes the merged GGUF into the blob store, with `extra` key/values added after shard 0's
+/// own (one shard: a copy of it with those keys); returns its digest.
+pub(crate) fn write_merged(
+    blobs: &BlobStore,
+    shards: &[GgufLayer],
+    extra: &[(&str, Value)],
+) -> Result<Digest> {
     let head_path = blobs.path(&shards[0].layer.digest);
     let full = gguf::read_path(&head_path, ReadOptions { full_arrays: true })?;
     let alignment = full.alignment;
@@ -134,9 +139,12 @@ fn write_merged(blobs: &BlobStore, shards: &[GgufLayer]) -> Result<Digest> {
         let split = SPLIT_KEYS
             .iter()
             .any(|s| k == s || k.strip_suffix(s).is_some_and(|p| p.ends_with('.')));
-        if !split {
+        if !split && !extra.iter().any(|(e, _)| e == k) {
             builder = builder.kv(k, v.clone());
         }
+    }
+    for (k, v) in extra {
+        builder = builder.kv(k, v.clone());
     }
     let mut head = builder.build()?;
     let tensors: Vec<(&GgufLayer, &TensorInfo)> = shards

@@ -27,6 +27,7 @@ use tokio::time::{sleep_until, Instant};
 use tokio_util::sync::CancellationToken;
 
 mod budget;
+mod failed;
 mod idle;
 mod place;
 mod ps;
@@ -106,6 +107,9 @@ struct Pending {
     reply: oneshot::Sender<Result<Lease>>,
     /// When it was admitted (queue wait).
     since: Instant,
+    /// Its load already ran out of memory once; it is being retried with the other models
+    /// unloaded (`policy::plan_after_oom`), and a second failure is final.
+    oom_retried: bool,
 }
 
 struct Actor {
@@ -229,6 +233,7 @@ impl Actor {
                     req: *req,
                     reply,
                     since: Instant::now(),
+                    oom_retried: false,
                 });
             }
             Cmd::Release { id } => {
@@ -294,12 +299,16 @@ impl Actor {
         let mut i = 0;
         while i < self.queue.len() {
             let p = &self.queue[i];
-            let plan = policy::plan(
-                &p.req.options,
-                self.predicted(&p.req),
-                &self.views(Instant::now()),
-                &limits,
-            );
+            let plan = if p.oom_retried {
+                policy::plan_after_oom(&p.req.options, &self.views(Instant::now()))
+            } else {
+                policy::plan(
+                    &p.req.options,
+                    self.predicted(&p.req),
+                    &self.views(Instant::now()),
+                    &limits,
+                )
+            };
             match plan {
                 Plan::Reuse(id) => {
                     let p = self.queue.remove(i).expect("index in range");
@@ -477,22 +486,8 @@ impl Actor {
                 None => self.stop_in_background(runner),
             },
             Err(err) => {
-                let Some(e) = self.entries.remove(&id) else {
-                    return;
-                };
-                // Everyone waiting on this load would only repeat it: they all get its error.
-                let (waiting, rest): (VecDeque<Pending>, VecDeque<Pending>) =
-                    std::mem::take(&mut self.queue).into_iter().partition(|p| {
-                        p.req.options.model == e.options.model
-                            && !policy::needs_reload(&e.options, &p.req.options)
-                    });
-                self.queue = rest;
-                let mut waiting = waiting.into_iter();
-                if let Some(first) = waiting.next() {
-                    for p in waiting {
-                        let _ = p.reply.send(Err(copy_error(&err)));
-                    }
-                    let _ = first.reply.send(Err(err));
+                if let Some(e) = self.entries.remove(&id) {
+                    self.load_failed(e, err);
                 }
             }
         }

@@ -177,6 +177,38 @@ pub fn plan(requested: &LoadOptions, memory: u64, loaded: &[LoadedView], limits:
     }
 }
 
+/// Ollama's retry after a load ran out of memory while other models were loaded (its
+/// `oomRetryAttempted` and `evictAllAndWait`): the load is tried once more after every other
+/// unpinned runner is gone. Busy ones are waited for; like any `WaitForRoom`, later loads stay
+/// behind this one.
+pub fn plan_after_oom(requested: &LoadOptions, loaded: &[LoadedView]) -> Plan {
+    if let Some(l) = loaded
+        .iter()
+        .find(|l| l.options.model == requested.model && !needs_reload(l.options, requested))
+    {
+        return if !l.loading && l.refcount < l.capacity() {
+            Plan::Reuse(l.id)
+        } else {
+            Plan::WaitBusy
+        };
+    }
+    let others: Vec<&LoadedView> = loaded.iter().filter(|l| !l.pinned).collect();
+    if loaded.iter().any(|l| l.loading) || others.iter().any(|l| !l.idle()) {
+        return Plan::WaitForRoom;
+    }
+    if others.is_empty() {
+        Plan::Load
+    } else {
+        Plan::EvictThenLoad(others.iter().map(|l| l.id).collect())
+    }
+}
+
+/// Whether a load that failed with `OutOfMemory` is worth one more try: some other runner
+/// that may be evicted is loaded (Ollama retries only then; alone, the model fails at once).
+pub fn retry_after_oom(already_retried: bool, loaded: &[LoadedView]) -> bool {
+    !already_retried && loaded.iter().any(|l| !l.pinned)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -464,5 +496,43 @@ mod tests {
         for (name, req, mem, loaded, limits, want) in cases {
             assert_eq!(plan(&req, mem, &views(&loaded), &limits), want, "{name}");
         }
+    }
+    #[test]
+    fn after_oom_table() {
+        let loading = |mut x: L| {
+            x.loading = true;
+            x
+        };
+        let pin = |mut x: L| {
+            x.pinned = true;
+            x
+        };
+        #[rustfmt::skip]
+        let cases: Vec<(&str, Vec<L>, Plan)> = vec![
+            ("nothing left: load", vec![], Plan::Load),
+            ("every other idle one goes, whatever its keep-alive", 
+                vec![l(1, "/a", 0, None), l(2, "/b", 0, Some(900))], Plan::EvictThenLoad(vec![1, 2])),
+            ("a busy one is waited for", vec![l(1, "/a", 0, None), l(2, "/b", 1, None)], Plan::WaitForRoom),
+            ("another load is waited for", vec![loading(l(1, "/b", 0, None))], Plan::WaitForRoom),
+            ("pinned ones stay", vec![pin(l(1, "/a", 0, None)), l(2, "/b", 0, None)],
+                Plan::EvictThenLoad(vec![2])),
+            ("only pinned ones: load beside them", vec![pin(l(1, "/a", 0, None))], Plan::Load),
+            ("loaded meanwhile: reuse", vec![l(1, "/b", 0, None), l(2, "/x", 0, None)], Plan::Reuse(2)),
+            ("loading meanwhile: wait for it", vec![loading(l(2, "/x", 0, None))], Plan::WaitBusy),
+        ];
+        for (name, loaded, want) in cases {
+            assert_eq!(plan_after_oom(&opts("/x"), &views(&loaded)), want, "{name}");
+        }
+        let retry = |done, ls: Vec<L>| retry_after_oom(done, &views(&ls));
+        assert!(
+            retry(false, vec![l(1, "/a", 1, None)]),
+            "a busy other one is worth waiting for"
+        );
+        assert!(!retry(true, vec![l(1, "/a", 0, None)]), "only once");
+        assert!(!retry(false, vec![]), "alone: fail at once");
+        assert!(
+            !retry(false, vec![pin(l(1, "/a", 0, None))]),
+            "only pinned ones: nothing to free"
+        );
     }
 }

@@ -139,6 +139,7 @@ async fn on_sigterm(state: Arc<State>) {
         }
         eprintln!("fake-runner: SIGTERM, exiting");
         let _ = std::fs::remove_file(&state.script.socket);
+        release_hold(&state);
         std::process::exit(0);
     }
 }
@@ -157,7 +158,15 @@ async fn exit_when_parent_goes(state: Arc<State>) {
     while matches!(stdin.read(&mut buf).await, Ok(n) if n > 0) {}
     eprintln!("fake-runner: stdin closed, the server is gone; exiting");
     let _ = std::fs::remove_file(&state.script.socket);
+    release_hold(&state);
     std::process::exit(0);
+}
+
+/// Removes the `--hold` file: this runner's memory is free again.
+fn release_hold(state: &State) {
+    if let Some(hold) = &state.script.hold {
+        let _ = std::fs::remove_file(hold);
+    }
 }
 
 /// Simulated model load: progress rises in ten steps over `--slow-load`, then the final state.
@@ -178,13 +187,21 @@ async fn load(state: Arc<State>) {
         eprintln!("fake-runner: error loading model: scripted exit {code}");
         std::process::exit(code);
     }
+    let oom = s.oom_while.as_ref().is_some_and(|p| p.exists());
     let next = match s.fail_load {
+        _ if oom => Health::Failed {
+            kind: ErrorKind::OutOfMemory,
+            message: "scripted load failure: out of memory while another model is loaded".into(),
+        },
         Some(kind) => Health::Failed {
             kind,
             message: format!("scripted load failure ({kind})"),
         },
         None => Health::Ready,
     };
+    if let (Health::Ready, Some(hold)) = (&next, &s.hold) {
+        let _ = std::fs::write(hold, b"");
+    }
     println!("fake-runner: load finished: {next:?}");
     *state.health.lock().unwrap() = next;
 }

@@ -18,6 +18,8 @@
 //! | `--slow-load SECS`   | report `loading` with progress rising in 10 steps over SECS (float ok)  |
 //! | `--hang-load`        | report `loading` with progress 0 forever                                |
 //! | `--fail-load KIND`   | after loading, report `failed` with this `ErrorKind` (e.g. `OutOfMemory`) |
+//! | `--oom-while PATH`   | after loading, report `failed` with `OutOfMemory` if PATH exists (another runner `--hold`s it) |
+//! | `--hold PATH`        | create PATH once ready and remove it on exit: the memory this runner holds, for `--oom-while` |
 //! | `--exit-at-load N`   | after loading, print an error line to stderr and exit with status N     |
 //! | `--ignore-sigterm`   | keep running on SIGTERM (default: remove the socket and exit 0)         |
 //! | `--n-embd N`         | embedding width (default 16)                                            |
@@ -52,6 +54,8 @@ pub struct Script {
     pub slow_load: Duration,
     pub hang_load: bool,
     pub fail_load: Option<ErrorKind>,
+    pub oom_while: Option<PathBuf>,
+    pub hold: Option<PathBuf>,
     pub exit_at_load: Option<i32>,
     pub ignore_sigterm: bool,
     pub n_embd: u32,
@@ -99,6 +103,8 @@ impl Default for Script {
             slow_load: Duration::ZERO,
             hang_load: false,
             fail_load: None,
+            oom_while: None,
+            hold: None,
             exit_at_load: None,
             ignore_sigterm: false,
             n_embd: 16,
@@ -164,6 +170,8 @@ impl Script {
                         .map_err(|_| format!("--fail-load: unknown error kind {v:?}"))?;
                     self.fail_load = Some(kind);
                 }
+                "--oom-while" => self.oom_while = Some(value(&flag)?.into()),
+                "--hold" => self.hold = Some(value(&flag)?.into()),
                 "--exit-at-load" => self.exit_at_load = Some(num(&flag, &value(&flag)?)?),
                 "--ignore-sigterm" => self.ignore_sigterm = true,
                 "--n-embd" => self.n_embd = num(&flag, &value(&flag)?)?,
