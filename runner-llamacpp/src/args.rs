@@ -35,6 +35,10 @@ pub struct Args {
     /// Test and bench hook: do not draft the tokens a grammar forces (grammar fast-forward).
     #[arg(long, hide = true)]
     pub no_grammar_ff: bool,
+    /// Bench hook (GPU): one CUDA graph for every step token count (llama.cpp's own keying)
+    /// instead of one per count (patch 0005, `ffi::prefer_graph_per_shape`).
+    #[arg(long, hide = true)]
+    pub no_graph_per_shape: bool,
     /// Bench hook (GPU): do not hold a request's first token while the prompts that arrived
     /// with it are still pending (`plan::mixed`).
     #[arg(long, hide = true)]

@@ -51,6 +51,11 @@ fn main() {
         eprintln!("runner-llamacpp: --parallel, --ctx-size and --batch must be positive");
         std::process::exit(2);
     }
+    if !args.no_graph_per_shape {
+        // Before any thread starts: the environment is read by the CUDA backend at its first
+        // graph.
+        ffi::prefer_graph_per_shape();
+    }
     let socket = args.load.socket.clone();
     let code = runner_core::serve::run(&socket, move |state, jobs| {
         std::thread::Builder::new()

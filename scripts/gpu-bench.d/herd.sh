@@ -245,11 +245,11 @@ hb_herd() {
     hb_client "herd-x16-t4" "$HB_CONC" --num-ctx "$HB_CTX16" gen:2 fmt:2
   fi
   fi
-  # One CUDA graph per token count (patch 0005, opt-in): grammar fast-forward and prompts
-  # between decode steps change a step's token count.
-  hb_stamp "herd x$HB_CONC GGML_CUDA_GRAPH_PER_SHAPE=1"
-  if w=$(hb_wrapper pershape GGML_CUDA_GRAPH_PER_SHAPE=1 --step-stats 128) && hb_serve "$HB_CONC" "$HB_CTX16" "$w"; then
-    hb_client "herd-x16-pershape" "$HB_CONC" --num-ctx "$HB_CTX16" gen:2 fmt:2
+  # One CUDA graph per token count (patch 0005) is the runner's default since run O; A/B: one
+  # graph for all counts (llama.cpp's own keying), whose warm-up every change of count resets.
+  hb_stamp "herd x$HB_CONC one CUDA graph"
+  if w=$(hb_wrapper onegraph --no-graph-per-shape --step-stats 128) && hb_serve "$HB_CONC" "$HB_CTX16" "$w"; then
+    hb_client "herd-x16-onegraph" "$HB_CONC" --num-ctx "$HB_CTX16" gen:2 fmt:2
   fi
   hb_stamp "self-draft (x$HB_CONC)"
   if [ "$HB_SD" = 1 ] && hb_serve "$HB_CONC" "$HB_CTX16" "$HB_RUNNER"; then
@@ -284,13 +284,13 @@ hb_real() {
   else
     hb_na real-x1-ngram rcopy "runner has no --draft-ngram"
   fi
-  # 16-token drafts, then with one CUDA graph per token count (patch 0005, opt-in): drafted
-  # steps change the count, which otherwise resets the graph's warm-up (runs L, M).
+  # 16-token drafts, then with one CUDA graph for all token counts (the runner's default is one
+  # per count since run O): drafted steps change the count, which resets one graph's warm-up.
   if w=$(hb_wrapper ngram16 --draft-ngram 16 --step-stats 64) && hb_serve 1 "$HB_CTX1" "$w"; then
     hb_client real-x1-ngram16 1 --model smol --num-ctx "$HB_CTX1" rcopy:"$HB_R"
   fi
-  if w=$(hb_wrapper ngram16ps GGML_CUDA_GRAPH_PER_SHAPE=1 --draft-ngram 16 --step-stats 64) && hb_serve 1 "$HB_CTX1" "$w"; then
-    hb_client real-x1-ngram16-pershape 1 --model smol --num-ctx "$HB_CTX1" rcopy:"$HB_R"
+  if w=$(hb_wrapper ngram16og --no-graph-per-shape --draft-ngram 16 --step-stats 64) && hb_serve 1 "$HB_CTX1" "$w"; then
+    hb_client real-x1-ngram16-onegraph 1 --model smol --num-ctx "$HB_CTX1" rcopy:"$HB_R"
   fi
   hb_stop
 }

@@ -24,9 +24,10 @@ mlx-int4-x1 ... mlx-bf16-x16, against runner-llamacpp's Q4_K_M, labels herd-x1 /
 and the real-model copy task (phase real: SmolLM2 from the dev box, labels real-x1 / real-x1-ngram):
   real_ngram_speedup  copy task tokens/s (engine rate) with the n-gram drafter / without, x1
   mlx_real_ngram16_speedup  the same on runner-mlx (phase mlx, SmolLM2 converted to MLX), K=16
-  real_ngram16_speedup, real_ngram16_pershape_speedup  the same with 16-token drafts, and with
-                      GGML_CUDA_GRAPH_PER_SHAPE=1 (patch 0005); x16_pershape_over_bb16 and
-                      fmt_over_free_x16_pershape the x16 ratios with it
+  real_ngram16_speedup, real_ngram16_onegraph_speedup  the same with 16-token drafts, and with
+                      one CUDA graph for all token counts (--no-graph-per-shape; the runner keeps
+                      one per count, patch 0005, since run O); x16_onegraph_over_bb16 and
+                      fmt_over_free_x16_onegraph the x16 ratios with it
 With --herd-log, the runner's stats lines in herd serve's log (`--step-stats` per-phase ms a
 decode step, `grammar mask` percentiles per request) are grouped by the client phase that ran
 them (herd_client.py --mark) under numbers["runner_stats"].
@@ -239,12 +240,12 @@ def main():
         "real_ngram_speedup": ratio(run.req_mean("real-x1-ngram", "rcopy", "erate"), run.req_mean("real-x1", "rcopy", "erate")),
         "real_ngram_speedup_client": ratio(run.req_mean("real-x1-ngram", "rcopy", "crate"), run.req_mean("real-x1", "rcopy", "crate")),
         "real_ngram16_speedup": ratio(run.req_mean("real-x1-ngram16", "rcopy", "erate"), run.req_mean("real-x1", "rcopy", "erate")),
-        "real_ngram16_pershape_speedup": ratio(run.req_mean("real-x1-ngram16-pershape", "rcopy", "erate"),
+        "real_ngram16_onegraph_speedup": ratio(run.req_mean("real-x1-ngram16-onegraph", "rcopy", "erate"),
                                                run.req_mean("real-x1", "rcopy", "erate")),
         "mlx_real_ngram16_speedup": ratio(run.req_mean("mlx-real-x1-ngram16", "rcopy", "erate"),
                                           run.req_mean("mlx-real-x1", "rcopy", "erate")),
-        "x16_pershape_over_bb16": ratio(agg("herd-x16-pershape", "gen"), bbv(16)),
-        "fmt_over_free_x16_pershape": ratio(med("herd-x16-pershape", "fmt"), med("herd-x16-pershape", "gen")),
+        "x16_onegraph_over_bb16": ratio(agg("herd-x16-onegraph", "gen"), bbv(16)),
+        "fmt_over_free_x16_onegraph": ratio(med("herd-x16-onegraph", "fmt"), med("herd-x16-onegraph", "gen")),
         "real_ngram_greedy_identical": (sorted(q["digest"] for q in run.reqs("real-x1-ngram", "rcopy"))
                                         == sorted(q["digest"] for q in run.reqs("real-x1", "rcopy"))
                                         if run.reqs("real-x1-ngram", "rcopy") and run.reqs("real-x1", "rcopy") else "n/a"),
