@@ -67,7 +67,7 @@ def batched_bench(path):
 
 STEP = re.compile(r"step stats: (\d+) decode steps .*?([\d.]+) rows/step, ms/step: (.*?) \| total ([\d.]+)")
 MASK = re.compile(r"grammar mask: tokens=(\d+) p50_us=([\d.]+) p99_us=([\d.]+) max_us=([\d.]+) "
-                  r"engine_p50_us=([\d.]+) engine_p99_us=([\d.]+)")
+                  r"engine_p50_us=([\d.]+) engine_p99_us=([\d.]+)(?: wait_p50_us=([\d.]+) wait_p99_us=([\d.]+))?")
 
 
 def runner_stats(path):
@@ -85,7 +85,7 @@ def runner_stats(path):
             ms = {parts[i]: float(parts[i + 1]) for i in range(0, len(parts) - 1, 2)}
             cur["steps"].append(dict(rows_per_step=float(m.group(2)), total=float(m.group(4)), **ms))
         elif cur is not None and (m := MASK.search(line)):
-            cur["masks"].append([float(x) for x in m.groups()])
+            cur["masks"].append([float(x) for x in m.groups() if x is not None])
     out = {}
     for k, g in groups.items():
         r = {}
@@ -94,8 +94,9 @@ def runner_stats(path):
             r["step_ms_mean"] = {q: round(statistics.mean(st[q] for st in g["steps"] if q in st), 3) for q in keys}
             r["step_lines"] = len(g["steps"])
         if g["masks"]:
-            cols = ["tokens", "p50_us", "p99_us", "max_us", "engine_p50_us", "engine_p99_us"]
-            r["grammar_mask_median"] = {c: round(statistics.median(m[i] for m in g["masks"]), 1) for i, c in enumerate(cols)}
+            cols = ["tokens", "p50_us", "p99_us", "max_us", "engine_p50_us", "engine_p99_us", "wait_p50_us", "wait_p99_us"]
+            r["grammar_mask_median"] = {c: round(statistics.median(m[i] for m in g["masks"] if len(m) > i), 1)
+                                        for i, c in enumerate(cols) if any(len(m) > i for m in g["masks"])}
             r["grammar_mask_requests"] = len(g["masks"])
         if r:
             out[k] = r

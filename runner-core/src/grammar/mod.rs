@@ -168,6 +168,7 @@ impl Grammars {
             failed: false,
             current: None,
             spent_ns: 0,
+            wait_ns: Vec::new(),
         })
     }
 
@@ -203,6 +204,8 @@ pub struct GrammarMask {
     current: Option<(Result<toktrie::SimpleVob, String>, usize)>,
     /// Time this state's mask has cost the decode thread so far (pushed to `times_ns` on commit).
     spent_ns: u64,
+    /// Of that, each state's wait for the worker's mask (zero when it was ready).
+    wait_ns: Vec<u64>,
 }
 
 /// At most this many allowed tokens go to the sampler as a list instead of a rewritten row
@@ -260,6 +263,7 @@ impl GrammarMask {
             self.outstanding = 1;
         }
         let mut mask = Err(String::new());
+        let started = Instant::now();
         while self.outstanding > 0 {
             let c = self.worker.take();
             self.outstanding = self.outstanding.saturating_sub(c.covers);
@@ -269,6 +273,7 @@ impl GrammarMask {
                 (_, m) => m,
             };
         }
+        self.wait_ns.push(started.elapsed().as_nanos() as u64);
         mask
     }
 
@@ -381,16 +386,19 @@ impl Drop for GrammarMask {
             return;
         };
         let us = |ns: u64| ns as f64 / 1e3;
+        let (w50, w99, _) = percentiles(&self.wait_ns).unwrap_or_default();
         eprintln!(
             "{}: grammar mask: tokens={} p50_us={:.1} p99_us={:.1} max_us={:.1} \
-             engine_p50_us={:.1} engine_p99_us={:.1}",
+             engine_p50_us={:.1} engine_p99_us={:.1} wait_p50_us={:.1} wait_p99_us={:.1}",
             crate::name(),
             self.times_ns.len(),
             us(p50),
             us(p99),
             us(max),
             us(e50),
-            us(e99)
+            us(e99),
+            us(w50),
+            us(w99)
         );
     }
 }
