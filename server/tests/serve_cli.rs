@@ -424,6 +424,11 @@ fn repl_commands_answer_as_ollamas() {
         "{out}"
     );
     assert!(out.contains("PARAMETER num_predict 8"), "{out}");
+    // `--think` on a model that cannot think fails at the load, before any prompt.
+    let mut t = Terminal::start(&s.addr, s.home.path(), "tiny --think");
+    t.expect("\"tiny\" does not support thinking");
+    assert!(!t.exit_status().success(), "{}", t.text());
+    assert!(!t.text().contains(">>> "), "{}", t.text());
 }
 
 /// `--format` takes a JSON schema as well as `json`: it reaches the server as that object.

@@ -266,10 +266,15 @@ impl Session {
     }
 
     /// Ollama preloads with an empty generate so the first answer does not wait for the load.
+    /// The request carries `think`, so that thinking asked of a model that cannot think fails
+    /// here, before the REPL opens, as Ollama's `loadOrUnloadModel` does.
     pub(super) async fn preload(&self) -> anyhow::Result<()> {
         let mut body = json!({"model": self.model});
         if let Some(k) = self.keep_alive_json() {
             body["keep_alive"] = k;
+        }
+        if let Some(t) = &self.think {
+            body["think"] = t.clone();
         }
         self.client
             .send(Method::POST, "/api/generate", Some(&body))

@@ -345,6 +345,23 @@ mod tests {
              \x20   embedding length    1024\n\
              \x20   dimensions          768\n\n"
         );
+        // Ollama's own projector case (cmd_test.go TestShowInfo "projector"), byte for byte.
+        let projector: ShowInfo = serde_json::from_value(json!({
+            "details": {"family": "test", "parameter_size": "7B", "quantization_level": "FP16"},
+            "projector_info": {
+                "general.architecture": "clip",
+                "general.parameter_count": 133_700_000.0,
+                "clip.vision.embedding_length": 0.0,
+                "clip.vision.projection_dim": 0.0
+            }
+        }))
+        .unwrap();
+        assert_eq!(
+            summary(&projector, false),
+            "  Model\n    architecture    test    \n    parameters      7B      \n    quantization    FP16    \n\n\
+             \x20 Projector\n    architecture        clip       \n    parameters          133.70M    \n\
+             \x20   embedding length    0          \n    dimensions          0          \n\n"
+        );
         let verbose = summary(&info, true);
         assert!(verbose.contains("  Metadata\n"));
         assert!(verbose.contains("tokenizer.ggml.tokens     [a b c ...+2 more]"));
