@@ -91,7 +91,7 @@ fn run_pulls_a_missing_model_then_answers() {
     t.expect(">>> ");
     // `/load` switches model (an unknown one is refused, the session goes on).
     t.press("/load ghost\r");
-    t.expect("not found");
+    t.expect("Couldn't find model 'ghost'");
     t.expect(">>> ");
     t.press("/load saved\r");
     t.expect("Loading model 'saved'");

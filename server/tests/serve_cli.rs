@@ -230,7 +230,7 @@ fn run_in_a_terminal_is_a_repl() {
     t.expect(">>> ");
     // `/load` switches to another model with a fresh conversation; an unknown one is refused.
     t.press("/load ghost\r");
-    t.expect("model 'ghost' not found");
+    t.expect("Couldn't find model 'ghost'");
     t.expect(">>> ");
     t.press("/load echo\r");
     t.expect("Loading model 'echo'");
@@ -330,6 +330,119 @@ fn repl_recalls_history_and_takes_control_keys() {
     t.expect(">>> ");
     t.press("/bye\r");
     assert!(t.exit_status().success(), "{}", t.text());
+}
+
+/// The REPL's commands answer as Ollama's `cmd/interactive.go` does: help screens, `/show`
+/// without a topic, `/show parameters` (the model's, then the session's), usage lines, unknown
+/// `/set` words, `/list`, the thinking warning (its `ensureThinkingSupport`), and `/save` from a
+/// model with a saved conversation keeping that conversation in front of the session's.
+#[test]
+fn repl_commands_answer_as_ollamas() {
+    if !Terminal::available() {
+        return serve_support::prereq::missing("util-linux `script`");
+    }
+    let ts = store();
+    // A real (tiny) GGUF, so that `/api/show` describes it; the fake runner answers for it.
+    ts.model(
+        "tiny",
+        "latest",
+        &serve_support::api_support::tiny_gguf(),
+        &[
+            (serve_support::MT_PARAMS, br#"{"temperature":0.7}"#),
+            (
+                serve_support::MT_MESSAGES,
+                br#"[{"role":"user","content":"first"},{"role":"assistant","content":"one"}]"#,
+            ),
+        ],
+        ago(60),
+    );
+    let s = Server::start(&ts);
+    let mut t = Terminal::start(&s.addr, s.home.path(), "tiny");
+    t.expect(">>> first\none\n");
+    t.expect(">>> ");
+    t.press("/?\r");
+    t.expect("Use \"\"\" to begin a multi-line message.");
+    t.expect(">>> ");
+    t.press("/? show\r");
+    t.expect("  /show info         Show details for this model");
+    t.expect(">>> ");
+    t.press("/show\r");
+    t.expect("  /show template     Show prompt template");
+    t.expect(">>> ");
+    t.press("/set parameter\r");
+    t.expect("Available Parameters:");
+    t.expect(">>> ");
+    t.press("/set parameter num_predict 8\r");
+    t.expect("Set parameter 'num_predict' to '8'");
+    t.expect(">>> ");
+    t.press("/show parameters\r");
+    let shown = t.expect(">>> ");
+    assert!(
+        shown.contains("Model defined parameters:\n  temperature                    0.7\n\n")
+            && shown.contains("User defined parameters:\n  num_predict                    8\n"),
+        "{shown:?}"
+    );
+    t.press("/set bogus\r");
+    t.expect("Unknown command '/set bogus'. Type /? for help");
+    t.expect(">>> ");
+    t.press("/set format yaml\r");
+    t.expect("Invalid or missing format. For 'json' mode use '/set format json'");
+    t.expect(">>> ");
+    t.press("/load\r");
+    t.expect("Usage:\n  /load <modelname>");
+    t.expect(">>> ");
+    t.press("/list\r");
+    let listed = t.expect(">>> ");
+    assert!(
+        listed.contains("NAME") && listed.contains("tiny:latest"),
+        "{listed}"
+    );
+    t.press("hi\r");
+    t.expect("Hello from the fake runner.");
+    t.expect(">>> ");
+    t.press("/save again\r");
+    t.expect("Created new model 'again'");
+    t.expect(">>> ");
+    // The model reports no `thinking` capability: the setting is taken, with a warning.
+    t.press("/set think\r");
+    t.expect("warning: model \"tiny\" does not support thinking output");
+    t.expect("Set 'think' mode.");
+    t.expect(">>> ");
+    t.press("/bye\r");
+    assert!(t.exit_status().success(), "{}", t.text());
+    let (ok, out, err) = s.herd(&["show", "again", "--modelfile"], "");
+    assert!(ok, "{err}");
+    let saved: Vec<&str> = out.lines().filter(|l| l.starts_with("MESSAGE")).collect();
+    assert_eq!(
+        saved,
+        [
+            "MESSAGE user first",
+            "MESSAGE assistant one",
+            "MESSAGE user hi",
+            "MESSAGE assistant Hello from the fake runner."
+        ],
+        "{out}"
+    );
+    assert!(out.contains("PARAMETER num_predict 8"), "{out}");
+    // `--think` on a model that cannot think fails at the load, before any prompt.
+    let mut t = Terminal::start(&s.addr, s.home.path(), "tiny --think");
+    t.expect("\"tiny\" does not support thinking");
+    assert!(!t.exit_status().success(), "{}", t.text());
+    assert!(!t.text().contains(">>> "), "{}", t.text());
+}
+
+/// `--format` takes a JSON schema as well as `json`: it reaches the server as that object.
+#[test]
+fn run_format_takes_a_json_schema() {
+    let ts = store();
+    let s = Server::start(&ts);
+    let schema = r#"{"type":"object","properties":{"a":{"type":"string"}}}"#;
+    let (ok, out, err) = s.herd(&["run", "fake", "--format", schema, "hi"], "");
+    assert!(ok, "{err}");
+    assert_eq!(out, "Hello from the fake runner.\n\n");
+    let (ok, _, err) = s.herd(&["run", "fake", "--format", "yaml", "hi"], "");
+    assert!(!ok);
+    assert!(err.contains("invalid --format"), "{err}");
 }
 
 /// Answers wrap at the terminal's width as Ollama wraps them (words move down whole); `/set

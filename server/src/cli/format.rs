@@ -45,8 +45,17 @@ pub fn human_duration(d: Duration) -> String {
         h if h < 24 * 7 * 2 => format!("{} days", h / 24),
         h if h < 24 * 30 * 2 => format!("{} weeks", h / 24 / 7),
         h if h < 24 * 365 * 2 => format!("{} months", h / 24 / 30),
-        h => format!("{} years", h / 24 / 365),
+        // Years from the whole hours, not the rounded ones (Ollama's `int(d.Hours())`).
+        _ => format!("{} years", d.as_secs() / 3600 / 24 / 365),
     }
+}
+
+/// An RFC 3339 time from the API; `None` for one that does not parse and for Go's zero time
+/// (`0001-01-01T00:00:00Z`, what an Ollama server sends for "no time"), which Ollama's
+/// `HumanTime` shows as its zero value (`Never`).
+pub fn parse_time(s: &str) -> Option<SystemTime> {
+    let t = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()?;
+    (t.year() > 1).then(|| t.into())
 }
 
 /// Ollama's `HumanTime`: "3 hours ago", "5 minutes from now".
@@ -160,8 +169,15 @@ mod tests {
         for (d, want) in cases {
             assert_eq!(human_duration(d), want, "{d:?}");
         }
+        // Just under two years, rounded up to the hour, is still one year in whole hours.
+        assert_eq!(human_duration(s(2 * 365 * 24 * 3600 - 1)), "1 years");
         let now = SystemTime::now();
         assert_eq!(human_time(now - s(7200), now), "2 hours ago");
+        assert_eq!(human_time(now + s(48 * 3600), now), "2 days from now");
+        assert_eq!(human_time(now + s(200 * 365 * 24 * 3600), now), "Forever");
+        assert_eq!(parse_time("0001-01-01T00:00:00Z"), None);
+        assert_eq!(parse_time("garbage"), None);
+        assert!(parse_time("2024-05-01T10:00:00.5+02:00").is_some());
         assert_eq!(human_time(now + s(300), now), "5 minutes from now");
     }
 

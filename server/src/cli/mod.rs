@@ -1,6 +1,7 @@
 //! The `herd` subcommands. `serve` runs the server in this process; the others are thin HTTP
 //! clients of a running server at `OLLAMA_HOST`, printing what Ollama's CLI prints.
 
+pub mod answer;
 pub mod archive;
 pub mod client;
 pub mod create;
@@ -11,6 +12,7 @@ pub mod history;
 pub mod lineedit;
 pub mod pull;
 pub mod repl;
+pub mod repl_text;
 pub mod run;
 pub mod serve;
 pub mod show;
@@ -65,15 +67,20 @@ struct ListedModel {
     digest: String,
     size: u64,
     modified_at: String,
+    /// Set for a stub of a model on another server (`crate::remote`): no local size.
+    #[serde(default)]
+    remote_model: String,
 }
 
 async fn list(args: ListArgs) -> anyhow::Result<()> {
     let client = Client::new(&args.client.host)?;
+    list_models(&client, args.prefix.as_deref()).await
+}
+
+/// `herd list [PREFIX]`, also the REPL's `/list`.
+pub(super) async fn list_models(client: &Client, prefix: Option<&str>) -> anyhow::Result<()> {
     let resp: ListResponse = client.json(Method::GET, "/api/tags", None::<&()>).await?;
-    print!(
-        "{}",
-        list_table(&resp.models, args.prefix.as_deref(), SystemTime::now())
-    );
+    print!("{}", list_table(&resp.models, prefix, SystemTime::now()));
     Ok(())
 }
 
@@ -88,18 +95,18 @@ fn list_table(models: &[ListedModel], prefix: Option<&str>, now: SystemTime) -> 
         {
             continue;
         }
-        let modified = time::OffsetDateTime::parse(
-            &m.modified_at,
-            &time::format_description::well_known::Rfc3339,
-        )
-        .map_or_else(
-            |_| "Never".to_string(),
-            |t| format::human_time(t.into(), now),
-        );
+        let modified = format::parse_time(&m.modified_at)
+            .map_or_else(|| "Never".to_string(), |t| format::human_time(t, now));
+        // A remote stub's size is the stub's, not the model's: Ollama shows none.
+        let size = if m.remote_model.is_empty() {
+            format::human_bytes(m.size)
+        } else {
+            "-".to_owned()
+        };
         rows.push(vec![
             m.name.clone(),
             m.digest.chars().take(12).collect(),
-            format::human_bytes(m.size),
+            size,
             modified,
         ]);
     }
@@ -138,6 +145,7 @@ fn ps_table(models: &[RunningModel], prefix: Option<&str>, now: SystemTime) -> S
         if prefix.is_some_and(|p| !m.name.starts_with(p)) {
             continue;
         }
+        // Go's zero time is in the past, so it shows as stopping, as in Ollama.
         let until = time::OffsetDateTime::parse(
             &m.expires_at,
             &time::format_description::well_known::Rfc3339,
@@ -292,19 +300,34 @@ mod tests {
                 digest: "e7d4b4c9a1f2000000000000000000000000000000000000000000000000000a".into(),
                 size: 291_554_930,
                 modified_at: "2023-11-14T22:13:20Z".into(),
+                remote_model: String::new(),
             },
             ListedModel {
                 name: "smollm2:135m".into(),
                 digest: "0123456789abcdef".into(),
                 size: 1_500,
                 modified_at: "garbage".into(),
+                remote_model: String::new(),
+            },
+            ListedModel {
+                name: "gpt-oss:20b-cloud".into(),
+                digest: "aaaabbbbccccdddd".into(),
+                size: 384,
+                modified_at: "garbage".into(),
+                remote_model: "gpt-oss:20b".into(),
             },
         ];
         assert_eq!(
-            trimmed(&list_table(&models, None, now)),
+            trimmed(&list_table(&models[..2], None, now)),
             "NAME            ID              SIZE      MODIFIED\n\
              gemma3:270m     e7d4b4c9a1f2    291 MB    2 hours ago\n\
              smollm2:135m    0123456789ab    1.5 KB    Never\n"
+        );
+        // A remote stub has no local size to show.
+        assert_eq!(
+            trimmed(&list_table(&models[2..], None, now)),
+            "NAME                 ID              SIZE    MODIFIED\n\
+             gpt-oss:20b-cloud    aaaabbbbcccc    -       Never\n"
         );
         assert_eq!(
             trimmed(&list_table(&models, Some("SMOL"), now)),

@@ -7,35 +7,8 @@ use serde_json::{json, Value};
 
 use super::history::History;
 use super::lineedit::{Line, LineEditor};
+use super::repl_text as text;
 use super::run::{check_model, think_value, Session};
-
-const HELP: &str = "Available Commands:
-  /set            Set session variables
-  /show           Show model information
-  /load <model>   Load a session or model
-  /save <model>   Save your current session
-  /clear          Clear session context
-  /bye            Exit
-  /?, /help       Help for a command
-  /? shortcuts    Help for keyboard shortcuts
-
-Use \"\"\" to begin a multi-line message.
-";
-
-const SET_HELP: &str = "Available Commands:
-  /set parameter ...     Set a parameter
-  /set system <string>   Set system message
-  /set history           Enable history
-  /set nohistory         Disable history
-  /set wordwrap          Enable wordwrap
-  /set nowordwrap        Disable wordwrap
-  /set format json       Enable JSON mode
-  /set noformat          Disable formatting
-  /set verbose           Show LLM stats
-  /set quiet             Disable LLM stats
-  /set think             Enable thinking
-  /set nothink           Disable thinking
-";
 
 /// What the lines being read belong to: Ollama's `"""` states.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -137,23 +110,54 @@ fn set_system(s: &mut Session, text: &str) {
     println!("Set system message.");
 }
 
-/// Runs one slash command; `Ok(false)` ends the session.
+/// Runs one slash command; `Ok(false)` ends the session. Words are split on whitespace and
+/// dispatched on the first two, as Ollama's REPL does.
 async fn command(s: &mut Session, ed: &mut LineEditor, line: &str) -> anyhow::Result<bool> {
-    let mut words = line.split_whitespace();
-    let cmd = words.next().unwrap_or_default();
-    let rest: Vec<&str> = words.collect();
-    match (cmd, rest.as_slice()) {
-        ("/bye" | "/exit", _) => return Ok(false),
-        ("/?" | "/help", ["shortcuts"]) => {
-            println!("Available keyboard shortcuts:\n  Ctrl + d   Exit (on an empty line)\n  Ctrl + c   Interrupt\n");
-        }
-        ("/?" | "/help", _) => println!("{HELP}"),
-        ("/clear", _) => {
+    let args: Vec<&str> = line.split_whitespace().collect();
+    let cmd = args.first().copied().unwrap_or_default();
+    match cmd {
+        "/bye" | "/exit" => return Ok(false),
+        "/?" | "/help" => match args.get(1) {
+            Some(topic) => eprint!("{}", text::help_topic(topic)),
+            None => eprint!("{}", text::help(s.multimodal)),
+        },
+        "/clear" => {
             s.messages.clear();
             println!("Cleared session context");
         }
-        ("/set", []) => println!("{SET_HELP}"),
-        ("/set", ["parameter", key, values @ ..]) if !values.is_empty() => {
+        "/list" => super::list_models(&s.client, args.get(1).copied()).await?,
+        "/set" => set(s, ed, &args[1..]).await?,
+        "/show" => match args.get(1) {
+            Some(what) => show(s, what).await?,
+            None => eprint!("{}", text::SHOW_HELP),
+        },
+        "/load" => match args.as_slice() {
+            [_, model] => load(s, model).await?,
+            _ => println!("Usage:\n  /load <modelname>"),
+        },
+        "/save" => match args.as_slice() {
+            [_, name] => match save(s, name).await {
+                Ok(()) => println!("Created new model '{name}'"),
+                Err(e) if e.to_string().contains("invalid model name") => {
+                    println!("error: The model name '{name}' is invalid")
+                }
+                Err(e) => return Err(e),
+            },
+            _ => println!("Usage:\n  /save <modelname>"),
+        },
+        _ => println!("Unknown command '{cmd}'. Type /? for help"),
+    }
+    Ok(true)
+}
+
+/// `/set ...` (`args` after `/set`).
+async fn set(s: &mut Session, ed: &mut LineEditor, args: &[&str]) -> anyhow::Result<()> {
+    let Some(&what) = args.first() else {
+        eprint!("{}", text::SET_HELP);
+        return Ok(());
+    };
+    match (what, &args[1..]) {
+        ("parameter", [key, values @ ..]) if !values.is_empty() => {
             // Typed and checked as a Modelfile PARAMETER (Ollama's `FormatParams`): `stop`
             // takes every value, any other parameter its first.
             let v = if *key == "stop" {
@@ -166,14 +170,12 @@ async fn command(s: &mut Session, ed: &mut LineEditor, line: &str) -> anyhow::Re
                     s.options.insert((*key).to_owned(), v);
                     println!("Set parameter '{key}' to '{}'", values.join(", "));
                 }
-                Err(e) => println!("Couldn't set parameter: {e:?}\n"),
+                Err(e) => println!("Couldn't set parameter: {e:?}"),
             }
         }
-        ("/set", ["parameter", ..]) => {
-            eprintln!("Usage:\n  /set parameter NAME VALUE   (e.g. num_predict 64, temperature 0.2, stop A B)\n");
-        }
-        ("/set", ["system"]) => println!("{SET_HELP}"),
-        ("/set", ["system", words @ ..]) => {
+        ("parameter", _) => eprint!("{}", text::PARAMETERS_HELP),
+        ("system", []) => eprint!("{}", text::SET_HELP),
+        ("system", words) => {
             // Ollama joins the words with single spaces; `"""x"""` on one line is the text x.
             let text = words.join(" ");
             let text = text
@@ -182,61 +184,103 @@ async fn command(s: &mut Session, ed: &mut LineEditor, line: &str) -> anyhow::Re
                 .unwrap_or(&text);
             set_system(s, text);
         }
-        ("/set", ["format", "json"]) => {
-            s.format = "json".into();
+        ("format", ["json", ..]) => {
+            s.format = Some(json!("json"));
             println!("Set format to 'json' mode.");
         }
-        ("/set", ["noformat"]) => {
-            s.format.clear();
+        ("format", _) => {
+            println!("Invalid or missing format. For 'json' mode use '/set format json'")
+        }
+        ("noformat", _) => {
+            s.format = None;
             println!("Disabled format.");
         }
-        ("/set", ["verbose"]) => {
+        ("verbose", _) => {
             s.verbose = true;
             println!("Set 'verbose' mode.");
         }
-        ("/set", ["quiet"]) => {
+        ("quiet", _) => {
             s.verbose = false;
             println!("Set 'quiet' mode.");
         }
-        ("/set", ["think", level @ ..]) => {
-            s.think = Some(think_value(level.first().copied().unwrap_or("true"))?);
-            println!("Set 'think' mode.");
+        ("think", rest) => {
+            let level = rest.first().copied();
+            s.think = Some(think_value(level.unwrap_or("true"))?);
+            warn_if_not_thinking(s).await;
+            println!("{}", text::think_set(level));
         }
-        ("/set", ["nothink"]) => {
+        ("nothink", _) => {
             s.think = Some(Value::Bool(false));
+            warn_if_not_thinking(s).await;
             println!("Set 'nothink' mode.");
         }
         // As in Ollama, these two print nothing.
-        ("/set", ["history", ..]) => ed.set_history_enabled(true),
-        ("/set", ["nohistory", ..]) => ed.set_history_enabled(false),
-        ("/set", [flag @ ("wordwrap" | "nowordwrap")]) => {
-            s.word_wrap = *flag == "wordwrap";
-            println!("Set '{flag}' mode.");
+        ("history", _) => ed.set_history_enabled(true),
+        ("nohistory", _) => ed.set_history_enabled(false),
+        ("wordwrap" | "nowordwrap", _) => {
+            s.word_wrap = what == "wordwrap";
+            println!("Set '{what}' mode.");
         }
-        ("/show", [what]) => show(s, what).await?,
-        ("/load", [model]) => {
-            println!("Loading model '{model}'");
-            check_model(&s.client, model).await?;
-            s.model = (*model).to_owned();
-            s.messages.clear();
-            s.preload().await?;
-        }
-        ("/save", [name]) => {
-            save(s, name).await?;
-            println!("Created new model '{name}'");
-        }
-        ("/save", _) => println!("Usage:\n  /save <modelname>"),
-        _ => println!("Unknown command '{cmd}'. Type /? for help"),
+        _ => println!("Unknown command '/set {what}'. Type /? for help"),
     }
-    Ok(true)
+    Ok(())
+}
+
+/// Ollama's `ensureThinkingSupport`: a model that does not report the `thinking` capability
+/// gets a warning on stderr (the setting stays); a failed lookup warns of nothing.
+async fn warn_if_not_thinking(s: &Session) {
+    let info: Result<Value, _> = s
+        .client
+        .json(Method::POST, "/api/show", Some(&json!({"model": s.model})))
+        .await;
+    if let Ok(info) = info {
+        let caps = info["capabilities"].as_array().cloned().unwrap_or_default();
+        if let Some(w) = text::thinking_warning(&s.model, &caps) {
+            eprintln!("{w}");
+        }
+    }
+}
+
+/// `/load MODEL`: the model must exist (no pull); an unknown one leaves the session as it was.
+async fn load(s: &mut Session, model: &str) -> anyhow::Result<()> {
+    println!("Loading model '{model}'");
+    let info = match check_model(&s.client, model).await {
+        Err(e) if e.to_string().contains("not found") => {
+            println!("Couldn't find model '{model}'");
+            return Ok(());
+        }
+        other => other?,
+    };
+    s.model = model.to_owned();
+    s.messages.clear();
+    s.set_model_info(info.as_ref());
+    s.preload().await
 }
 
 /// `/save NAME`: a new model from the current one with the session's messages, system message
 /// and parameters (Ollama's `/api/create` with `from`).
 async fn save(s: &Session, name: &str) -> anyhow::Result<()> {
+    s.client
+        .send(Method::POST, "/api/create", Some(&save_request(s, name)))
+        .await?;
+    Ok(())
+}
+
+/// The `/save` request. The conversation is the loaded model's saved one (its MESSAGE layers)
+/// followed by this session's, as Ollama sends it: the new model's messages replace the base's,
+/// so a session continued from a saved one keeps its beginning. The base is the current model
+/// itself (Ollama names its parent), so the saved model's SYSTEM and parameters carry over
+/// unless the session sets its own.
+pub(super) fn save_request(s: &Session, name: &str) -> Value {
     let mut body = json!({"model": name, "from": s.model, "stream": false});
-    if !s.messages.is_empty() {
-        body["messages"] = Value::Array(s.messages.clone());
+    let messages: Vec<Value> = s
+        .loaded_messages
+        .iter()
+        .chain(&s.messages)
+        .cloned()
+        .collect();
+    if !messages.is_empty() {
+        body["messages"] = Value::Array(messages);
     }
     if let Some(sys) = &s.system {
         body["system"] = json!(sys);
@@ -244,37 +288,39 @@ async fn save(s: &Session, name: &str) -> anyhow::Result<()> {
     if !s.options.is_empty() {
         body["parameters"] = Value::Object(s.options.clone());
     }
-    s.client
-        .send(Method::POST, "/api/create", Some(&body))
-        .await?;
-    Ok(())
+    body
 }
 
 async fn show(s: &Session, what: &str) -> anyhow::Result<()> {
-    // The session's own system message wins over the model's, as in Ollama.
+    // The session's own system message wins over the model's, as in Ollama (and the request
+    // carries it, so `/show modelfile` shows it).
     if let ("system", Some(own)) = (what, &s.system) {
-        println!("{own}");
+        println!("{own}\n");
         return Ok(());
     }
-    let info: Value = s
-        .client
-        .json(Method::POST, "/api/show", Some(&json!({"model": s.model})))
-        .await?;
-    let text = |k: &str| info[k].as_str().unwrap_or("").to_owned();
+    let mut req = json!({"model": s.model});
+    if let Some(sys) = &s.system {
+        req["system"] = json!(sys);
+    }
+    let info: Value = s.client.json(Method::POST, "/api/show", Some(&req)).await?;
+    let field = |k: &str| info[k].as_str().unwrap_or("").to_owned();
     match what {
         "info" => {
             // The same summary as `herd show` (Ollama's `showInfo`), on stderr as Ollama's REPL.
             let parsed: super::show::ShowInfo = serde_json::from_value(info.clone())?;
             eprint!("{}", super::show::summary(&parsed, false));
         }
-        "license" | "modelfile" | "parameters" | "system" | "template" => {
-            let t = text(what);
+        "parameters" => print!("{}", text::parameters(&field("parameters"), &s.options)),
+        "system" => match field("system") {
+            t if t.is_empty() => println!("No system message was specified for this model."),
+            t => println!("{t}\n"),
+        },
+        "modelfile" => println!("{}", field("modelfile")),
+        "license" | "template" => {
+            let t = field(what);
             let missing = match what {
                 "license" => "No license was specified for this model.",
-                "parameters" => "No parameters were specified for this model.",
-                "system" => "No system message was specified for this model.",
-                "template" => "No prompt template was specified for this model.",
-                _ => "",
+                _ => "No prompt template was specified for this model.",
             };
             println!("{}", if t.is_empty() { missing } else { t.as_str() });
         }

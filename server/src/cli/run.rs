@@ -11,6 +11,7 @@ use reqwest::Method;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use super::answer::{stats, ChunkMessage, Display, Metrics};
 use super::client::Client;
 use super::history::History;
 use crate::config::RunArgs;
@@ -23,26 +24,8 @@ struct Chunk {
     done: bool,
     #[serde(default)]
     error: Option<String>,
-    #[serde(default)]
-    total_duration: u64,
-    #[serde(default)]
-    load_duration: u64,
-    #[serde(default)]
-    prompt_eval_count: u64,
-    #[serde(default)]
-    prompt_eval_duration: u64,
-    #[serde(default)]
-    eval_count: u64,
-    #[serde(default)]
-    eval_duration: u64,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct ChunkMessage {
-    #[serde(default)]
-    content: String,
-    #[serde(default)]
-    thinking: String,
+    #[serde(flatten)]
+    metrics: Metrics,
 }
 
 /// One conversation with its settings; the REPL's `/set` commands change them.
@@ -50,9 +33,13 @@ pub(super) struct Session {
     pub(super) client: Client,
     pub(super) model: String,
     pub(super) messages: Vec<Value>,
+    /// The model's saved conversation (its MESSAGE layers, from `/api/show`): the server puts
+    /// it in front of every chat; `/save` keeps it in front of this session's.
+    pub(super) loaded_messages: Vec<Value>,
     pub(super) system: Option<String>,
     pub(super) options: Map<String, Value>,
-    pub(super) format: String,
+    /// `--format` / `/set format json`: `"json"` or a JSON schema, sent as given.
+    pub(super) format: Option<Value>,
     pub(super) think: Option<Value>,
     pub(super) keep_alive: Option<String>,
     pub(super) verbose: bool,
@@ -83,16 +70,18 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         client,
         model: args.model.clone(),
         messages: Vec::new(),
+        loaded_messages: Vec::new(),
         system: None,
         options: Map::new(),
-        format: args.format.clone(),
+        format: format_value(&args.format)?,
         think: args.think.as_deref().map(think_value).transpose()?,
         keep_alive: args.keepalive.clone(),
         verbose: args.verbose,
         hide_thinking: args.hidethinking,
         word_wrap: !args.nowordwrap,
-        multimodal: info.as_ref().is_some_and(multimodal),
+        multimodal: false,
     };
+    s.set_model_info(info.as_ref());
     let caps = |c: &str| {
         info.as_ref()
             .and_then(|i| i["capabilities"].as_array())
@@ -208,12 +197,26 @@ fn show_saved_messages(info: Option<&Value>) {
     }
 }
 
-/// `/load`: the model must exist (no pull), as in Ollama's REPL.
-pub(super) async fn check_model(client: &Client, model: &str) -> anyhow::Result<()> {
+/// `/load`: the model must exist (no pull), as in Ollama's REPL; its description when the
+/// server gave one.
+pub(super) async fn check_model(client: &Client, model: &str) -> anyhow::Result<Option<Value>> {
     match show_model(client, model).await {
         Err(ShowError::NotFound) => Err(anyhow!("model '{model}' not found")),
         Err(ShowError::Fatal(e)) => Err(e),
-        _ => Ok(()),
+        Err(ShowError::Other(_)) => Ok(None),
+        Ok(info) => Ok(Some(info)),
+    }
+}
+
+/// `--format`: `json` is the string "json"; anything else must be JSON (a schema), sent as that
+/// value, as Ollama's CLI passes the flag through as raw JSON.
+fn format_value(flag: &str) -> anyhow::Result<Option<Value>> {
+    match flag {
+        "" => Ok(None),
+        "json" => Ok(Some(json!("json"))),
+        schema => serde_json::from_str(schema)
+            .map(Some)
+            .map_err(|e| anyhow!("invalid --format {schema:?}: {e}")),
     }
 }
 
@@ -248,15 +251,30 @@ pub(super) fn think_value(s: &str) -> anyhow::Result<Value> {
 }
 
 impl Session {
+    /// What the session takes from the model's `/api/show`: whether prompts may name files,
+    /// and its saved conversation.
+    pub(super) fn set_model_info(&mut self, info: Option<&Value>) {
+        self.multimodal = info.is_some_and(multimodal);
+        self.loaded_messages = info
+            .and_then(|i| i["messages"].as_array())
+            .cloned()
+            .unwrap_or_default();
+    }
+
     fn keep_alive_json(&self) -> Option<Value> {
         self.keep_alive.as_ref().map(|k| Value::String(k.clone()))
     }
 
     /// Ollama preloads with an empty generate so the first answer does not wait for the load.
+    /// The request carries `think`, so that thinking asked of a model that cannot think fails
+    /// here, before the REPL opens, as Ollama's `loadOrUnloadModel` does.
     pub(super) async fn preload(&self) -> anyhow::Result<()> {
         let mut body = json!({"model": self.model});
         if let Some(k) = self.keep_alive_json() {
             body["keep_alive"] = k;
+        }
+        if let Some(t) = &self.think {
+            body["think"] = t.clone();
         }
         self.client
             .send(Method::POST, "/api/generate", Some(&body))
@@ -274,8 +292,8 @@ impl Session {
         if !self.options.is_empty() {
             body["options"] = Value::Object(self.options.clone());
         }
-        if !self.format.is_empty() {
-            body["format"] = Value::String(self.format.clone());
+        if let Some(f) = &self.format {
+            body["format"] = f.clone();
         }
         if let Some(t) = &self.think {
             body["think"] = t.clone();
@@ -328,14 +346,14 @@ impl Session {
         let mut body = resp.bytes_stream();
         let mut buf: Vec<u8> = Vec::new();
         let mut reply = String::new();
-        let mut thinking = false;
         let mut out = std::io::stdout();
         let width = if self.word_wrap {
             super::wrap::stdout_width()
         } else {
             0
         };
-        let mut wrap = super::wrap::Wrapper::default();
+        let plain = !out.is_terminal();
+        let mut display = Display::new(plain, self.hide_thinking, width);
         while let Some(bytes) = body.next().await {
             buf.extend_from_slice(&bytes.context("reading the response")?);
             while let Some(i) = buf.iter().position(|&b| b == b'\n') {
@@ -348,28 +366,15 @@ impl Session {
                     println!();
                     return Err(anyhow!(e));
                 }
-                if !c.message.thinking.is_empty() && !self.hide_thinking {
-                    if !thinking {
-                        thinking = true;
-                        writeln!(out, "Thinking...")?;
-                    }
-                    write!(out, "{}", c.message.thinking)?;
-                }
-                if !c.message.content.is_empty() {
-                    if thinking {
-                        thinking = false;
-                        write!(out, "\n...done thinking.\n\n")?;
-                    }
-                    write!(out, "{}", wrap.push(&c.message.content, width))?;
-                    reply.push_str(&c.message.content);
-                }
+                write!(out, "{}", display.chunk(&c.message))?;
+                reply.push_str(&c.message.content);
                 out.flush()?;
                 if c.done {
                     // Two newlines after every answer, whatever it ends with (Ollama's `chat`
                     // and `generate`): output redirected to a file is the same bytes.
                     write!(out, "\n\n")?;
                     if self.verbose {
-                        eprint!("{}", stats(&c));
+                        eprint!("{}", stats(&c.metrics));
                     }
                 }
             }
@@ -378,74 +383,81 @@ impl Session {
     }
 }
 
-/// Go's `time.Duration.String()` for the `--verbose` report.
-pub fn go_duration(ns: u64) -> String {
-    fn trim(v: f64, unit: &str) -> String {
-        let s = format!("{v:.9}");
-        let s = s.trim_end_matches('0').trim_end_matches('.');
-        format!("{s}{unit}")
-    }
-    match ns {
-        0 => "0s".into(),
-        n if n < 1_000 => format!("{n}ns"),
-        n if n < 1_000_000 => trim(n as f64 / 1e3, "µs"),
-        n if n < 1_000_000_000 => trim(n as f64 / 1e6, "ms"),
-        n => {
-            let secs = n / 1_000_000_000;
-            let frac = n % 1_000_000_000;
-            let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
-            let sec = trim(s as f64 + frac as f64 / 1e9, "s");
-            match (h, m) {
-                (0, 0) => sec,
-                (0, m) => format!("{m}m{sec}"),
-                (h, m) => format!("{h}h{m}m{sec}"),
-            }
-        }
-    }
-}
-
-fn stats(c: &Chunk) -> String {
-    let rate = |count: u64, ns: u64| {
-        if ns == 0 {
-            0.0
-        } else {
-            count as f64 / (ns as f64 / 1e9)
-        }
-    };
-    format!(
-        "total duration:       {}\nload duration:        {}\nprompt eval count:    {} token(s)\n\
-         prompt eval duration: {}\nprompt eval rate:     {:.2} tokens/s\neval count:           {} token(s)\n\
-         eval duration:        {}\neval rate:            {:.2} tokens/s\n",
-        go_duration(c.total_duration),
-        go_duration(c.load_duration),
-        c.prompt_eval_count,
-        go_duration(c.prompt_eval_duration),
-        rate(c.prompt_eval_count, c.prompt_eval_duration),
-        c.eval_count,
-        go_duration(c.eval_duration),
-        rate(c.eval_count, c.eval_duration),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn go_duration_strings() {
-        let cases = [
-            (0, "0s"),
-            (999, "999ns"),
-            (1_500, "1.5µs"),
-            (12_345_000, "12.345ms"),
-            (1_000_000_000, "1s"),
-            (1_234_567_891, "1.234567891s"),
-            (61_500_000_000, "1m1.5s"),
-            (3_723_000_000_000, "1h2m3s"),
-        ];
-        for (ns, want) in cases {
-            assert_eq!(go_duration(ns), want, "{ns}");
+    fn session() -> Session {
+        Session {
+            client: Client::new(&Default::default()).unwrap(),
+            model: "saved:latest".into(),
+            messages: Vec::new(),
+            loaded_messages: Vec::new(),
+            system: None,
+            options: Map::new(),
+            format: None,
+            think: None,
+            keep_alive: None,
+            verbose: false,
+            hide_thinking: false,
+            word_wrap: false,
+            multimodal: false,
         }
+    }
+
+    #[test]
+    fn format_flag_is_json_or_a_schema() {
+        assert_eq!(format_value("").unwrap(), None);
+        assert_eq!(format_value("json").unwrap(), Some(json!("json")));
+        let schema = r#"{"type":"object","properties":{"age":{"type":"integer"}}}"#;
+        let want: Value = serde_json::from_str(schema).unwrap();
+        assert_eq!(format_value(schema).unwrap(), Some(want.clone()));
+        assert!(format_value("yaml").is_err());
+        // The request carries the schema as an object, not a string.
+        let mut s = session();
+        s.format = Some(want.clone());
+        assert_eq!(s.request()["format"], want);
+    }
+
+    #[test]
+    fn save_keeps_the_loaded_conversation() {
+        let mut s = session();
+        s.set_model_info(Some(&json!({
+            "capabilities": ["completion"],
+            "messages": [
+                {"role": "user", "content": "first"},
+                {"role": "assistant", "content": "one"}
+            ]
+        })));
+        s.messages = vec![
+            json!({"role": "user", "content": "second"}),
+            json!({"role": "assistant", "content": "two"}),
+        ];
+        s.system = Some("be brief".into());
+        s.options.insert("num_predict".into(), json!(8));
+        assert_eq!(
+            super::super::repl::save_request(&s, "again"),
+            json!({
+                "model": "again",
+                "from": "saved:latest",
+                "stream": false,
+                "messages": [
+                    {"role": "user", "content": "first"},
+                    {"role": "assistant", "content": "one"},
+                    {"role": "user", "content": "second"},
+                    {"role": "assistant", "content": "two"}
+                ],
+                "system": "be brief",
+                "parameters": {"num_predict": 8}
+            })
+        );
+        // A model without a saved conversation, a session without settings: just the base.
+        let mut s = session();
+        s.set_model_info(None);
+        assert_eq!(
+            super::super::repl::save_request(&s, "x"),
+            json!({"model": "x", "from": "saved:latest", "stream": false})
+        );
     }
 
     #[test]

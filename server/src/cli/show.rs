@@ -21,6 +21,9 @@ pub struct ShowInfo {
     pub system: String,
     pub details: Details,
     pub model_info: Option<Map<String, Value>>,
+    pub projector_info: Option<Map<String, Value>>,
+    pub remote_model: String,
+    pub remote_host: String,
     pub tensors: Vec<Tensor>,
     pub capabilities: Vec<String>,
     pub requires: String,
@@ -64,6 +67,9 @@ pub async fn run(args: ShowArgs) -> anyhow::Result<()> {
     let client = Client::new(&args.client.host)?;
     let body = json!({ "model": args.model, "verbose": args.verbose });
     let info: ShowInfo = client.json(Method::POST, "/api/show", Some(&body)).await?;
+    if info.capabilities.iter().any(|c| c == "image") {
+        anyhow::bail!("image generation models are not currently supported");
+    }
     match chosen.first() {
         Some(&"license") => println!("{}", info.license),
         Some(&"modelfile") => println!("{}", info.modelfile),
@@ -90,6 +96,10 @@ pub fn summary(info: &ShowInfo, verbose: bool) -> String {
     };
 
     let mut model = Vec::new();
+    if !info.remote_host.is_empty() {
+        model.push(row(&["Remote model", &info.remote_model]));
+        model.push(row(&["Remote URL", &info.remote_host]));
+    }
     match &info.model_info {
         Some(mi) => {
             let arch = mi
@@ -136,6 +146,9 @@ pub fn summary(info: &ShowInfo, verbose: bool) -> String {
             info.capabilities.iter().map(|c| row(&[c])).collect(),
         );
     }
+    if let Some(pi) = &info.projector_info {
+        section("Projector", projector_rows(pi));
+    }
     if !info.parameters.is_empty() {
         let rows = info
             .parameters
@@ -180,6 +193,35 @@ pub fn summary(info: &ShowInfo, verbose: bool) -> String {
         );
     }
     out
+}
+
+/// The Projector section: the projector's architecture, size, and its vision (or audio)
+/// encoder's embedding length and projection dimensions.
+fn projector_rows(pi: &Map<String, Value>) -> Vec<Vec<String>> {
+    let row = |label: &str, value: String| vec![String::new(), label.to_owned(), value];
+    let arch = pi
+        .get("general.architecture")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let mut rows = Vec::new();
+    if !arch.is_empty() {
+        rows.push(row("architecture", arch.to_owned()));
+    }
+    if let Some(n) = pi.get("general.parameter_count").and_then(Value::as_f64) {
+        rows.push(row("parameters", crate::gguf::human_number(n as u64)));
+    }
+    let value = |suffix: &str| {
+        ["vision", "audio"]
+            .iter()
+            .find_map(|m| pi.get(&format!("{arch}.{m}.{suffix}"))?.as_f64())
+    };
+    if let Some(n) = value("embedding_length") {
+        rows.push(row("embedding length", go_float_f(n)));
+    }
+    if let Some(n) = value("projection_dim") {
+        rows.push(row("dimensions", go_float_f(n)));
+    }
+    rows
 }
 
 /// Go's `strconv.FormatFloat(f, 'f', -1, 64)`: plain decimal, shortest digits.
@@ -271,6 +313,54 @@ mod tests {
              \x20   line one\n\
              \x20   line two\n\
              \x20   ...\n\n"
+        );
+        // A remote stub names its model and server first; a projector gets its own section.
+        let remote: ShowInfo = serde_json::from_value(json!({
+            "remote_model": "gpt-oss:20b",
+            "remote_host": "https://ollama.com:443",
+            "details": {"family": "gptoss", "parameter_size": "20.9B", "quantization_level": "MXFP4"},
+            "projector_info": {
+                "general.architecture": "clip",
+                "general.parameter_count": 428_000_000u64,
+                "clip.vision.embedding_length": 1024,
+                "clip.vision.projection_dim": 768
+            }
+        }))
+        .unwrap();
+        let trimmed: String = summary(&remote, false)
+            .lines()
+            .map(|l| format!("{}\n", l.trim_end()))
+            .collect();
+        assert_eq!(
+            trimmed,
+            "  Model\n\
+             \x20   Remote model    gpt-oss:20b\n\
+             \x20   Remote URL      https://ollama.com:443\n\
+             \x20   architecture    gptoss\n\
+             \x20   parameters      20.9B\n\
+             \x20   quantization    MXFP4\n\n\
+             \x20 Projector\n\
+             \x20   architecture        clip\n\
+             \x20   parameters          428M\n\
+             \x20   embedding length    1024\n\
+             \x20   dimensions          768\n\n"
+        );
+        // Ollama's own projector case (cmd_test.go TestShowInfo "projector"), byte for byte.
+        let projector: ShowInfo = serde_json::from_value(json!({
+            "details": {"family": "test", "parameter_size": "7B", "quantization_level": "FP16"},
+            "projector_info": {
+                "general.architecture": "clip",
+                "general.parameter_count": 133_700_000.0,
+                "clip.vision.embedding_length": 0.0,
+                "clip.vision.projection_dim": 0.0
+            }
+        }))
+        .unwrap();
+        assert_eq!(
+            summary(&projector, false),
+            "  Model\n    architecture    test    \n    parameters      7B      \n    quantization    FP16    \n\n\
+             \x20 Projector\n    architecture        clip       \n    parameters          133.70M    \n\
+             \x20   embedding length    0          \n    dimensions          0          \n\n"
         );
         let verbose = summary(&info, true);
         assert!(verbose.contains("  Metadata\n"));
