@@ -1,8 +1,9 @@
 //! `POST /v1/responses` (OpenAI Responses API), stateless like Ollama's: `input` (a string or
-//! items — `message`, `function_call`, `function_call_output`, `reasoning`) and `instructions`
-//! become native chat messages; `max_output_tokens`, sampling, function `tools` (`namespace`
-//! groups expanded into `<namespace>.<member>` functions), `reasoning.effort` and `text.format`
-//! map as in chat completions. The reply is a `response` object whose `output` holds
+//! items — `message`, `function_call`, `function_call_output`, `reasoning`; a replayed
+//! `web_search_call` is skipped) and `instructions` become native chat messages;
+//! `max_output_tokens`, sampling, function `tools` (`namespace` groups expanded into
+//! `<namespace>.<member>` functions), `reasoning.effort` and `text.format` map as in chat
+//! completions; `truncation` and `background` are only echoed. The reply is a `response` object whose `output` holds
 //! `reasoning` (the thinking also as `encrypted_content`, which a replayed item gives back),
 //! `message` and `function_call` items; streams are
 //! named SSE events (`response.created`, `response.in_progress`, `response.output_item.added`,
@@ -42,6 +43,11 @@ pub struct ResponsesRequest {
     pub text: Option<Value>,
     pub stream: Option<bool>,
     pub previous_response_id: Option<String>,
+    /// Echoed back (default `"disabled"`), as Ollama; nothing is truncated either way.
+    pub truncation: Option<String>,
+    /// Echoed back (absent or `null` is `false`); the response is produced in the foreground
+    /// regardless (Ollama).
+    pub background: Option<bool>,
 }
 
 /// Request fields a `response` object echoes back.
@@ -55,6 +61,9 @@ pub struct Echo {
     pub tools: Value,
     pub reasoning: Value,
     pub text_format: Value,
+    /// `None` echoes Ollama's default, `"disabled"`.
+    pub truncation: Option<String>,
+    pub background: bool,
 }
 
 pub async fn responses(
@@ -142,14 +151,9 @@ pub fn to_native(req: ResponsesRequest) -> Result<(ChatRequest, Echo), ApiError>
         .unwrap_or(json!({"type": "text"}));
     let format = match text_format.get("type").and_then(Value::as_str) {
         Some("json_object") => Some(json!("json")),
-        Some("json_schema") => match text_format.get("schema") {
-            Some(s) if s.is_object() => Some(s.clone()),
-            _ => {
-                return Err(ApiError::bad_request(
-                    "text.format of type 'json_schema' needs a 'schema' object",
-                ))
-            }
-        },
+        // Without a schema the format is ignored, as in Ollama's FromResponsesRequest; a
+        // schema that is neither an object nor "json" fails the native format check.
+        Some("json_schema") => text_format.get("schema").filter(|s| !s.is_null()).cloned(),
         _ => None,
     };
     let sampling = Sampling {
@@ -183,6 +187,8 @@ pub fn to_native(req: ResponsesRequest) -> Result<(ChatRequest, Echo), ApiError>
             }
         },
         text_format,
+        truncation: req.truncation.clone(),
+        background: req.background.unwrap_or(false),
     };
     let native_req = ChatRequest {
         model: req.model,
@@ -398,6 +404,14 @@ fn input_messages(input: Option<&Value>, out: &mut Vec<Message>) -> Result<(), A
                     .unwrap_or_default()
                     .to_owned();
             }
+            "web_search_call" => {
+                // A hosted web search replayed as history: metadata only, since the assistant
+                // message after it carries what the model saw (Ollama decodes the item, then
+                // skips it). Other hosted-tool calls stay unknown item types.
+                serde_json::from_value::<WebSearchCall>(item.clone()).map_err(|e| {
+                    ApiError::bad_request(format!("input[{i}]: invalid web_search_call: {e}"))
+                })?;
+            }
             other => {
                 return Err(ApiError::bad_request(format!(
                     "input[{i}]: unknown input item type: {other:?}"
@@ -414,6 +428,24 @@ fn input_messages(input: Option<&Value>, out: &mut Vec<Message>) -> Result<(), A
         });
     }
     Ok(())
+}
+
+/// The fields of a replayed `web_search_call` item, decoded only to refuse mistyped ones as
+/// Ollama's `ResponsesWebSearchCall` does.
+#[derive(Deserialize)]
+#[allow(dead_code)]
+struct WebSearchCall {
+    id: Option<String>,
+    status: Option<String>,
+    action: Option<WebSearchAction>,
+}
+
+#[derive(Deserialize)]
+#[allow(dead_code)]
+struct WebSearchAction {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    query: Option<String>,
 }
 
 /// Responses content: a string or parts (`input_text`/`output_text`, `input_image` data URIs).
@@ -544,7 +576,7 @@ pub fn response_object(
         "created_at": created,
         "completed_at": completed_at,
         "status": status,
-        "background": false,
+        "background": echo.background,
         "error": null,
         "incomplete_details": incomplete,
         "instructions": echo.instructions,
@@ -560,7 +592,7 @@ pub fn response_object(
         "tool_choice": "auto",
         "tools": echo.tools,
         "top_p": echo.top_p,
-        "truncation": "disabled",
+        "truncation": echo.truncation.as_deref().unwrap_or("disabled"),
         "usage": usage,
         "metadata": {},
         // Ollama's defaults for what it does not offer.

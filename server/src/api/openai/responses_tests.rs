@@ -419,3 +419,115 @@ fn empty_item_type_is_no_type() {
         );
     }
 }
+
+#[test]
+fn replayed_web_search_calls_are_skipped() {
+    // History from a client that used OpenAI's hosted web search (Ollama skips these items).
+    let (n, _) = to_native(req(json!({"model": "m", "input": [
+        {"role": "user", "content": "news?"},
+        {"type": "reasoning", "encrypted_content": "look it up"},
+        {"type": "web_search_call", "id": "ws_1", "status": "completed",
+         "action": {"type": "search", "query": "news"}},
+        {"role": "assistant", "content": [{"type": "output_text", "text": "Here is the news."}]},
+        {"role": "user", "content": "thanks"}
+    ]})))
+    .unwrap();
+    let shape: Vec<_> = n
+        .messages
+        .iter()
+        .map(|m| (m.role.as_str(), m.content.as_str(), m.thinking.as_str()))
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            ("user", "news?", ""),
+            ("assistant", "Here is the news.", "look it up"),
+            ("user", "thanks", "")
+        ]
+    );
+    // A mistyped item is still refused, as Ollama's decoding does; other hosted-tool calls
+    // remain unknown item types.
+    let err = |item: Value| {
+        to_native(req(
+            json!({"model": "m", "input": [{"role": "user", "content": "x"}, item]}),
+        ))
+        .unwrap_err()
+    };
+    let e = err(json!({"type": "web_search_call", "action": "search"}));
+    assert_eq!(e.status, 400);
+    assert!(e.message.starts_with("input[1]: invalid web_search_call: "));
+    assert_eq!(
+        err(json!({"type": "file_search_call", "id": "fs_1"})).message,
+        "input[1]: unknown input item type: \"file_search_call\""
+    );
+}
+
+#[test]
+fn json_schema_format_without_schema_is_ignored() {
+    let native = |format: Value| {
+        to_native(req(
+            json!({"model": "m", "input": "x", "text": {"format": format}}),
+        ))
+        .unwrap()
+        .0
+        .format
+    };
+    assert_eq!(native(json!({"type": "json_schema", "name": "x"})), None);
+    assert_eq!(
+        native(json!({"type": "json_schema", "name": "x", "schema": null})),
+        None
+    );
+    assert_eq!(
+        native(json!({"type": "json_schema", "schema": {"type": "object"}})),
+        Some(json!({"type": "object"}))
+    );
+}
+
+#[test]
+fn truncation_and_background_are_echoed() {
+    let echoed = |extra: Value| {
+        let mut body = json!({"model": "m", "input": "x"});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let (_, echo) = to_native(req(body)).unwrap();
+        let v = response_object("r", 7, &echo, "m", "completed", vec![], None);
+        (v["truncation"].clone(), v["background"].clone())
+    };
+    assert_eq!(echoed(json!({})), (json!("disabled"), json!(false)));
+    assert_eq!(
+        echoed(json!({"truncation": null, "background": null})),
+        (json!("disabled"), json!(false))
+    );
+    assert_eq!(
+        echoed(json!({"truncation": "auto", "background": true})),
+        (json!("auto"), json!(true))
+    );
+    // The streamed response objects echo them too.
+    let (_, echo) = to_native(req(
+        json!({"model": "m", "input": "x", "truncation": "auto", "background": true}),
+    ))
+    .unwrap();
+    let mut f = EventFrames::new("resp_1".into(), 7, echo);
+    let evs = events(&f.chunk(chunk("hi", "")));
+    let created = &evs[0].1["response"];
+    assert_eq!(evs[0].0, "response.created");
+    assert_eq!(
+        (&created["truncation"], &created["background"]),
+        (&json!("auto"), &json!(true))
+    );
+}
+
+#[test]
+fn web_search_tool_is_a_clear_400() {
+    // Ollama runs the hosted web_search tool through its cloud; herd has none.
+    let e = to_native(req(json!({"model": "m", "input": "x", "tools": [
+        {"type": "function", "name": "lookup"}, {"type": "web_search"}
+    ]})))
+    .unwrap_err();
+    assert_eq!(e.status, 400);
+    assert_eq!(
+        e.message,
+        "invalid tool definition at tools[1]: unsupported type 'web_search' (only 'function' is supported)"
+    );
+}
