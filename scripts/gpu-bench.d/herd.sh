@@ -169,9 +169,30 @@ hb_llama_server() { # SERVER_BIN
   done
 }
 
+# HB_X16_AB=1 instead of the herd phases: only where constrained x16 loses, in the least device
+# time: free and JSON-schema rounds at x16 with the default runner, with llama.cpp's OpenMP
+# threads sleeping at once (OMP_WAIT_POLICY=PASSIVE), and with 4 of them (the grammar workers and
+# the sampling pool share the cores with them), each with step stats and mask waits.
+hb_x16_ab() {
+  local w tag label flags
+  for tag in default passive t4; do
+    case $tag in
+      default) flags=(--step-stats 128); label=herd-x16 ;;
+      passive) flags=(OMP_WAIT_POLICY=PASSIVE --step-stats 128); label=herd-x16-passive ;;
+      t4) flags=(--threads 4 --step-stats 128); label=herd-x16-t4 ;;
+    esac
+    hb_stamp "herd x$HB_CONC $tag"
+    if w=$(hb_wrapper "ab$tag" "${flags[@]}") && hb_serve "$HB_CONC" "$HB_CTX16" "$w"; then
+      hb_client "$label" "$HB_CONC" --num-ctx "$HB_CTX16" gen:"$HB_R" fmt:"$HB_R"
+    fi
+  done
+  hb_stop
+}
+
 # The herd phases. Order: x1 free/format/copy/ff, the switches at x1, then x16.
 hb_herd() {
   local w
+  if [ "${HB_X16_AB:-0}" = 1 ]; then hb_x16_ab; return; fi
   hb_stamp "herd x1"
   # With step stats as at x16 (run K: sampled x1 at 235 t/s against 243 greedy, not the
   # sampler's 10 µs a token).
