@@ -201,32 +201,40 @@ pub struct GrammarMask {
     failed: bool,
     /// The current state's mask and its allowed count, once fetched from the worker (by
     /// `dense_bits` or `apply_sparse`); `commit` moves to the next state.
-    current: Option<(Result<toktrie::SimpleVob, String>, usize)>,
+    current: Option<Ready>,
     /// Time this state's mask has cost the decode thread so far (pushed to `times_ns` on commit).
     spent_ns: u64,
     /// Of that, each state's wait for the worker's mask (zero when it was ready).
     wait_ns: Vec<u64>,
 }
 
+/// The current state's mask as the worker handed it over.
+struct Ready {
+    mask: Result<toktrie::SimpleVob, String>,
+    /// Its allowed ids (ascending) when at most [`SPARSE_MAX`], else None.
+    ids: Option<Vec<u32>>,
+}
+
 /// At most this many allowed tokens go to the sampler as a list instead of a rewritten row
 /// (JSON states outside strings allow a handful; writing -inf over a 262k row costs ~50 µs).
 const SPARSE_MAX: usize = 4096;
 
-/// The set bits of `words` below `n`, ascending.
-fn allowed_ids(words: &[u32], n: usize, count: usize) -> Vec<Token> {
+/// The ids `words` allows, ascending, when there are at most [`SPARSE_MAX`] of them (the
+/// worker's part of a mask, `worker::Computed`).
+fn sparse_of(words: &[u32]) -> Option<Vec<u32>> {
+    let count: usize = words.iter().map(|w| w.count_ones() as usize).sum();
+    if count > SPARSE_MAX {
+        return None;
+    }
     let mut ids = Vec::with_capacity(count);
     for (k, &w) in words.iter().enumerate() {
         let mut w = w;
         while w != 0 {
-            let id = k * 32 + w.trailing_zeros() as usize;
-            if id >= n {
-                return ids;
-            }
-            ids.push(id as Token);
+            ids.push((k * 32) as u32 + w.trailing_zeros());
             w &= w - 1;
         }
     }
-    ids
+    Some(ids)
 }
 
 /// Sets the logits of tokens the mask words forbid (and any past the mask) to -inf.
@@ -256,36 +264,36 @@ fn write_mask(words: &[u32], logits: &mut [f32]) {
 impl GrammarMask {
     /// The mask for the current state from the worker (requesting it if no commit did); an
     /// error in any outstanding result wins, since the matcher is then unusable.
-    fn take_mask(&mut self) -> Result<toktrie::SimpleVob, String> {
+    fn take_mask(&mut self) -> Ready {
         if self.outstanding == 0 {
             // After an end-of-generation commit (never consumed): same state again.
             self.worker.request(None);
             self.outstanding = 1;
         }
-        let mut mask = Err(String::new());
+        let mut ready = Ready {
+            mask: Err(String::new()),
+            ids: None,
+        };
         let started = Instant::now();
         while self.outstanding > 0 {
             let c = self.worker.take();
             self.outstanding = self.outstanding.saturating_sub(c.covers);
             self.engine_ns.push(c.engine_ns);
-            mask = match (mask, c.mask) {
-                (Err(e), _) if !e.is_empty() => Err(e),
-                (_, m) => m,
-            };
+            if !matches!(&ready.mask, Err(e) if !e.is_empty()) {
+                ready = Ready {
+                    mask: c.mask,
+                    ids: c.ids,
+                };
+            }
         }
         self.wait_ns.push(started.elapsed().as_nanos() as u64);
-        mask
+        ready
     }
 
-    /// The current state's mask and how many tokens it allows, fetched once per state.
-    fn current(&mut self) -> &(Result<toktrie::SimpleVob, String>, usize) {
+    /// The current state's mask, fetched once per state.
+    fn current(&mut self) -> &Ready {
         if self.current.is_none() {
-            let mask = self.take_mask();
-            let count = match &mask {
-                Ok(m) => m.as_slice().iter().map(|w| w.count_ones() as usize).sum(),
-                Err(_) => 0,
-            };
-            self.current = Some((mask, count));
+            self.current = Some(self.take_mask());
         }
         self.current.as_ref().expect("fetched above")
     }
@@ -318,17 +326,24 @@ impl TokenMask for GrammarMask {
             return None;
         }
         self.current();
+        let n = logits.len();
         let sparse = match self.current.as_ref().expect("fetched above") {
-            (Ok(mask), count) => {
-                let words = mask.as_slice();
-                if *count <= SPARSE_MAX {
-                    Some(allowed_ids(words, logits.len(), *count))
-                } else {
-                    write_mask(words, logits);
-                    None
-                }
+            Ready {
+                mask: Ok(_),
+                ids: Some(ids),
+            } => {
+                // Ids past the row (padding a mask may cover) are never allowed.
+                let end = ids.partition_point(|&t| (t as usize) < n);
+                Some(ids[..end].iter().map(|&t| t as Token).collect())
             }
-            (Err(e), _) => {
+            Ready {
+                mask: Ok(mask),
+                ids: None,
+            } => {
+                write_mask(mask.as_slice(), logits);
+                None
+            }
+            Ready { mask: Err(e), .. } => {
                 eprintln!("{}: grammar error, ending the response: {e}", crate::name());
                 self.failed = true;
                 self.only_eog(logits);
@@ -347,7 +362,10 @@ impl TokenMask for GrammarMask {
         self.current();
         self.spent_ns += started.elapsed().as_nanos() as u64;
         match self.current.as_ref() {
-            Some((Ok(mask), count)) if *count > SPARSE_MAX => Some(mask.as_slice()),
+            Some(Ready {
+                mask: Ok(mask),
+                ids: None,
+            }) => Some(mask.as_slice()),
             _ => None,
         }
     }

@@ -357,3 +357,22 @@ fn forced_bytes_follow_the_state_and_stop_where_the_model_chooses() {
     feed(&mut m, ": 7");
     assert!(allowed(&mut m, b'}' as Token));
 }
+
+#[test]
+fn the_worker_lists_a_few_allowed_ids_and_leaves_many_to_the_mask() {
+    let cases: Vec<(Vec<u32>, Option<Vec<u32>>)> = vec![
+        (vec![], Some(vec![])),
+        (vec![0, 0], Some(vec![])),
+        (vec![0b1011, 0], Some(vec![0, 1, 3])),
+        (vec![0, 1 << 31, 1], Some(vec![63, 64])),
+        // More than SPARSE_MAX allowed: the sampler reads the mask itself.
+        (vec![u32::MAX; SPARSE_MAX / 32 + 1], None),
+        (
+            vec![u32::MAX; SPARSE_MAX / 32],
+            Some((0..SPARSE_MAX as u32).collect()),
+        ),
+    ];
+    for (words, want) in cases {
+        assert_eq!(sparse_of(&words), want, "{} words", words.len());
+    }
+}
