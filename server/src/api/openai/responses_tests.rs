@@ -2,7 +2,8 @@
 
 use super::*;
 use crate::api::openai::sse::Frames;
-use crate::api::types::Metrics;
+use crate::api::types::{Metrics, ToolCallFunction};
+use serde_json::Map;
 
 fn req(v: Value) -> ResponsesRequest {
     serde_json::from_value(v).unwrap()
