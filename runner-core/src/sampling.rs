@@ -283,13 +283,13 @@ impl<C: Chain> Sampler<C> {
                 t
             }
         };
-        if let (Some(ids), true) = (&allowed, logprobs || top_logprobs > 0) {
+        if let (Some(ids), true) = (&allowed, lp) {
             // Log-probabilities are over the masked row: write the mask now, only when asked.
             keep_only(logits, ids);
         }
         self.mask.commit(token);
         self.remember(token);
-        let (logprob, top) = if logprobs || top_logprobs > 0 {
+        let (logprob, top) = if lp {
             select::log_probs(logits, token, top_logprobs, &mut self.cands)
         } else {
             (None, Vec::new())

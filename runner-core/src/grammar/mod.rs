@@ -199,7 +199,7 @@ pub struct GrammarMask {
     /// llguidance's own time per mask (consume + compute), on the worker, overlapped with decode.
     engine_ns: Vec<u64>,
     failed: bool,
-    /// The current state's mask and its allowed count, once fetched from the worker (by
+    /// The current state's mask and its allowed ids, once fetched from the worker (by
     /// `dense_bits` or `apply_sparse`); `commit` moves to the next state.
     current: Option<Ready>,
     /// Time this state's mask has cost the decode thread so far (pushed to `times_ns` on commit).
@@ -290,12 +290,11 @@ impl GrammarMask {
         ready
     }
 
-    /// The current state's mask, fetched once per state.
-    fn current(&mut self) -> &Ready {
+    /// Fetches the current state's mask into `current`, once per state.
+    fn fetch(&mut self) {
         if self.current.is_none() {
             self.current = Some(self.take_mask());
         }
-        self.current.as_ref().expect("fetched above")
     }
 
     /// Allow only end-of-generation tokens.
@@ -325,7 +324,7 @@ impl TokenMask for GrammarMask {
             self.only_eog(logits);
             return None;
         }
-        self.current();
+        self.fetch();
         let n = logits.len();
         let sparse = match self.current.as_ref().expect("fetched above") {
             Ready {
@@ -359,7 +358,7 @@ impl TokenMask for GrammarMask {
             return None;
         }
         let started = Instant::now();
-        self.current();
+        self.fetch();
         self.spent_ns += started.elapsed().as_nanos() as u64;
         match self.current.as_ref() {
             Some(Ready {

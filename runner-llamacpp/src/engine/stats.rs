@@ -105,8 +105,9 @@ impl StepStats {
     }
 
     fn report(&self) -> String {
-        let n = self.steps.max(1) as f64;
-        let ms = |d: Duration| d.as_secs_f64() * 1e3 / n;
+        // Mean milliseconds of `d` over `k` steps (at least one).
+        let per = |d: Duration, k: u32| d.as_secs_f64() * 1e3 / f64::from(k.max(1));
+        let ms = |d: Duration| per(d, self.steps);
         let total: Duration = self.sum.iter().sum();
         let parts: Vec<String> = NAMES
             .iter()
@@ -114,18 +115,19 @@ impl StepStats {
             .map(|(name, d)| format!("{name} {:.3}", ms(d)))
             .collect();
         let launch = self.sum[Phase::Launch as usize];
-        let same = self.steps.saturating_sub(self.changed).max(1) as f64;
-        let per = |d: Duration, k: f64| d.as_secs_f64() * 1e3 / k;
         format!(
             "runner-llamacpp: step stats: {} decode steps ({} prefill steps between), {:.1} rows/step, ms/step: {} | total {:.3} | shape changed {} (launch {:.3} vs {:.3} same)",
             self.steps,
             self.prefill_steps,
-            self.rows as f64 / n,
+            self.rows as f64 / f64::from(self.steps.max(1)),
             parts.join(" "),
             ms(total),
             self.changed,
-            per(self.changed_launch, self.changed.max(1) as f64),
-            per(launch.saturating_sub(self.changed_launch), same),
+            per(self.changed_launch, self.changed),
+            per(
+                launch.saturating_sub(self.changed_launch),
+                self.steps.saturating_sub(self.changed)
+            ),
         )
     }
 }

@@ -68,17 +68,33 @@ fn object(m: Map<String, J>) -> Map<String, J> {
     m.into_iter().map(|(k, v)| (k, any(v))).collect()
 }
 
+/// How [`call`] reads a call's `arguments` field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arguments {
+    /// Ollama's `api.ToolCallFunctionArguments`: an object; `null` leaves it empty.
+    Map,
+    /// An ordered-map field that `null` fails as well (laguna's `lagunaToolCall`).
+    Strict,
+    /// The struct has no such field: ignored like any other.
+    Ignored,
+}
+
 /// Go's `json.Unmarshal` of a call into a struct with `name` and `arguments` fields, and with
 /// `index`, an int, too when `index` is set (`api.ToolCallFunction`): field names match in any
 /// case, a later one wins, other fields are ignored, `null` leaves a field (or the whole call)
 /// empty; a field of the wrong type fails (`None`).
 pub fn function(text: &str, index: bool) -> Option<(String, Map<String, J>)> {
+    call(text, index, Arguments::Map)
+}
+
+/// [`function`] with the `arguments` field read by `arguments`.
+pub fn call(text: &str, index: bool, arguments: Arguments) -> Option<(String, Map<String, J>)> {
     let fields = match serde_json::from_str::<J>(text).ok()? {
         J::Null => return Some((String::new(), Map::new())),
         J::Object(o) => o,
         _ => return None,
     };
-    let (mut name, mut arguments) = (String::new(), Map::new());
+    let (mut name, mut args) = (String::new(), Map::new());
     for (key, value) in fields {
         if key.eq_ignore_ascii_case("name") {
             match value {
@@ -86,10 +102,10 @@ pub fn function(text: &str, index: bool) -> Option<(String, Map<String, J>)> {
                 J::Null => {}
                 _ => return None,
             }
-        } else if key.eq_ignore_ascii_case("arguments") {
-            match value {
-                J::Object(m) => arguments = object(m),
-                J::Null => arguments = Map::new(),
+        } else if arguments != Arguments::Ignored && key.eq_ignore_ascii_case("arguments") {
+            match (value, arguments) {
+                (J::Object(m), _) => args = object(m),
+                (J::Null, Arguments::Map) => args = Map::new(),
                 _ => return None,
             }
         } else if index && key.eq_ignore_ascii_case("index") && !(value.is_null() || value.is_i64())
@@ -97,7 +113,7 @@ pub fn function(text: &str, index: bool) -> Option<(String, Map<String, J>)> {
             return None;
         }
     }
-    Some((name, arguments))
+    Some((name, args))
 }
 
 /// [`parse_float`]'s finite results: the spellings of NaN and ±Inf Go also reads give values JSON

@@ -71,24 +71,12 @@ fn resolve(name: &str, schemas: &[J]) -> Option<String> {
 /// Go's `json.Unmarshal` of text into a struct with the string field `name` and, when
 /// `arguments`, the ordered-map field `arguments`; `None` where Go returns an error.
 fn decode(text: &str, arguments: bool) -> Option<Call> {
-    let fields = match serde_json::from_str::<J>(text).ok()? {
-        J::Null => return Some((String::new(), Map::new())),
-        J::Object(o) => o,
-        _ => return None,
+    let rule = if arguments {
+        govalue::Arguments::Strict
+    } else {
+        govalue::Arguments::Ignored
     };
-    let (mut name, mut args) = (String::new(), Map::new());
-    for (key, value) in fields {
-        if key.eq_ignore_ascii_case("name") {
-            match value {
-                J::String(s) => name = s,
-                J::Null => {}
-                _ => return None,
-            }
-        } else if arguments && key.eq_ignore_ascii_case("arguments") {
-            args = object(value)?;
-        }
-    }
-    Some((name, args))
+    govalue::call(text, false, rule)
 }
 
 /// An object as Ollama's ordered argument map decodes it (anything else, `null` included, fails).

@@ -219,29 +219,8 @@ impl CallIds {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prompt::ToolCall;
+    use crate::prompt::renderers::testutil::{assistant, call_id as call, m as msg};
     use serde_json::json;
-
-    fn msg(role: &str, content: &str) -> Message {
-        Message::new(role, content)
-    }
-
-    fn call(id: &str, name: &str, args: J) -> ToolCall {
-        ToolCall {
-            id: id.into(),
-            name: name.into(),
-            arguments: args.as_object().cloned().unwrap_or_default(),
-            ..Default::default()
-        }
-    }
-
-    fn assistant(content: &str, thinking: Option<&str>, calls: Vec<ToolCall>) -> Message {
-        Message {
-            thinking: thinking.map(str::to_string),
-            tool_calls: calls,
-            ..msg("assistant", content)
-        }
-    }
 
     fn result(id: Option<&str>, content: &str) -> Message {
         Message {

@@ -1,6 +1,7 @@
 //! Tests of the `glimmer` renderer.
 
 use super::*;
+use crate::prompt::renderers::testutil::{assistant, call_id as call, m as msg};
 use serde_json::json;
 
 const DATE: &str = "2026-07-29";
@@ -8,27 +9,6 @@ const DATE: &str = "2026-07-29";
 fn r() -> Glimmer {
     Glimmer {
         date: Some(DATE.into()),
-    }
-}
-
-fn msg(role: &str, content: &str) -> Message {
-    Message::new(role, content)
-}
-
-fn call(id: &str, name: &str, args: J) -> ToolCall {
-    ToolCall {
-        id: id.into(),
-        name: name.into(),
-        arguments: args.as_object().cloned().unwrap_or_default(),
-        ..Default::default()
-    }
-}
-
-fn assistant(content: &str, thinking: Option<&str>, calls: Vec<ToolCall>) -> Message {
-    Message {
-        thinking: thinking.map(str::to_string),
-        tool_calls: calls,
-        ..msg("assistant", content)
     }
 }
 

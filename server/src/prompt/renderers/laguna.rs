@@ -264,27 +264,8 @@ fn v2_assistant<'a>(content: &'a str, thinking: &'a str) -> (&'a str, &'a str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prompt::renderers::testutil::{assistant, call, m as msg};
     use serde_json::json;
-
-    fn msg(role: &str, content: &str) -> Message {
-        Message::new(role, content)
-    }
-
-    fn assistant(content: &str, thinking: Option<&str>, calls: Vec<ToolCall>) -> Message {
-        Message {
-            thinking: thinking.map(str::to_string),
-            tool_calls: calls,
-            ..msg("assistant", content)
-        }
-    }
-
-    fn call(name: &str, args: J) -> ToolCall {
-        ToolCall {
-            name: name.into(),
-            arguments: args.as_object().cloned().unwrap_or_default(),
-            ..Default::default()
-        }
-    }
 
     fn weather() -> J {
         json!({"type": "function", "function": {"name": "get_weather", "description": "Get weather",

@@ -26,6 +26,22 @@ pub fn call(name: &str, args: J) -> ToolCall {
     }
 }
 
+/// A call of `name` with `args` and the call id `id`.
+pub fn call_id(id: &str, name: &str, args: J) -> ToolCall {
+    ToolCall {
+        id: id.into(),
+        ..call(name, args)
+    }
+}
+
+/// An assistant message with `content`, `thinking` when given, and `calls`.
+pub fn assistant(content: &str, thinking: Option<&str>, calls: Vec<ToolCall>) -> Message {
+    Message {
+        thinking: thinking.map(str::to_string),
+        ..with_calls(content, calls)
+    }
+}
+
 /// Calls from `(name, args)` pairs ([`call`]).
 pub fn calls(list: &[(&str, J)]) -> Vec<ToolCall> {
     list.iter().map(|(n, a)| call(n, a.clone())).collect()
