@@ -39,6 +39,11 @@ pub struct Args {
     /// instead of one per count (patch 0005, `ffi::prefer_graph_per_shape`).
     #[arg(long, hide = true)]
     pub no_graph_per_shape: bool,
+    /// One-token decode steps pad idle sequences so that the step keeps the last one's sequence
+    /// set as streams end (`plan::padding`): auto = on a GPU (where a new step shape costs a
+    /// graph rebuild and CUDA graph capture), on = also on the CPU (tests), off = never (A/B).
+    #[arg(long, hide = true, value_enum, default_value_t = StepPadding::Auto)]
+    pub step_padding: StepPadding,
     /// Bench hook (GPU): do not hold a request's first token while the prompts that arrived
     /// with it are still pending (`plan::mixed`).
     #[arg(long, hide = true)]
@@ -50,6 +55,13 @@ pub struct Args {
     /// Test hook: slow the load down by this many ms, so the loading state is observable.
     #[arg(long, hide = true, default_value_t = 0)]
     pub load_delay_ms: u64,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepPadding {
+    Auto,
+    On,
+    Off,
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]

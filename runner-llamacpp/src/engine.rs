@@ -48,8 +48,10 @@ use std::time::Instant;
 mod admit;
 mod cancel;
 mod draft;
+pub use draft::Drafting;
 pub mod draft_model;
 mod embedding;
+mod pad;
 mod sample;
 mod speculative;
 mod stats;
@@ -121,34 +123,8 @@ pub struct Engine {
     drafter: Option<draft_model::DraftModel>,
     /// Decode-step time against token count, for the n-gram draft length (runner-core draft::pace).
     cost: runner_core::draft::pace::StepCost,
-}
-
-/// How slots draft (engine/draft.rs): the runner's `--draft-*` flags.
-#[derive(Debug, Clone, Copy)]
-pub struct Drafting {
-    /// Tokens the n-gram drafter proposes per step; 0 = off.
-    pub ngram: usize,
-    /// Constrained requests use the n-gram drafter too (`HERD_DRAFT_UNDER_GRAMMAR`).
-    pub under_grammar: bool,
-    /// Grammar fast-forward: the tokens a grammar forces are drafted.
-    pub grammar_ff: bool,
-    /// A draft token's cost relative to a step, given instead of measured (`--draft-cost`).
-    pub cost: Option<f64>,
-    /// n-gram drafts of `2^j - 1` tokens only (runner-core draft::pace): on a GPU, where each
-    /// step token count keeps its own CUDA graph.
-    pub shaped: bool,
-}
-
-impl Default for Drafting {
-    fn default() -> Self {
-        Drafting {
-            ngram: 0,
-            under_grammar: false,
-            grammar_ff: true,
-            cost: None,
-            shaped: false,
-        }
-    }
+    /// One-token decode steps keep their sequence set as streams end (`plan::padding`; GPU).
+    pad: pad::Pad,
 }
 
 impl Engine {
@@ -181,6 +157,7 @@ impl Engine {
             drafting: Drafting::default(),
             drafter: None,
             cost: runner_core::draft::pace::StepCost::default(),
+            pad: pad::Pad::default(),
         }
     }
 
@@ -210,6 +187,12 @@ impl Engine {
     /// Print per-phase step timings every `every` decode steps (0 = off).
     pub fn with_step_stats(mut self, every: u32) -> Engine {
         self.stats = StepStats::new(every);
+        self
+    }
+
+    /// Pad one-token decode steps to the last one's sequences (`plan::padding`).
+    pub fn with_padding(mut self, on: bool) -> Engine {
+        self.pad.on = on;
         self
     }
 
@@ -358,9 +341,13 @@ impl Engine {
         );
         self.prefilled_last = prefill;
         self.held_steps = if held { self.held_steps + 1 } else { 0 };
+        let pads = self.pads(&state, &takes);
         let before: Vec<usize> = self.slots.iter().map(|s| s.cache.len()).collect();
         for (k, (slot, take)) in self.slots.iter_mut().zip(takes).enumerate() {
             let Some(a) = slot.active.as_mut() else {
+                if pads.contains(&k) {
+                    pad::push(&mut self.batch, slot);
+                }
                 continue;
             };
             a.logits_at = None;
@@ -432,6 +419,7 @@ impl Engine {
         if res.is_ok() {
             self.ctx.synchronize();
         }
+        self.unpad(&pads);
         let took = started.elapsed().as_nanos() as u64;
         self.stats.lap(Phase::Wait);
         if res.is_ok() && !in_prefill.contains(&true) {
@@ -540,7 +528,8 @@ impl Engine {
             self.ctx.seq_rm(seq, cut as i32, -1);
         }
         self.stats.lap(Phase::Emit);
-        self.stats.end(self.batch.len(), n_rows, prefill);
+        self.stats
+            .end(self.batch.len(), n_rows, pads.len(), prefill);
         true
     }
 }

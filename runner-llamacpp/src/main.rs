@@ -112,6 +112,11 @@ fn load_and_run(
             .with_draft_model(drafter)
             .with_step_stats(args.step_stats)
             .with_first_token_hold(!args.no_first_token_hold)
+            .with_padding(match args.step_padding {
+                args::StepPadding::Auto => !isolate,
+                args::StepPadding::On => true,
+                args::StepPadding::Off => false,
+            })
             .with_drafting(engine::Drafting {
                 ngram: args.load.draft_ngram as usize,
                 under_grammar: args.load.draft_under_grammar,

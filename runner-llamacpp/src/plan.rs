@@ -7,6 +7,9 @@
 // re-exported here and table-tested below with the rest.
 pub use runner_core::slots::{pick_slot, reuse_len, shift};
 
+mod pad;
+pub use pad::{padding, Seat};
+
 /// Slot moves `(from, to)` that leave the busy slots (slot i = sequence i) on consecutive
 /// sequence ids. With one KV stream per sequence llama.cpp cuts a step into one micro-batch per
 /// run of consecutive ids (`split_equal`, sequential), each a full pass over the weights: a

@@ -1,7 +1,9 @@
 //! Slot compaction: when a request in the middle of the busy slots finishes, the engine moves
 //! the highest busy request down into the hole (a KV stream copy), so a step stays one
 //! micro-batch. The moved request must go on exactly as if nothing happened: gemma-3-270m at
-//! temperature 0 with the default (batch-invariant) flags, on one thread.
+//! temperature 0 with the default (batch-invariant) flags, on one thread. With step padding on
+//! (the GPU default, `plan::padding`), the hole a finished request leaves is filled with a
+//! throwaway row instead, and again nobody's output changes.
 
 mod common;
 
@@ -69,6 +71,65 @@ async fn a_request_moved_into_a_finished_slot_continues_unchanged() {
     assert!(
         lines.iter().any(|l| l == "moved slot 2 to slot 1"),
         "no compaction logged: {lines:?}"
+    );
+    // Padding is a GPU default: the CPU keeps its steps as they are.
+    assert!(
+        !lines.iter().any(|l| l.contains("padded")),
+        "padded on the CPU by default: {lines:?}"
+    );
+    assert_eq!(got, solo);
+}
+
+/// Admit every request in `reqs` one after the other (each waits for the one before to
+/// stream), and collect their texts.
+async fn staggered(socket: &std::path::Path, reqs: &[Value]) -> Vec<String> {
+    let mut handles = Vec::new();
+    for q in reqs {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        handles.push(tokio::spawn(stream(socket.to_path_buf(), q.clone(), tx)));
+        rx.await.expect("first chunk");
+    }
+    let mut got = Vec::new();
+    for h in handles {
+        got.push(h.await.unwrap().text);
+    }
+    got
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn padded_steps_leave_every_request_unchanged() {
+    let _guard = serial().await;
+    let flags = ["--ctx-size", "256", "--parallel", "4"];
+    let reqs = [
+        greedy("The capital of France is", 40),
+        greedy("1, 2, 3, 4,", 12),
+        greedy("Once upon a time, in a small village,", 40),
+        greedy("The best way to learn a language is", 36),
+    ];
+    let solo = {
+        let r = Runner::spawn(&gemma(), &flags);
+        r.wait_ready().await;
+        let mut out = Vec::new();
+        for q in &reqs {
+            out.push(complete(&r.socket, q.clone()).await.text);
+        }
+        out
+    };
+    let padded = [&flags[..], &["--step-padding", "on"]].concat();
+    let r = Logged::ready(&gemma(), &padded).await;
+    // Slots 0-3; B (slot 1) ends first, D moves into its hole, and the three left decode with a
+    // pad row in slot 3, whose cache holds D's history.
+    let got = staggered(r.socket(), &reqs).await;
+    let lines = r.lines();
+    assert!(
+        lines.iter().any(|l| l == "moved slot 3 to slot 1"),
+        "no compaction logged: {lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l == "padded a decode step of 3 sequences with idle [3]"),
+        "no padded step logged: {lines:?}"
     );
     assert_eq!(got, solo);
 }

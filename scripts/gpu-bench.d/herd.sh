@@ -170,16 +170,14 @@ hb_llama_server() { # SERVER_BIN
 }
 
 # HB_X16_AB=1 instead of the herd phases: only where constrained x16 loses, in the least device
-# time: free and JSON-schema rounds at x16 with the default runner, with llama.cpp's OpenMP
-# threads sleeping at once (OMP_WAIT_POLICY=PASSIVE), and with 4 of them (the grammar workers and
-# the sampling pool share the cores with them), each with step stats and mask waits.
+# time: free and JSON-schema rounds at x16 with the default runner and without step padding
+# (plan::padding), each with step stats (shape changes) and mask waits.
 hb_x16_ab() {
   local w tag label flags
-  for tag in default passive t4; do
+  for tag in default nopad; do
     case $tag in
       default) flags=(--step-stats 128); label=herd-x16 ;;
-      passive) flags=(OMP_WAIT_POLICY=PASSIVE --step-stats 128); label=herd-x16-passive ;;
-      t4) flags=(--threads 4 --step-stats 128); label=herd-x16-t4 ;;
+      nopad) flags=(--step-padding off --step-stats 128); label=herd-x16-nopad ;;
     esac
     hb_stamp "herd x$HB_CONC $tag"
     if w=$(hb_wrapper "ab$tag" "${flags[@]}") && hb_serve "$HB_CONC" "$HB_CTX16" "$w"; then
@@ -266,11 +264,22 @@ hb_herd() {
     hb_client "herd-x16-t4" "$HB_CONC" --num-ctx "$HB_CTX16" gen:2 fmt:2
   fi
   fi
-  # One CUDA graph per token count (patch 0005) is the runner's default since run O; A/B: one
-  # graph for all counts (llama.cpp's own keying), whose warm-up every change of count resets.
+  # Step padding (plan::padding) is the runner's GPU default; A/B: steps that shrink as streams
+  # end, each new shape a graph rebuild and CUDA graph capture (6-9 ms on the 8B, runs O-Q).
+  hb_stamp "herd x$HB_CONC without step padding"
+  if w=$(hb_wrapper nopad --step-padding off --step-stats 128) && hb_serve "$HB_CONC" "$HB_CTX16" "$w"; then
+    hb_client "herd-x16-nopad" "$HB_CONC" --num-ctx "$HB_CTX16" gen:2 fmt:2
+  else
+    hb_na herd-x16-nopad fmt "runner has no --step-padding"
+  fi
+  # One CUDA graph per token count (patch 0005) is the runner's default since run O; A/B (run O
+  # and P settled it, HB_OLD_AB=1 only): one graph for all counts, whose warm-up every change
+  # of count resets.
+  if [ "${HB_OLD_AB:-0}" = 1 ]; then
   hb_stamp "herd x$HB_CONC one CUDA graph"
   if w=$(hb_wrapper onegraph --no-graph-per-shape --step-stats 128) && hb_serve "$HB_CONC" "$HB_CTX16" "$w"; then
     hb_client "herd-x16-onegraph" "$HB_CONC" --num-ctx "$HB_CTX16" gen:2 fmt:2
+  fi
   fi
   hb_stamp "self-draft (x$HB_CONC)"
   if [ "$HB_SD" = 1 ] && hb_serve "$HB_CONC" "$HB_CTX16" "$HB_RUNNER"; then

@@ -27,7 +27,9 @@ and the real-model copy task (phase real: SmolLM2 from the dev box, labels real-
   real_ngram16_speedup, real_ngram16_onegraph_speedup  the same with 16-token drafts, and with
                       one CUDA graph for all token counts (--no-graph-per-shape; the runner keeps
                       one per count, patch 0005, since run O); x16_onegraph_over_bb16 and
-                      fmt_over_free_x16_onegraph the x16 ratios with it
+                      fmt_over_free_x16_onegraph the x16 ratios with it (HB_OLD_AB=1)
+  x16_nopad_over_bb16, fmt_over_free_x16_nopad  the x16 ratios without step padding
+                      (--step-padding off; the runner pads one-token decode steps on a GPU)
 With --herd-log, the runner's stats lines in herd serve's log (`--step-stats` per-phase ms a
 decode step, `grammar mask` percentiles per request) are grouped by the client phase that ran
 them (herd_client.py --mark) under numbers["runner_stats"].
@@ -247,6 +249,8 @@ def main():
                                           run.req_mean("mlx-real-x1", "rcopy", "erate")),
         "x16_onegraph_over_bb16": ratio(agg("herd-x16-onegraph", "gen"), bbv(16)),
         "fmt_over_free_x16_onegraph": ratio(med("herd-x16-onegraph", "fmt"), med("herd-x16-onegraph", "gen")),
+        "x16_nopad_over_bb16": ratio(agg("herd-x16-nopad", "gen"), bbv(16)),
+        "fmt_over_free_x16_nopad": ratio(med("herd-x16-nopad", "fmt"), med("herd-x16-nopad", "gen")),
         "real_ngram_greedy_identical": (sorted(q["digest"] for q in run.reqs("real-x1-ngram", "rcopy"))
                                         == sorted(q["digest"] for q in run.reqs("real-x1", "rcopy"))
                                         if run.reqs("real-x1-ngram", "rcopy") and run.reqs("real-x1", "rcopy") else "n/a"),

@@ -17,6 +17,34 @@
 
 pub use runner_core::draft::{budget, ngram_paced};
 
+/// How slots draft (engine/draft.rs): the runner's `--draft-*` flags.
+#[derive(Debug, Clone, Copy)]
+pub struct Drafting {
+    /// Tokens the n-gram drafter proposes per step; 0 = off.
+    pub ngram: usize,
+    /// Constrained requests use the n-gram drafter too (`HERD_DRAFT_UNDER_GRAMMAR`).
+    pub under_grammar: bool,
+    /// Grammar fast-forward: the tokens a grammar forces are drafted.
+    pub grammar_ff: bool,
+    /// A draft token's cost relative to a step, given instead of measured (`--draft-cost`).
+    pub cost: Option<f64>,
+    /// n-gram drafts of `2^j - 1` tokens only (runner-core draft::pace): on a GPU, where each
+    /// step token count keeps its own CUDA graph.
+    pub shaped: bool,
+}
+
+impl Default for Drafting {
+    fn default() -> Self {
+        Drafting {
+            ngram: 0,
+            under_grammar: false,
+            grammar_ff: true,
+            cost: None,
+            shaped: false,
+        }
+    }
+}
+
 /// The draft length every decoding slot of a step keeps, given what each drafted (`lens`, one
 /// per decoding slot): the shortest, so every sequence brings the same token count and the step
 /// stays one llama.cpp pass (engine/speculative.rs, `propose_all`). One slot keeps its own.

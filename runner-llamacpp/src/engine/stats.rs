@@ -33,9 +33,13 @@ pub(super) struct StepStats {
     steps: u32,
     rows: u64,
     prefill_steps: u32,
-    /// The previous step's (tokens, rows): a CUDA graph is captured per shape, so a step whose
-    /// shape differs from the one before runs without one (llama.cpp's graph warm-up).
+    /// The previous step's (tokens, output rows incl. pad rows): a CUDA graph is captured per
+    /// shape, so a step whose shape differs from the one before runs without one (llama.cpp
+    /// rebuilds its graph and the CUDA backend captures a new one).
     shape: (usize, usize),
+    /// Decode steps with pad rows (`plan::padding`), and their pad rows.
+    padded: u32,
+    pad_rows: u64,
     /// Decode steps whose shape differed from the previous step's, and their launch time.
     changed: u32,
     changed_launch: Duration,
@@ -52,6 +56,8 @@ impl StepStats {
             rows: 0,
             prefill_steps: 0,
             shape: (0, 0),
+            padded: 0,
+            pad_rows: 0,
             changed: 0,
             changed_launch: Duration::ZERO,
         }
@@ -69,15 +75,16 @@ impl StepStats {
         self.mark = Some(now);
     }
 
-    /// A step of `tokens` tokens ended with `rows` sampled rows; `prefill` when it carried prompt
-    /// tokens.
-    pub(super) fn end(&mut self, tokens: usize, rows: usize, prefill: bool) {
+    /// A step of `tokens` tokens (`pads` of them pad rows) ended with `rows` sampled rows;
+    /// `prefill` when it carried prompt tokens.
+    pub(super) fn end(&mut self, tokens: usize, rows: usize, pads: usize, prefill: bool) {
         if self.every == 0 {
             return;
         }
         let cur = std::mem::take(&mut self.cur);
-        let shape = std::mem::replace(&mut self.shape, (tokens, rows));
-        if shape != (tokens, rows) && !prefill {
+        let now = (tokens, rows + pads);
+        let shape = std::mem::replace(&mut self.shape, now);
+        if shape != now && !prefill {
             self.changed += 1;
             self.changed_launch += cur[Phase::Launch as usize];
         }
@@ -90,6 +97,8 @@ impl StepStats {
         }
         self.steps += 1;
         self.rows += rows as u64;
+        self.padded += u32::from(pads > 0);
+        self.pad_rows += pads as u64;
         if self.steps == self.every {
             eprintln!("{}", self.report());
             let shape = self.shape;
@@ -116,7 +125,7 @@ impl StepStats {
             .collect();
         let launch = self.sum[Phase::Launch as usize];
         format!(
-            "runner-llamacpp: step stats: {} decode steps ({} prefill steps between), {:.1} rows/step, ms/step: {} | total {:.3} | shape changed {} (launch {:.3} vs {:.3} same)",
+            "runner-llamacpp: step stats: {} decode steps ({} prefill steps between), {:.1} rows/step, ms/step: {} | total {:.3} | shape changed {} (launch {:.3} vs {:.3} same) | padded {} ({} rows)",
             self.steps,
             self.prefill_steps,
             self.rows as f64 / f64::from(self.steps.max(1)),
@@ -128,6 +137,8 @@ impl StepStats {
                 launch.saturating_sub(self.changed_launch),
                 self.steps.saturating_sub(self.changed)
             ),
+            self.padded,
+            self.pad_rows,
         )
     }
 }
@@ -142,11 +153,11 @@ mod tests {
         s.lap(Phase::Loop);
         std::thread::sleep(Duration::from_millis(3));
         s.lap(Phase::Launch);
-        s.end(16, 16, false);
+        s.end(16, 16, 0, false);
         s.lap(Phase::Loop);
         std::thread::sleep(Duration::from_millis(2));
         s.lap(Phase::Sample);
-        s.end(4, 4, true);
+        s.end(4, 4, 0, true);
         assert_eq!((s.steps, s.prefill_steps, s.rows), (1, 1, 16));
         assert!(s.sum[Phase::Launch as usize] >= Duration::from_millis(3));
         assert_eq!(s.sum[Phase::Sample as usize], Duration::ZERO);
@@ -159,13 +170,25 @@ mod tests {
     #[test]
     fn steps_whose_shape_changed_are_counted_apart() {
         let mut s = StepStats::new(1000);
-        for (tokens, rows) in [(16, 16), (16, 16), (32, 16), (32, 16), (15, 15), (16, 16)] {
+        // (tokens, sampled rows, pad rows): a padded step keeps the shape of the one before.
+        let steps = [
+            (16, 16, 0),
+            (16, 16, 0),
+            (32, 16, 0),
+            (32, 16, 0),
+            (15, 15, 0),
+            (16, 16, 0),
+            (16, 15, 1),
+            (16, 13, 3),
+        ];
+        for (tokens, rows, pads) in steps {
             s.lap(Phase::Loop);
             s.lap(Phase::Launch);
-            s.end(tokens, rows, false);
+            s.end(tokens, rows, pads, false);
         }
-        assert_eq!((s.steps, s.changed), (6, 4));
+        assert_eq!((s.steps, s.changed), (8, 4));
         assert!(s.report().contains("shape changed 4"), "{}", s.report());
+        assert!(s.report().contains("padded 2 (4 rows)"), "{}", s.report());
     }
 
     #[test]
@@ -173,7 +196,7 @@ mod tests {
         let mut s = StepStats::new(0);
         s.lap(Phase::Loop);
         s.lap(Phase::Launch);
-        s.end(16, 16, false);
+        s.end(16, 16, 0, false);
         assert!(s.mark.is_none());
         assert_eq!(s.steps, 0);
     }
