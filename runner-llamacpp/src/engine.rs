@@ -187,6 +187,10 @@ impl Engine {
     /// Print per-phase step timings every `every` decode steps (0 = off).
     pub fn with_step_stats(mut self, every: u32) -> Engine {
         self.stats = StepStats::new(every);
+        if every > 0 {
+            let threads = self.pool.as_ref().map_or(1, |p| p.current_num_threads());
+            eprintln!("runner-llamacpp: step stats every {every} steps; sampling pool {threads}");
+        }
         self
     }
 
@@ -511,7 +515,8 @@ impl Engine {
             work.push((a, first));
         }
         self.stats.lap(Phase::Rows);
-        let choices = sample_all(&mut work, self.pool.as_ref());
+        let (choices, cpu) = sample_all(&mut work, self.pool.as_ref(), self.stats.on());
+        self.stats.sample_cpu(cpu);
         drop(work);
         self.stats.lap(Phase::Sample);
         let sampled = self

@@ -8,7 +8,7 @@
 pub use runner_core::slots::{pick_slot, reuse_len, shift};
 
 mod pad;
-pub use pad::{padding, Seat};
+pub use pad::{padding, Padding, Seat};
 
 /// Slot moves `(from, to)` that leave the busy slots (slot i = sequence i) on consecutive
 /// sequence ids. With one KV stream per sequence llama.cpp cuts a step into one micro-batch per

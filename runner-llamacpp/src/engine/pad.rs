@@ -6,14 +6,13 @@
 
 use super::{Engine, Slot};
 use crate::ffi::Batch;
-use crate::plan::{self, Seat, Take, Work};
-use std::ops::Range;
+use crate::plan::{self, Padding, Seat, Take, Work};
 
-/// Padding state: on or off, and what the last one-token decode step covered.
+/// Padding state: on or off, and what the last one-token decode steps covered.
 #[derive(Debug, Default)]
 pub(super) struct Pad {
     pub on: bool,
-    covered: Range<usize>,
+    covered: Padding,
     /// The last padded step's pads (for the debug log, which reports changes only).
     last: Vec<usize>,
 }
@@ -36,9 +35,9 @@ impl Engine {
             })
             .collect();
         let p = plan::padding(&seats, &self.pad.covered);
-        self.pad.covered = p.covers;
+        self.pad.covered = p.clone();
         if crate::ffi::log_debug() && !p.pads.is_empty() && p.pads != self.pad.last {
-            let n = self.pad.covered.len() - p.pads.len();
+            let n = p.covers.len() - p.pads.len();
             eprintln!(
                 "runner-llamacpp: padded a decode step of {n} sequences with idle {:?}",
                 p.pads

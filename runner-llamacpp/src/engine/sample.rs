@@ -25,13 +25,15 @@ pub(super) fn pool(threads: usize) -> Option<rayon::ThreadPool> {
         .ok()
 }
 
-/// Sample every `(slot, row)` pair; the result is in the same order. With a pool and a large
-/// step every row is its own task: each sampler owns its row and state, so the choices equal
-/// sequential sampling's.
+/// Sample every `(slot, row)` pair; the result is in the same order, with the rows' summed
+/// sampling time in ns (`timed`; 0 otherwise), which against the step's wall time shows how
+/// well the pool spreads them. With a pool and a large step every row is its own task: each
+/// sampler owns its row and state, so the choices equal sequential sampling's.
 pub(super) fn sample_all(
     work: &mut [(&mut Active, Row)],
     pool: Option<&rayon::ThreadPool>,
-) -> Vec<Option<Choice>> {
+    timed: bool,
+) -> (Vec<Option<Choice>>, u64) {
     let elems: usize = work
         .iter()
         .map(|(_, r)| match r {
@@ -39,16 +41,19 @@ pub(super) fn sample_all(
             Row::Top { ids, .. } => ids.len(),
         })
         .sum();
-    match pool {
+    let one_of = |(a, row): &mut (&mut Active, Row)| {
+        let started = timed.then(std::time::Instant::now);
+        let c = one(a, row);
+        (c, started.map_or(0, |t| t.elapsed().as_nanos() as u64))
+    };
+    let timed: Vec<(Option<Choice>, u64)> = match pool {
         Some(p) if work.len() > 1 && elems >= PARALLEL_MIN => {
             p.install(|| work.par_iter_mut().with_max_len(1).map(one_of).collect())
         }
         _ => work.iter_mut().map(one_of).collect(),
-    }
-}
-
-fn one_of((a, row): &mut (&mut Active, Row)) -> Option<Choice> {
-    one(a, row)
+    };
+    let ns = timed.iter().map(|(_, ns)| ns).sum();
+    (timed.into_iter().map(|(c, _)| c).collect(), ns)
 }
 
 /// Sample one row with the slot's sampler.
@@ -129,7 +134,7 @@ mod tests {
                     .iter_mut()
                     .zip(r.iter_mut().map(|r| Row::Logits(r.as_mut_slice())))
                     .collect();
-                all.push(sample_all(&mut work, pool));
+                all.push(sample_all(&mut work, pool, false).0);
             }
             all
         };

@@ -43,6 +43,10 @@ pub(super) struct StepStats {
     /// Decode steps whose shape differed from the previous step's, and their launch time.
     changed: u32,
     changed_launch: Duration,
+    /// The rows' own sampling time summed over the pool's threads (`sample` is wall time):
+    /// this step's, and the decode steps' sum.
+    step_cpu: Duration,
+    sample_cpu: Duration,
 }
 
 impl StepStats {
@@ -60,7 +64,19 @@ impl StepStats {
             pad_rows: 0,
             changed: 0,
             changed_launch: Duration::ZERO,
+            step_cpu: Duration::ZERO,
+            sample_cpu: Duration::ZERO,
         }
+    }
+
+    /// Whether stats are kept (the caller may skip measuring otherwise).
+    pub(super) fn on(&self) -> bool {
+        self.every > 0
+    }
+
+    /// The rows of this step took `ns` of sampling in all (summed over threads).
+    pub(super) fn sample_cpu(&mut self, ns: u64) {
+        self.step_cpu += Duration::from_nanos(ns);
     }
 
     /// Close `phase` at now: the time since the previous mark is charged to it.
@@ -82,6 +98,7 @@ impl StepStats {
             return;
         }
         let cur = std::mem::take(&mut self.cur);
+        let cpu = std::mem::take(&mut self.step_cpu);
         let now = (tokens, rows + pads);
         let shape = std::mem::replace(&mut self.shape, now);
         if shape != now && !prefill {
@@ -96,6 +113,7 @@ impl StepStats {
             *s += c;
         }
         self.steps += 1;
+        self.sample_cpu += cpu;
         self.rows += rows as u64;
         self.padded += u32::from(pads > 0);
         self.pad_rows += pads as u64;
@@ -125,7 +143,7 @@ impl StepStats {
             .collect();
         let launch = self.sum[Phase::Launch as usize];
         format!(
-            "runner-llamacpp: step stats: {} decode steps ({} prefill steps between), {:.1} rows/step, ms/step: {} | total {:.3} | shape changed {} (launch {:.3} vs {:.3} same) | padded {} ({} rows)",
+            "runner-llamacpp: step stats: {} decode steps ({} prefill steps between), {:.1} rows/step, ms/step: {} | total {:.3} | shape changed {} (launch {:.3} vs {:.3} same) | padded {} ({} rows) | sample cpu {:.3}",
             self.steps,
             self.prefill_steps,
             self.rows as f64 / f64::from(self.steps.max(1)),
@@ -139,6 +157,7 @@ impl StepStats {
             ),
             self.padded,
             self.pad_rows,
+            ms(self.sample_cpu),
         )
     }
 }
@@ -153,9 +172,11 @@ mod tests {
         s.lap(Phase::Loop);
         std::thread::sleep(Duration::from_millis(3));
         s.lap(Phase::Launch);
+        s.sample_cpu(2_500_000);
         s.end(16, 16, 0, false);
         s.lap(Phase::Loop);
         std::thread::sleep(Duration::from_millis(2));
+        s.sample_cpu(9_000_000);
         s.lap(Phase::Sample);
         s.end(4, 4, 0, true);
         assert_eq!((s.steps, s.prefill_steps, s.rows), (1, 1, 16));
@@ -165,6 +186,8 @@ mod tests {
             .report()
             .contains("1 decode steps (1 prefill steps between), 16.0 rows/step"));
         assert_eq!(s.changed, 1, "the first step's shape is new");
+        // The prefill step's sampling time is not a decode step's.
+        assert!(s.report().ends_with("sample cpu 2.500"), "{}", s.report());
     }
 
     #[test]

@@ -9,10 +9,21 @@
 //! 16), so a step keeps the previous sequence set as long as more than half of it still decodes:
 //! 16 streams ending one by one change shape 4 times (16, 8, 4, 2, 1) instead of 15.
 //!
+//! Padding is not free, though: run R (H100) measured the 8B's step at 6.97 ms with 8 rows and
+//! 7.9 ms with 16 (~0.12 ms a row; below 8 rows ~0.4 ms a row), so padding 9 streams up to 16
+//! for the rest of a round cost more than the one change it avoided. So padding is a ski
+//! rental: a set is kept for at most [`PAD_BUDGET`] pad rows in all (rows times steps), about
+//! what one change costs; then the step shrinks to the streams left. Streams that end close
+//! together share one change, and a lone end costs at most twice what shrinking at once would.
+//!
 //! The padded rows go to idle sequences at the position after their cached tokens and leave the
 //! KV right after the step, so an idle slot's prefix cache is unchanged.
 
 use std::ops::Range;
+
+/// Pad rows (summed over steps) a sequence set is kept for before the step shrinks: one change
+/// of shape (6-9 ms of host time on the 8B) against ~0.12 ms per pad row and step.
+pub const PAD_BUDGET: usize = 48;
 
 /// What one slot (= sequence) is in a step, for padding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,23 +39,25 @@ pub enum Seat {
     Busy,
 }
 
-/// A step's padding: the idle slots that get a row, and the sequence range the step covers
-/// (`Range::default()` when it is not a one-token decode step).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A step's padding: the idle slots that get a row, the sequence range the step covers, and the
+/// pad rows spent on that range so far (this step's included).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Padding {
     pub pads: Vec<usize>,
     pub covers: Range<usize>,
+    pub spent: usize,
 }
 
-/// The padding of a step whose slots are `seats`, after a one-token decode step that covered
-/// the sequences `prev`. A step is padded back to `prev` when its decoders are consecutive,
-/// lie inside `prev`, are more than half of it, and every other sequence of `prev` is free.
-/// `covers` is what the next step compares with: unchanged by steps that are not one-token
+/// The padding of a step whose slots are `seats`, after the one-token decode steps before it
+/// (`prev`: the range they covered and the pad rows spent on it). A step is padded back to
+/// `prev.covers` when its decoders are consecutive, lie inside it, are more than half of it,
+/// every other sequence of it is free, and the pads fit what is left of [`PAD_BUDGET`].
+/// The result is what the next step compares with: unchanged by steps that are not one-token
 /// decode steps (a draft or a prompt in between changes the shape of that step only).
-pub fn padding(seats: &[Seat], prev: &Range<usize>) -> Padding {
+pub fn padding(seats: &[Seat], prev: &Padding) -> Padding {
     let keep = Padding {
         pads: Vec::new(),
-        covers: prev.clone(),
+        ..prev.clone()
     };
     if seats.contains(&Seat::Busy) {
         return keep;
@@ -57,19 +70,23 @@ pub fn padding(seats: &[Seat], prev: &Range<usize>) -> Padding {
         return keep;
     };
     let run = lo..hi + 1;
-    let pads: Vec<usize> = prev.clone().filter(|i| !run.contains(i)).collect();
+    let set = &prev.covers;
+    let pads: Vec<usize> = set.clone().filter(|i| !run.contains(i)).collect();
     let consecutive = run.clone().all(|i| seats[i] == Seat::Decodes);
-    let inside = prev.start <= lo && hi < prev.end;
-    let worth = run.len() < prev.len() && 2 * run.len() > prev.len();
+    let inside = set.start <= lo && hi < set.end;
+    let worth = run.len() < set.len() && 2 * run.len() > set.len();
     let free = pads.iter().all(|&i| seats.get(i) == Some(&Seat::Free));
-    if consecutive && inside && worth && free {
+    let affordable = prev.spent + pads.len() <= PAD_BUDGET;
+    if consecutive && inside && worth && free && affordable {
         Padding {
+            spent: prev.spent + pads.len(),
             pads,
-            covers: prev.clone(),
+            covers: set.clone(),
         }
     } else {
         Padding {
             pads: Vec::new(),
+            spent: if run == *set { prev.spent } else { 0 },
             covers: run,
         }
     }
@@ -126,18 +143,51 @@ mod tests {
             ("dd.d", 0..4, &[], 0..4),
         ];
         for (s, prev, pads, covers) in table {
-            let got = padding(&seats(s), prev);
+            let got = padding(&seats(s), &after(prev.clone(), 0));
             assert_eq!(got.pads, *pads, "{s} after {prev:?}");
             assert_eq!(got.covers, *covers, "{s} after {prev:?}");
         }
     }
 
+    fn after(covers: Range<usize>, spent: usize) -> Padding {
+        Padding {
+            pads: Vec::new(),
+            covers,
+            spent,
+        }
+    }
+
+    #[test]
+    fn a_set_is_kept_for_at_most_the_budget_in_pad_rows_then_the_step_shrinks() {
+        // One stream of four ended: one pad row a step, PAD_BUDGET steps long.
+        let mut p = after(0..4, 0);
+        for step in 1..=PAD_BUDGET {
+            p = padding(&seats("ddd."), &p);
+            assert_eq!(
+                (p.pads.as_slice(), p.spent),
+                (&[3][..], step),
+                "step {step}"
+            );
+        }
+        p = padding(&seats("ddd."), &p);
+        assert_eq!((p.pads.as_slice(), p.covers.clone()), (&[][..], 0..3));
+        // The shrunk set starts a new budget.
+        assert_eq!(p.spent, 0);
+        p = padding(&seats("dd.."), &p);
+        assert_eq!((p.pads.as_slice(), p.spent), (&[2][..], 1));
+        // Two pads need two rows of budget.
+        let p = padding(&seats("dd.."), &after(0..3, PAD_BUDGET - 1));
+        assert_eq!((p.pads.as_slice(), p.covers), (&[2][..], 0..3));
+        let p = padding(&seats("ddd.."), &after(0..5, PAD_BUDGET - 1));
+        assert_eq!((p.pads.as_slice(), p.covers), (&[][..], 0..3));
+    }
+
     #[test]
     fn steps_with_anything_but_one_token_decodes_are_not_padded_and_keep_the_set() {
         for s in ["ddb.", "b...", "dddb", "...."] {
-            let got = padding(&seats(s), &(0..4));
+            let got = padding(&seats(s), &after(0..4, 7));
             assert_eq!(got.pads, Vec::<usize>::new(), "{s}");
-            assert_eq!(got.covers, 0..4, "{s}");
+            assert_eq!((got.covers, got.spent), (0..4, 7), "{s}");
         }
     }
 }
