@@ -484,6 +484,27 @@ fn json_schema_format_without_schema_is_ignored() {
     );
 }
 
+/// `text.format: {"type": "json_object"}` leaves the output unconstrained (Ollama's
+/// FromResponsesRequest maps only `json_schema`), unlike chat completions' `response_format`,
+/// and the response echoes the format as sent.
+#[test]
+fn json_object_text_format_is_echoed_not_applied() {
+    let (n, echo) = to_native(req(json!({
+        "model": "m", "input": "x", "text": {"format": {"type": "json_object"}}
+    })))
+    .unwrap();
+    assert_eq!(n.format, None);
+    let v = response_object("r", 7, &echo, "m", "completed", vec![], None);
+    assert_eq!(v["text"], json!({"format": {"type": "json_object"}}));
+    for format in [json!({"type": "text"}), json!({"type": "nonsense"})] {
+        let (n, _) = to_native(req(
+            json!({"model": "m", "input": "x", "text": {"format": format}}),
+        ))
+        .unwrap();
+        assert_eq!(n.format, None, "{format}");
+    }
+}
+
 #[test]
 fn truncation_and_background_are_echoed() {
     let echoed = |extra: Value| {
