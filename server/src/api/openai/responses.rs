@@ -198,7 +198,7 @@ pub fn to_native(req: ResponsesRequest) -> Result<(ChatRequest, Echo), ApiError>
         messages,
         stream: Some(req.stream.unwrap_or(false)),
         format,
-        tools: common::flat_tools(expand_namespaces(req.tools.as_ref()).as_ref())?,
+        tools: input::tools(req.tools.as_ref())?,
         options: Some(options),
         think: common::think(effort)?,
         ..ChatRequest::default()
@@ -328,7 +328,6 @@ pub fn response_object(
 
 #[path = "responses_input.rs"]
 mod input;
-pub use input::expand_namespaces;
 use input::input_messages;
 
 #[path = "responses_stream.rs"]

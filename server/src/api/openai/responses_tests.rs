@@ -553,3 +553,38 @@ fn web_search_tool_is_a_clear_400() {
         "invalid tool definition at tools[1]: unsupported type 'web_search' (only 'function' is supported)"
     );
 }
+
+/// A refused tool is named by the client's own index: a namespace before it expands into
+/// several functions but still counts as one item, and a refused namespace member is named by
+/// its path inside the namespace.
+#[test]
+fn refused_tool_index_is_the_clients() {
+    let refused = |tools: Value| {
+        let e = to_native(req(json!({"model": "m", "input": "x", "tools": tools}))).unwrap_err();
+        assert_eq!(e.status, 400);
+        e.message
+    };
+    let ns = json!({"type": "namespace", "name": "fs", "tools": [
+        {"type": "function", "name": "ls"}, {"type": "function", "name": "cat"},
+        {"type": "namespace", "name": "git", "tools": [{"type": "function", "name": "log"}]}
+    ]});
+    assert_eq!(
+        refused(json!([ns, {"type": "web_search"}])),
+        "invalid tool definition at tools[1]: unsupported type 'web_search' (only 'function' is supported)"
+    );
+    assert_eq!(
+        refused(json!([ns, {"type": "function", "name": "f"}, {"type": "web_search"}])),
+        "invalid tool definition at tools[2]: unsupported type 'web_search' (only 'function' is supported)"
+    );
+    assert_eq!(
+        refused(json!([{"type": "function", "name": "f"}, {"type": "namespace", "name": "x", "tools": [
+            {"type": "function", "name": "ok"},
+            {"type": "namespace", "name": "y", "tools": [{"type": "function", "name": "a"}, {"type": "web_search"}]}
+        ]}])),
+        "invalid tool definition at tools[1].tools[1].tools[1]: unsupported type 'web_search' (only 'function' is supported)"
+    );
+    assert_eq!(
+        refused(json!([ns, {"type": "function", "name": ""}])),
+        "invalid tool definition at tools[1]: 'name' must be a non-empty string"
+    );
+}
