@@ -1,6 +1,7 @@
 //! Hostile model files and create requests (issue 22 item 9): GGUF metadata the engine trusts is
 //! checked at create and again before a load (400, naming the model), wrongly typed parameters
-//! and names with impossible ports are refused at create, and a files map is bounded.
+//! are refused at create, and a files map is bounded. Hosts that are no address (`host:https`)
+//! are valid names as in Ollama; only a pull of one is refused.
 //! Needs `cargo build -p fake-runner` first (the harness's scheduler; no runner is started).
 
 mod serve_support;
@@ -144,19 +145,71 @@ async fn create_refuses_wrongly_typed_parameters() {
     }
 }
 
+/// A host is a name part as Ollama's ParseName reads it (`host:https`, `host:99999`: `:` anywhere
+/// after the first character) and any scheme before it is accepted (types/model/name_test.go):
+/// such names create, show and list. Only registry traffic needs an address and a scheme it
+/// can speak, so a pull of one is refused at once, before any network.
 #[tokio::test]
-async fn create_refuses_a_host_with_an_impossible_port() {
+async fn hosts_and_schemes_are_names_as_in_ollama() {
     let h = Harness::new();
     let d = h.ts.blob(&lying_gguf(&[]));
-    for name in ["host:99999/a/b:c", "host:1:2/a/b", "host:x/a/b"] {
+    // (name as written, its manifest path under manifests/)
+    let cases = [
+        (
+            "host:https/namespace/model:tag",
+            "host:https/namespace/model/tag",
+        ),
+        ("host:99999/a/b:c", "host:99999/a/b/c"),
+        ("scheme://host:port/ns/m", "host:port/ns/m/latest"),
+    ];
+    for (name, path) in cases {
         let r = h
             .post(
                 "/api/create",
                 json!({"model": name, "files": {"model.gguf": d}, "stream": false}),
             )
             .await;
-        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{name}: {}", r.text());
-        assert_eq!(r.json()["error"], "invalid model name", "{name}");
+        assert_eq!(r.status, StatusCode::OK, "{name}: {}", r.text());
+        assert!(h.ts.root().join("manifests").join(path).is_file(), "{name}");
+        let shown = h.post("/api/show", json!({"model": name})).await;
+        assert_eq!(shown.status, StatusCode::OK, "{name}: {}", shown.text());
+    }
+    let tags = get(&h.app, "/api/tags").await.json();
+    let mut listed: Vec<&str> = tags["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    listed.sort();
+    assert_eq!(
+        listed,
+        [
+            "host:99999/a/b:c",
+            "host:https/namespace/model:tag",
+            "host:port/ns/m:latest"
+        ]
+    );
+    // (name, error) for a pull: no address, or a scheme no registry speaks (500, as every
+    // failed pull without streaming: Ollama's waitForStream).
+    let refused = [
+        ("host:https/namespace/model:tag", "invalid model name"),
+        (
+            "ftp://registry.example/ns/m",
+            "unsupported protocol scheme \"ftp\"",
+        ),
+    ];
+    for (name, want) in refused {
+        let r = h
+            .post("/api/pull", json!({"model": name, "stream": false}))
+            .await;
+        assert_eq!(
+            r.status,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "{name}: {}",
+            r.text()
+        );
+        assert_eq!(r.json()["error"], want, "{name}");
     }
 }
 

@@ -35,9 +35,10 @@ impl Options {
     }
 
     /// Writes the runner-shaping options into `load` (its `model` and the engine-wide fields
-    /// are the caller's). `num_ctx` 0 leaves the scheduler's choice in place; `num_batch` unset
-    /// (or not positive) keeps the load's 512; `num_gpu` -1 means "as many layers as fit";
-    /// `use_mmap` unset keeps mmap on.
+    /// are the caller's). `num_ctx` 0 leaves the scheduler's choice in place; a positive
+    /// `num_batch` is the batch and the micro-batch alike (Ollama's `-b N -ub N`), unset or not
+    /// positive it keeps the load's (`engine::batch` replaces it per kind of model); `num_gpu`
+    /// -1 means "as many layers as fit"; `use_mmap` unset keeps mmap on.
     pub fn apply_to_load(&self, load: &mut LoadOptions) {
         let r = &self.runner;
         if r.num_ctx > 0 {
@@ -46,7 +47,7 @@ impl Options {
         if let Some(b) = r.num_batch.filter(|&b| b > 0) {
             let batch = u32::try_from(b).unwrap_or(u32::MAX);
             load.batch = batch;
-            load.ubatch = load.ubatch.min(batch);
+            load.ubatch = batch;
         }
         load.gpu_layers = clamp_i32(r.num_gpu);
         load.main_gpu = r.main_gpu.and_then(|g| u32::try_from(g).ok());

@@ -15,8 +15,9 @@ use crate::error::{Error, Result};
 pub struct RunnerOptions {
     /// 0 = chosen by the scheduler from memory (the VRAM tier).
     pub num_ctx: i64,
-    /// `None` = not set by the model or the request: Ollama's 512, or for an embedding model
-    /// its own default (`engine::plan::embedding_batch`), which is why unset is kept apart.
+    /// `None` = not set by the model or the request: Ollama's automatic batch for a generation
+    /// model (512 to 2048 by context and memory) or its embedding default
+    /// (`engine::batch`), which is why unset is kept apart.
     pub num_batch: Option<i64>,
     /// -1 = as many layers as fit.
     pub num_gpu: i64,

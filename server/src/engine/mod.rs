@@ -7,6 +7,7 @@
 //! `respond`; `two_pass` is the `OLLAMA_FORMAT_TWO_PASS` rollback flow. Handlers own validation
 //! and wire shapes; this module owns what happens to a job between them and a runner.
 
+pub mod batch;
 pub mod bound;
 pub mod completion;
 pub mod convert;
@@ -166,6 +167,8 @@ pub fn start(config: &crate::config::Config) -> std::io::Result<(Engine, tempfil
         mlx_draft_under_grammar: config.mlx_draft_under_grammar,
         default_num_ctx,
         fit_budget,
+        num_parallel: config.num_parallel.max(1),
+        cuda_gpu_totals: crate::scheduler::devices::cuda_totals(&sc.devices),
     };
     Ok((Engine::new(Scheduler::new(sc), settings), dir))
 }

@@ -4,6 +4,7 @@
 
 use runner_protocol::{FlashAttention, KvCacheType, LoadOptions};
 
+use super::batch;
 use super::model::Model;
 use crate::api::options::Options;
 use crate::scheduler::runner_choice::RunnerKind;
@@ -32,8 +33,14 @@ pub struct Settings {
     pub draft_under_grammar: bool,
     pub mlx_draft_under_grammar: bool,
     /// GPU memory (less `OLLAMA_GPU_OVERHEAD`) that caps the tier default context
-    /// (`memory::fit_num_ctx`); `None` = no GPUs, no cap.
+    /// (`memory::fit_num_ctx`) and bounds the automatic batch; `None` = no GPUs, no cap.
     pub fit_budget: Option<u64>,
+    /// `OLLAMA_NUM_PARALLEL`: the slots a generation model loads with, whose contexts together
+    /// size the automatic batch.
+    pub num_parallel: u32,
+    /// Total memory of each CUDA GPU: with flash attention off there, the automatic batch
+    /// stays at 512 (256 on a GPU of 8 GiB or less).
+    pub cuda_gpu_totals: Vec<u64>,
 }
 
 impl Default for Settings {
@@ -50,6 +57,8 @@ impl Default for Settings {
             draft_under_grammar: false,
             mlx_draft_under_grammar: false,
             fit_budget: None,
+            num_parallel: 1,
+            cuda_gpu_totals: Vec::new(),
         }
     }
 }
@@ -108,10 +117,6 @@ pub fn load_options(opts: &Options, model: &Model, settings: &Settings) -> LoadO
     if let Some(budget) = settings.fit_budget.filter(|_| tier_default) {
         load.ctx_size = memory::fit_num_ctx(&model.memory, &load, budget);
     }
-    if embedding {
-        load.batch = embedding_batch(opts.runner.num_batch, load.ctx_size);
-        load.ubatch = load.batch;
-    }
     if load.projector.is_some() {
         // Ollama's floor for multimodal models (sched.go getRunner), under the training cap.
         let floor = model
@@ -121,26 +126,45 @@ pub fn load_options(opts: &Options, model: &Model, settings: &Settings) -> LoadO
             .min(VISION_MIN_NUM_CTX);
         load.ctx_size = load.ctx_size.max(floor);
     }
+    if embedding {
+        load.batch = batch::embedding_batch(opts.runner.num_batch, load.ctx_size);
+        load.ubatch = load.batch;
+    } else if model.runner == RunnerKind::Llamacpp {
+        // Ollama sizes the batch this way for llama-server only (not for its MLX runner).
+        (load.batch, load.ubatch) = batch::generation(opts.runner.num_batch, || {
+            automatic_batch(&load, model, settings)
+        });
+    }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     Options::clamp_load(&mut load, u32::try_from(cpus).unwrap_or(u32::MAX));
     load
 }
 
-/// Ollama's default `num_batch` for an embedding model (llm.DefaultEmbeddingNumBatch).
-pub const EMBEDDING_NUM_BATCH: u32 = 2048;
-
-/// An embedding model's batch, which is also its micro-batch: a pooled input goes through the
-/// model in one micro-batch, so the micro-batch bounds how many tokens an input may have
-/// (runner-llamacpp truncates, or with `truncate: false` refuses, past it). `num_batch` as the
-/// model or the request set it wins; unset, it is 2048 capped at the context, as Ollama runs
-/// embedding models (`-b N -ub N`), rather than the generation default of 512, which cut
-/// every input longer than 512 tokens.
-pub fn embedding_batch(num_batch: Option<i64>, ctx_size: u32) -> u32 {
-    match num_batch.filter(|&b| b > 0) {
-        Some(b) => u32::try_from(b).unwrap_or(u32::MAX),
-        None if ctx_size > 0 => EMBEDDING_NUM_BATCH.min(ctx_size),
-        None => EMBEDDING_NUM_BATCH,
-    }
+/// [`batch::automatic_generation`] for `load` (at the default batch) under `settings`: the
+/// slots' contexts together, the load's predicted bytes against the GPU budget, and whether
+/// flash attention is off on a CUDA GPU. The budget is the GPUs' total less the overhead, not
+/// what is free when the runner starts (Ollama's input), so the same request always plans the
+/// same batch and an idle runner is reused rather than reloaded for a batch that moved.
+fn automatic_batch(load: &LoadOptions, model: &Model, settings: &Settings) -> u32 {
+    let parallel = match load.parallel {
+        0 => settings.num_parallel.max(1),
+        p => p,
+    };
+    let at_default = LoadOptions {
+        parallel,
+        batch: batch::DEFAULT,
+        ubatch: batch::DEFAULT,
+        ..load.clone()
+    };
+    let cuda_without_fa = (settings.flash_attention == FlashAttention::Off)
+        .then(|| settings.cuda_gpu_totals.iter().copied().min())
+        .flatten();
+    batch::automatic_generation(
+        u64::from(load.ctx_size) * u64::from(parallel),
+        memory::estimate(&model.memory, &at_default),
+        settings.fit_budget.unwrap_or(0),
+        cuda_without_fa,
+    )
 }
 
 /// The server-wide engine settings for a model served by `runner`: n-gram drafting for both
@@ -231,24 +255,15 @@ mod tests {
         }
     }
 
-    /// routes_options_test.go TestModelOptionsEmbeddingNumBatchDefault: (num_batch set by the
-    /// model or request, ctx) → batch.
+    /// (batch, ubatch) through load_options, as Ollama launches llama-server: embedding models
+    /// 2048 capped at the context (TestModelOptionsEmbeddingNumBatchDefault); generation models
+    /// a set num_batch as both (appendBatchArgs), unset the automatic batch by the slots'
+    /// context and the GPU budget (automaticGenerationBatch); runner-mlx models keep 512 unless
+    /// set. The batch never exceeds a slot's context.
     #[test]
-    fn embedding_batch_defaults_to_2048_capped_at_the_context() {
-        let cases = [
-            (None, 40960, 2048),
-            (None, 1024, 1024),
-            (None, 0, 2048),
-            (Some(1024), 40960, 1024),
-            (Some(4096), 40960, 4096),
-            (Some(0), 8192, 2048),
-            (Some(-1), 512, 512),
-        ];
-        for (set, ctx, want) in cases {
-            assert_eq!(embedding_batch(set, ctx), want, "{set:?} {ctx}");
-        }
-        // Through load_options: (capabilities, num_batch option, num_ctx) → (batch, ubatch).
-        let model = |caps: &[&str]| Model {
+    fn load_batch_table() {
+        const GIB: u64 = 1 << 30;
+        let model = |caps: &[&str], runner, file_size| Model {
             display_name: "m:latest".into(),
             full_name: "m".into(),
             digest: String::new(),
@@ -256,28 +271,83 @@ mod tests {
             path: "m.gguf".into(),
             ctx_train: None,
             embedding_length: None,
-            memory: Default::default(),
+            memory: memory::MemoryInputs {
+                file_size,
+                ..Default::default()
+            },
             capabilities: caps.iter().map(|c| c.to_string()).collect(),
             details: Default::default(),
             template: std::sync::Arc::new(crate::prompt::Template::default_go()),
             bos_text: None,
-            runner: RunnerKind::Llamacpp,
+            runner,
             image_geometry: None,
         };
-        type Case = (&'static [&'static str], Option<i64>, i64, (u32, u32));
-        let cases: [Case; 5] = [
-            (&["embedding"], None, 8192, (2048, 2048)),
-            (&["embedding"], None, 1024, (1024, 1024)),
-            (&["embedding"], Some(4096), 8192, (4096, 4096)),
-            (&["completion"], None, 8192, (512, 512)),
-            (&["completion"], Some(1024), 8192, (1024, 512)),
+        let cpu = Settings::default();
+        let parallel4 = Settings {
+            num_parallel: 4,
+            ..Settings::default()
+        };
+        let gpu14 = Settings {
+            fit_budget: Some(14 * GIB),
+            cuda_gpu_totals: vec![14 * GIB],
+            ..Settings::default()
+        };
+        let gpu14_no_fa = Settings {
+            flash_attention: FlashAttention::Off,
+            ..gpu14.clone()
+        };
+        let gpu6_no_fa = Settings {
+            fit_budget: Some(6 * GIB),
+            cuda_gpu_totals: vec![6 * GIB],
+            ..gpu14_no_fa.clone()
+        };
+        const EMB: &[&str] = &["embedding"];
+        const GEN: &[&str] = &["completion"];
+        use RunnerKind::{Llamacpp as L, Mlx as M};
+        // (settings, caps, runner, model bytes, num_batch, num_ctx) → (batch, ubatch)
+        type Case<'a> = (
+            &'a Settings,
+            &'a [&'a str],
+            RunnerKind,
+            u64,
+            Option<i64>,
+            i64,
+        );
+        let cases: [(Case, (u32, u32)); 19] = [
+            ((&cpu, EMB, L, 0, None, 8192), (2048, 2048)),
+            ((&cpu, EMB, L, 0, None, 1024), (1024, 1024)),
+            ((&cpu, EMB, L, 0, Some(4096), 8192), (4096, 4096)),
+            // A set num_batch is the micro-batch too (was 1024/512).
+            ((&cpu, GEN, L, 0, Some(1024), 8192), (1024, 1024)),
+            ((&cpu, GEN, L, 0, Some(2048), 8192), (2048, 2048)),
+            ((&cpu, GEN, L, 0, Some(2048), 1024), (1024, 1024)),
+            ((&cpu, GEN, L, 0, Some(0), 8192), (2048, 512)),
+            ((&gpu14_no_fa, GEN, L, 0, Some(2048), 131072), (2048, 2048)),
+            // Unset: by the slots' context (CPU: no memory bound).
+            ((&cpu, GEN, L, 0, None, 4096), (512, 512)),
+            ((&cpu, GEN, L, 0, None, 8192), (1024, 1024)),
+            ((&cpu, GEN, L, 0, None, 65536), (2048, 2048)),
+            ((&parallel4, GEN, L, 0, None, 2048), (1024, 1024)),
+            // GPU: held back by the load's share of the budget, or FA off on CUDA.
+            ((&gpu14, GEN, L, 8 * GIB, None, 131072), (2048, 2048)),
+            ((&gpu14, GEN, L, 9 * GIB, None, 131072), (1024, 1024)),
+            ((&gpu14, GEN, L, 12 * GIB, None, 131072), (512, 512)),
+            ((&gpu14_no_fa, GEN, L, 8 * GIB, None, 131072), (512, 512)),
+            ((&gpu6_no_fa, GEN, L, 3 * GIB, None, 131072), (256, 256)),
+            // runner-mlx: Ollama's default 512 unless set.
+            ((&cpu, GEN, M, 0, None, 65536), (512, 512)),
+            ((&cpu, GEN, M, 0, Some(1024), 65536), (1024, 1024)),
         ];
-        for (caps, num_batch, num_ctx, want) in cases {
+        for ((settings, caps, runner, bytes, num_batch, num_ctx), want) in cases {
             let mut o = Options::defaults(0);
             o.runner.num_ctx = num_ctx;
             o.runner.num_batch = num_batch;
-            let load = load_options(&o, &model(caps), &Settings::default());
-            assert_eq!((load.batch, load.ubatch), want, "{caps:?} {num_batch:?}");
+            let load = load_options(&o, &model(caps, runner, bytes), settings);
+            assert_eq!(
+                (load.batch, load.ubatch),
+                want,
+                "{caps:?} {runner:?} {bytes} {num_batch:?} ctx {num_ctx} {settings:?}"
+            );
         }
     }
 

@@ -65,6 +65,15 @@ pub fn gpu_totals(devices: &[DeviceMemory]) -> Vec<u64> {
         .collect()
 }
 
+/// Total memory of each CUDA GPU (ggml names them `CUDA0`, `CUDA1`, …).
+pub fn cuda_totals(devices: &[DeviceMemory]) -> Vec<u64> {
+    devices
+        .iter()
+        .filter(|d| d.kind != DeviceKind::Cpu && d.name.starts_with("CUDA"))
+        .map(|d| d.total)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,6 +94,13 @@ mod tests {
         for (out, want) in cases {
             assert_eq!(gpu_totals(&parse(out)), want, "{out}");
         }
+        let mixed = parse(
+            r#"[{"name":"CPU","kind":"cpu","free":1,"total":2},
+                {"name":"Metal","kind":"gpu","free":3,"total":40},
+                {"name":"CUDA1","kind":"gpu","free":5,"total":80}]"#,
+        );
+        assert_eq!(cuda_totals(&mixed), vec![80]);
+        assert_eq!(gpu_totals(&mixed), vec![40, 80]);
     }
 
     #[test]

@@ -1,5 +1,10 @@
-//! Model names: `[scheme://][host/][namespace/]model[:tag]` with Ollama's parsing, per-part
-//! character/length rules and defaults (`registry.ollama.ai`, `library`, `latest`).
+//! Model names: `[scheme://][host/][namespace/]model[:tag]` with Ollama's parsing
+//! (types/model/name.go `ParseName`), per-part character/length rules and defaults
+//! (`registry.ollama.ai`, `library`, `latest`, scheme `https`). As in Ollama, the scheme is
+//! whatever precedes the first `://` before an explicit host and is not validated here (it only
+//! matters for registry traffic, which refuses all but `http` and `https`), and a host may hold
+//! `:` anywhere after its first character (`host:https` is a valid host; whether it is a
+//! dialable address is the registry client's question, not the name's).
 //!
 //! Invariant: a `ModelName` is always fully qualified and every part is valid, so its manifest path
 //! can never contain a separator, `..`, a NUL or a leading dot. The only constructors are `parse`
@@ -29,26 +34,16 @@ pub struct ModelName {
     namespace: String,
     model: String,
     tag: String,
-    /// The name was written `http://…`: registry traffic for it is plain HTTP (needs `insecure`).
-    insecure: bool,
+    /// The scheme the name was written with, unless it was none or the default `https`
+    /// (so `https://h/n/m` and `h/n/m` are the same name): `http` means plain HTTP (needs
+    /// `insecure`), anything else cannot reach a registry.
+    scheme: Option<String>,
 }
 
 fn is_valid_part(kind: Part, s: &str) -> bool {
     let max = if kind == Part::Host { 350 } else { 80 };
     if s.is_empty() || s.len() > max {
         return false;
-    }
-    // A host's ':' starts its port: one, then 1-5 digits naming a real port, so the registry
-    // address a name implies is always dialable (`host:99999`, `a:1:2`, `a:x` refuse).
-    if kind == Part::Host {
-        if let Some((_, port)) = s.split_once(':') {
-            let port_ok = (1..=5).contains(&port.len())
-                && port.bytes().all(|b| b.is_ascii_digit())
-                && port.parse::<u32>().is_ok_and(|p| p <= u32::from(u16::MAX));
-            if !port_ok {
-                return false;
-            }
-        }
     }
     s.bytes().enumerate().all(|(i, c)| {
         let word = c.is_ascii_alphanumeric() || c == b'_';
@@ -84,7 +79,7 @@ impl ModelName {
         }
         let (mut host, mut namespace) = (DEFAULT_HOST, DEFAULT_NAMESPACE);
         let model;
-        let mut insecure = false;
+        let mut scheme = None;
         match rest.rsplit_once('/') {
             None => model = rest,
             Some((before, m)) => {
@@ -94,19 +89,21 @@ impl ModelName {
                     Some((h, ns)) => {
                         namespace = ns;
                         // A scheme can only prefix an explicit host (as in Ollama, where
-                        // `http://model` does not parse).
-                        host = if let Some(h) = h.strip_prefix("http://") {
-                            insecure = true;
-                            h
-                        } else {
-                            h.strip_prefix("https://").unwrap_or(h)
+                        // `http://model` does not parse): what precedes the first `://`.
+                        host = match h.split_once("://") {
+                            Some((sch, h)) => {
+                                // Empty or the default is no scheme (Ollama's Merge).
+                                scheme = Some(sch).filter(|s| !s.is_empty() && *s != "https");
+                                h
+                            }
+                            None => h,
                         };
                     }
                 }
             }
         }
         let mut n = ModelName::from_parts(host, namespace, model, tag)?;
-        n.insecure = insecure;
+        n.scheme = scheme.map(str::to_owned);
         Ok(n)
     }
 
@@ -124,7 +121,7 @@ impl ModelName {
             namespace: namespace.to_owned(),
             model: model.to_owned(),
             tag: tag.to_owned(),
-            insecure: false,
+            scheme: None,
         })
     }
 
@@ -142,7 +139,12 @@ impl ModelName {
     }
     /// True when the name was given with an `http://` scheme.
     pub fn is_insecure(&self) -> bool {
-        self.insecure
+        self.scheme() == "http"
+    }
+
+    /// The scheme registry traffic for this name uses: as written, else `https`.
+    pub fn scheme(&self) -> &str {
+        self.scheme.as_deref().unwrap_or("https")
     }
 
     /// The four parts in path order.
@@ -166,7 +168,7 @@ impl ModelName {
             namespace: namespace.to_owned(),
             model: model.to_owned(),
             tag: tag.to_owned(),
-            insecure: self.insecure,
+            scheme: self.scheme.clone(),
         }
     }
 
@@ -321,21 +323,19 @@ mod tests {
             ("m x".into(), None),
             ("mé".into(), None),
             ("m\\x".into(), None),
-            ("ftp://h/n/m".into(), None),
             ("http://m".into(), None),
             ("https://n/m".into(), None),
             (long81.clone(), None),
             (format!("m:{long81}"), None),
             (format!("{long81}/m"), None),
             (format!("{host351}/n/m"), None),
-            // Issue 22 item 9: a host's port is one real port number.
-            ("host:99999/a/b:c".into(), None),
-            ("host:65536/a/b".into(), None),
-            ("host:/a/b".into(), None),
-            ("host:1:2/a/b".into(), None),
-            ("host:x/a/b".into(), None),
-            ("host:123456/a/b".into(), None),
+            // A host may hold ':' anywhere after its first character, as in Ollama; a
+            // registry refuses the ones that are no address (`registry::client`).
+            ("host:99999/a/b:c".into(), Some("host:99999/a/b:c".into())),
+            ("host:/a/b".into(), Some("host:/a/b:latest".into())),
+            ("host:1:2/a/b".into(), Some("host:1:2/a/b:latest".into())),
             ("host:65535/a/b:c".into(), Some("host:65535/a/b:c".into())),
+            (":host/a/b".into(), None),
         ];
         for (input, want) in cases {
             let got = ModelName::parse(&input).ok().map(|n| n.to_string());
@@ -345,15 +345,168 @@ mod tests {
 
     #[test]
     fn scheme_is_remembered() {
-        assert!(ModelName::parse("http://localhost:5000/ns/m")
+        // (input, scheme, insecure)
+        let cases = [
+            ("http://localhost:5000/ns/m", "http", true),
+            ("https://localhost:5000/ns/m", "https", false),
+            ("localhost:5000/ns/m", "https", false),
+            ("://h/n/m:t", "https", false),
+            ("ftp://h/n/m", "ftp", false),
+            ("HTTP://h/n/m", "HTTP", false),
+            ("a/b://h/n/m", "a/b", false),
+            ("scheme://host:port/namespace/model:tag", "scheme", false),
+        ];
+        for (input, scheme, insecure) in cases {
+            let n = ModelName::parse(input).unwrap();
+            assert_eq!((n.scheme(), n.is_insecure()), (scheme, insecure), "{input}");
+        }
+        // The default scheme, written or not, is the same name; another scheme is not.
+        let plain = ModelName::parse("h/n/m").unwrap();
+        assert_eq!(ModelName::parse("https://h/n/m").unwrap(), plain);
+        assert_ne!(ModelName::parse("http://h/n/m").unwrap(), plain);
+        assert!(ModelName::parse("http://h/n/m")
             .unwrap()
-            .is_insecure());
-        assert!(!ModelName::parse("https://localhost:5000/ns/m")
-            .unwrap()
-            .is_insecure());
-        assert!(!ModelName::parse("localhost:5000/ns/m")
-            .unwrap()
-            .is_insecure());
+            .eq_ignore_case(&plain));
+    }
+
+    /// types/model/name_test.go: TestParseNameParts (parts and Filepath of ParseName) and the
+    /// validity table (`testCases`), as ParseName with its defaults reads them (herd always
+    /// fills the defaults, so Ollama's bare-name "unqualified" rows are the defaulted name).
+    #[test]
+    fn ollama_name_test_cases() {
+        let p80 = "8".repeat(80);
+        let p350 = "3".repeat(350);
+        // (input, [host, namespace, model, tag], scheme)
+        let parts: Vec<(String, [&str; 4], &str)> = vec![
+            (
+                "registry.ollama.ai/library/dolphin-mistral:7b-v2.6-dpo-laser-q6_K".into(),
+                [
+                    "registry.ollama.ai",
+                    "library",
+                    "dolphin-mistral",
+                    "7b-v2.6-dpo-laser-q6_K",
+                ],
+                "https",
+            ),
+            (
+                "scheme://host:port/namespace/model:tag".into(),
+                ["host:port", "namespace", "model", "tag"],
+                "scheme",
+            ),
+            (
+                "host/namespace/model:tag".into(),
+                ["host", "namespace", "model", "tag"],
+                "https",
+            ),
+            (
+                "host:port/namespace/model:tag".into(),
+                ["host:port", "namespace", "model", "tag"],
+                "https",
+            ),
+            (
+                "host/namespace/model".into(),
+                ["host", "namespace", "model", "latest"],
+                "https",
+            ),
+            (
+                "host:port/namespace/model".into(),
+                ["host:port", "namespace", "model", "latest"],
+                "https",
+            ),
+            (
+                "namespace/model".into(),
+                ["registry.ollama.ai", "namespace", "model", "latest"],
+                "https",
+            ),
+            (
+                "model".into(),
+                ["registry.ollama.ai", "library", "model", "latest"],
+                "https",
+            ),
+            ("h/nn/mm:t".into(), ["h", "nn", "mm", "t"], "https"),
+            (
+                format!("{p80}/{p80}/{p80}:{p80}"),
+                [&p80, &p80, &p80, &p80],
+                "https",
+            ),
+            (
+                format!("{p350}/{p80}/{p80}:{p80}"),
+                [&p350, &p80, &p80, &p80],
+                "https",
+            ),
+            (
+                "host:https/namespace/model:tag".into(),
+                ["host:https", "namespace", "model", "tag"],
+                "https",
+            ),
+            (
+                "https://host/namespace/model:tag".into(),
+                ["host", "namespace", "model", "tag"],
+                "https",
+            ),
+            (
+                "http://host:https/namespace/model".into(),
+                ["host:https", "namespace", "model", "latest"],
+                "http",
+            ),
+        ];
+        for (input, want, scheme) in parts {
+            let n = ModelName::parse(&input).unwrap_or_else(|_| panic!("{input}"));
+            assert_eq!((n.parts(), n.scheme()), (want, scheme), "{input}");
+            let path: PathBuf = ["manifests"].into_iter().chain(want).collect();
+            assert_eq!(n.manifest_rel_path(), path, "{input}");
+        }
+        let valid = [
+            "_why/_the/_lucky:_stiff",
+            "h/n/m:t",
+            "host/namespace/model:tag",
+            "host/namespace/model",
+            "namespace/model",
+            "model",
+            "m",
+            "h/n/m",
+            "h/nn/mm:t",
+            "host:https/namespace/model:tag",
+        ];
+        let invalid = [
+            "",
+            "n/m:",
+            "@t",
+            "m@d",
+            "^",
+            "mm:",
+            "/nn/mm",
+            "//",
+            "//mm",
+            "hh//",
+            "//mm:@",
+            "00@",
+            "@",
+            "-hh/nn/mm:tt",
+            "hh/-nn/mm:tt",
+            "hh/nn/-mm:tt",
+            "hh/nn/mm:-tt",
+            "host/name:space/model:tag",
+            // A scheme only before an explicit host: the rest must still be valid parts.
+            "https://model",
+            "https://namespace/model",
+            "https://host/name.space/model",
+            "scheme://host/a/b/model",
+        ];
+        for input in valid {
+            assert!(ModelName::parse(input).is_ok(), "{input} is valid");
+        }
+        for input in invalid {
+            assert!(ModelName::parse(input).is_err(), "{input} is invalid");
+        }
+        // A valid full name prints back as written (TestNameIsValid's round trip).
+        for input in [
+            "h/n/m:t",
+            "host:https/namespace/model:tag",
+            "_why/_the/_lucky:_stiff",
+        ] {
+            assert_eq!(ModelName::parse(input).unwrap().to_string(), input);
+        }
     }
 
     #[test]

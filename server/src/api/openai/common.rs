@@ -205,7 +205,7 @@ pub fn think(effort: Option<&str>) -> Result<Option<Value>, ApiError> {
 }
 
 /// The `tools` array itself: absent or null is no tools; anything but an array is a 400.
-fn tool_items(v: Option<&Value>) -> Result<&[Value], ApiError> {
+pub(super) fn tool_items(v: Option<&Value>) -> Result<&[Value], ApiError> {
     match v {
         None | Some(Value::Null) => Ok(&[]),
         Some(Value::Array(a)) => Ok(a),
@@ -222,28 +222,24 @@ pub fn chat_tools(v: Option<&Value>) -> Result<Vec<Tool>, ApiError> {
         .enumerate()
         .map(|(i, t)| {
             let f = t.get("function").cloned().unwrap_or(Value::Null);
-            check_tool(i, t.get("type"), &f)?;
+            check_tool(&format!("tools[{i}]"), t.get("type"), &f)?;
             tool_from(t.get("type"), &f)
         })
         .collect()
 }
 
-/// Function tools in the Responses shape (`{type:"function", name, description, parameters}`).
-pub fn flat_tools(v: Option<&Value>) -> Result<Vec<Tool>, ApiError> {
-    tool_items(v)?
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            check_tool(i, t.get("type"), t)?;
-            tool_from(t.get("type"), t)
-        })
-        .collect()
+/// One function tool in the Responses shape (`{type:"function", name, description,
+/// parameters}`), checked like [`chat_tools`]' items. `at` is where the client wrote it
+/// (`tools[2]`, or `tools[0].tools[1]` inside a namespace), so an error points at the
+/// client's own declaration rather than at a position after namespaces were expanded.
+pub fn flat_tool(at: &str, t: &Value) -> Result<Tool, ApiError> {
+    check_tool(at, t.get("type"), t)?;
+    tool_from(t.get("type"), t)
 }
 
-fn check_tool(i: usize, kind: Option<&Value>, f: &Value) -> Result<(), ApiError> {
-    let bad = |what: &str| {
-        ApiError::bad_request(format!("invalid tool definition at tools[{i}]: {what}"))
-    };
+fn check_tool(at: &str, kind: Option<&Value>, f: &Value) -> Result<(), ApiError> {
+    let bad =
+        |what: &str| ApiError::bad_request(format!("invalid tool definition at {at}: {what}"));
     match kind {
         Some(Value::String(k)) if k == "function" => {}
         Some(Value::String(k)) => {
@@ -487,12 +483,24 @@ mod tests {
             let e = chat_tools(Some(&b)).unwrap_err();
             assert_eq!(e.status, 400, "{b}");
         }
-        let flat = flat_tools(Some(
-            &json!([{"type": "function", "name": "f", "parameters": {"type": "object"}}]),
-        ))
+        assert_eq!(
+            chat_tools(Some(&json!([{"type": "function", "function": {"name": "f"}}, {"type": "web_search"}])))
+                .unwrap_err()
+                .message,
+            "invalid tool definition at tools[1]: unsupported type 'web_search' (only 'function' is supported)"
+        );
+        let flat = flat_tool(
+            "tools[0]",
+            &json!({"type": "function", "name": "f", "parameters": {"type": "object"}}),
+        )
         .unwrap();
-        assert_eq!(flat[0].function.name, "f");
-        assert!(flat_tools(Some(&json!([{"type": "function"}]))).is_err());
+        assert_eq!(flat.function.name, "f");
+        assert_eq!(
+            flat_tool("tools[3].tools[1]", &json!({"type": "function"}))
+                .unwrap_err()
+                .message,
+            "invalid tool definition at tools[3].tools[1]: 'name' must be a non-empty string"
+        );
     }
 
     #[test]

@@ -2,9 +2,11 @@
 //! items — `message`, `function_call`, `function_call_output`, `reasoning`; a replayed
 //! `web_search_call` is skipped) and `instructions` become native chat messages;
 //! `max_output_tokens`, sampling, function `tools` (`namespace` groups expanded into
-//! `<namespace>.<member>` functions), `reasoning.effort` and `text.format` map as in chat
-//! completions; `truncation` and `background` are only echoed. The reply is a `response` object whose `output` holds
-//! `reasoning` (the thinking also as `encrypted_content`, which a replayed item gives back),
+//! `<namespace>.<member>` functions) and `reasoning.effort` map as in chat completions;
+//! `text.format` constrains only as `json_schema` with a schema (`json_object` is echoed but
+//! ignored, as in Ollama); `truncation` and `background` are only echoed. The reply is a
+//! `response` object whose `output` holds `reasoning` (the thinking also as
+//! `encrypted_content`, which a replayed item gives back),
 //! `message` and `function_call` items; streams are
 //! named SSE events (`response.created`, `response.in_progress`, `response.output_item.added`,
 //! `response.reasoning_summary_*`, `response.content_part.*`, `response.output_text.*`,
@@ -149,10 +151,11 @@ pub fn to_native(req: ResponsesRequest) -> Result<(ChatRequest, Echo), ApiError>
         .and_then(|t| t.get("format"))
         .cloned()
         .unwrap_or(json!({"type": "text"}));
+    // Only `json_schema` with a schema constrains the output, as in Ollama's
+    // FromResponsesRequest: `json_object` (and a schema-less `json_schema`) is echoed but
+    // ignored, so it leaves the output free rather than becoming native `format: "json"`. A
+    // schema that is neither an object nor "json" fails the native format check.
     let format = match text_format.get("type").and_then(Value::as_str) {
-        Some("json_object") => Some(json!("json")),
-        // Without a schema the format is ignored, as in Ollama's FromResponsesRequest; a
-        // schema that is neither an object nor "json" fails the native format check.
         Some("json_schema") => text_format.get("schema").filter(|s| !s.is_null()).cloned(),
         _ => None,
     };
@@ -195,7 +198,7 @@ pub fn to_native(req: ResponsesRequest) -> Result<(ChatRequest, Echo), ApiError>
         messages,
         stream: Some(req.stream.unwrap_or(false)),
         format,
-        tools: common::flat_tools(expand_namespaces(req.tools.as_ref()).as_ref())?,
+        tools: input::tools(req.tools.as_ref())?,
         options: Some(options),
         think: common::think(effort)?,
         ..ChatRequest::default()
@@ -325,7 +328,6 @@ pub fn response_object(
 
 #[path = "responses_input.rs"]
 mod input;
-pub use input::expand_namespaces;
 use input::input_messages;
 
 #[path = "responses_stream.rs"]

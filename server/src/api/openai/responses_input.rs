@@ -7,48 +7,44 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::super::error::ApiError;
-use super::super::{chat, chat::InFunction};
-use crate::api::types::{Message, ToolCall, ToolCallFunction};
+use super::super::{chat, chat::InFunction, common};
+use crate::api::types::{Message, Tool, ToolCall, ToolCallFunction};
 
-/// `tools` with each `namespace` declaration (a named group whose `tools` hold the real
-/// function definitions) replaced by its members, named `<namespace>.<member>` unless already
-/// so prefixed: native tools have flat names only, and dropping the members would leave every
-/// namespaced function undeclared (Ollama's convertTools). Anything else passes through for
-/// [`common::flat_tools`] to check. Nesting is bounded by the JSON parser's depth limit.
-pub fn expand_namespaces(tools: Option<&Value>) -> Option<Value> {
-    fn push(t: &Value, out: &mut Vec<Value>) {
+/// The native tools `tools` declares: each `namespace` declaration (a named group whose
+/// `tools` hold the real function definitions) is replaced by its members, named
+/// `<namespace>.<member>` unless already so prefixed: native tools have flat names only, and
+/// dropping the members would leave every namespaced function undeclared (Ollama's
+/// convertTools). Every other item must be a function tool ([`common::flat_tool`]); a refused
+/// one is named by the client's own path (`tools[2]`, `tools[0].tools[1]`), never by its
+/// position after expansion. Nesting is bounded by the JSON parser's depth limit.
+pub fn tools(tools: Option<&Value>) -> Result<Vec<Tool>, ApiError> {
+    fn push(at: String, t: &Value, out: &mut Vec<Tool>) -> Result<(), ApiError> {
         if t.get("type").and_then(Value::as_str) != Some("namespace") {
-            out.push(t.clone());
-            return;
+            out.push(common::flat_tool(&at, t)?);
+            return Ok(());
         }
         let ns = t.get("name").and_then(Value::as_str).unwrap_or_default();
         let members = t.get("tools").and_then(Value::as_array);
-        for m in members.into_iter().flatten() {
+        for (j, m) in members.into_iter().flatten().enumerate() {
             let start = out.len();
-            push(m, out);
+            push(format!("{at}.tools[{j}]"), m, out)?;
             if ns.is_empty() {
                 continue;
             }
             let prefix = format!("{ns}.");
             for f in &mut out[start..] {
-                if let Some(name) = f.get("name").and_then(Value::as_str) {
-                    if !name.starts_with(&prefix) {
-                        f["name"] = json!(format!("{prefix}{name}"));
-                    }
+                if !f.function.name.starts_with(&prefix) {
+                    f.function.name.insert_str(0, &prefix);
                 }
             }
         }
+        Ok(())
     }
-    match tools {
-        Some(Value::Array(items)) => {
-            let mut out = Vec::with_capacity(items.len());
-            for t in items {
-                push(t, &mut out);
-            }
-            Some(Value::Array(out))
-        }
-        other => other.cloned(),
+    let mut out = Vec::new();
+    for (i, t) in common::tool_items(tools)?.iter().enumerate() {
+        push(format!("tools[{i}]"), t, &mut out)?;
     }
+    Ok(out)
 }
 
 /// Appends the messages `input` describes.

@@ -484,6 +484,27 @@ fn json_schema_format_without_schema_is_ignored() {
     );
 }
 
+/// `text.format: {"type": "json_object"}` leaves the output unconstrained (Ollama's
+/// FromResponsesRequest maps only `json_schema`), unlike chat completions' `response_format`,
+/// and the response echoes the format as sent.
+#[test]
+fn json_object_text_format_is_echoed_not_applied() {
+    let (n, echo) = to_native(req(json!({
+        "model": "m", "input": "x", "text": {"format": {"type": "json_object"}}
+    })))
+    .unwrap();
+    assert_eq!(n.format, None);
+    let v = response_object("r", 7, &echo, "m", "completed", vec![], None);
+    assert_eq!(v["text"], json!({"format": {"type": "json_object"}}));
+    for format in [json!({"type": "text"}), json!({"type": "nonsense"})] {
+        let (n, _) = to_native(req(
+            json!({"model": "m", "input": "x", "text": {"format": format}}),
+        ))
+        .unwrap();
+        assert_eq!(n.format, None, "{format}");
+    }
+}
+
 #[test]
 fn truncation_and_background_are_echoed() {
     let echoed = |extra: Value| {
@@ -530,5 +551,40 @@ fn web_search_tool_is_a_clear_400() {
     assert_eq!(
         e.message,
         "invalid tool definition at tools[1]: unsupported type 'web_search' (only 'function' is supported)"
+    );
+}
+
+/// A refused tool is named by the client's own index: a namespace before it expands into
+/// several functions but still counts as one item, and a refused namespace member is named by
+/// its path inside the namespace.
+#[test]
+fn refused_tool_index_is_the_clients() {
+    let refused = |tools: Value| {
+        let e = to_native(req(json!({"model": "m", "input": "x", "tools": tools}))).unwrap_err();
+        assert_eq!(e.status, 400);
+        e.message
+    };
+    let ns = json!({"type": "namespace", "name": "fs", "tools": [
+        {"type": "function", "name": "ls"}, {"type": "function", "name": "cat"},
+        {"type": "namespace", "name": "git", "tools": [{"type": "function", "name": "log"}]}
+    ]});
+    assert_eq!(
+        refused(json!([ns, {"type": "web_search"}])),
+        "invalid tool definition at tools[1]: unsupported type 'web_search' (only 'function' is supported)"
+    );
+    assert_eq!(
+        refused(json!([ns, {"type": "function", "name": "f"}, {"type": "web_search"}])),
+        "invalid tool definition at tools[2]: unsupported type 'web_search' (only 'function' is supported)"
+    );
+    assert_eq!(
+        refused(json!([{"type": "function", "name": "f"}, {"type": "namespace", "name": "x", "tools": [
+            {"type": "function", "name": "ok"},
+            {"type": "namespace", "name": "y", "tools": [{"type": "function", "name": "a"}, {"type": "web_search"}]}
+        ]}])),
+        "invalid tool definition at tools[1].tools[1].tools[1]: unsupported type 'web_search' (only 'function' is supported)"
+    );
+    assert_eq!(
+        refused(json!([ns, {"type": "function", "name": ""}])),
+        "invalid tool definition at tools[1]: 'name' must be a non-empty string"
     );
 }

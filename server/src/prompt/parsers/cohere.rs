@@ -234,9 +234,9 @@ fn actions(payload: &str) -> Vec<Call> {
     if payload.is_empty() {
         return Vec::new();
     }
-    match serde_json::from_str::<J>(payload) {
-        Ok(J::Null) => return Vec::new(),
-        Ok(J::Array(items)) => {
+    match govalue::decode(payload) {
+        Some(J::Null) => return Vec::new(),
+        Some(J::Array(items)) => {
             if let Some(calls) = items.iter().map(action).collect::<Option<Vec<_>>>() {
                 return calls;
             }
@@ -245,7 +245,7 @@ fn actions(payload: &str) -> Vec<Call> {
     }
     objects(payload)
         .into_iter()
-        .filter_map(|o| action(&serde_json::from_str::<J>(o).ok()?))
+        .filter_map(|o| action(&govalue::decode(o)?))
         .collect()
 }
 

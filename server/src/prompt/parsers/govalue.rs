@@ -53,11 +53,72 @@ pub fn any(v: J) -> J {
     }
 }
 
+/// Go's `json.Unmarshal` of one JSON text (nothing but whitespace after it) into `any`, as a
+/// `serde_json` value with the numbers as written (callers that print them as Go does apply
+/// [`any`]). Where Go and `serde_json` disagree it reads as Go does: a `\u` escape of a UTF-16
+/// surrogate that is not half of a valid pair decodes to U+FFFD (`serde_json` refuses the
+/// text), and a number outside float64's range fails the whole text (`None`, as Go's
+/// `UnmarshalTypeError` does; `serde_json` agrees). Every parser decoding what a model wrote
+/// goes through here, so a tool call whose arguments hold `"\ud800"` is the call Ollama returns.
+pub fn decode(text: &str) -> Option<J> {
+    serde_json::from_str(&go_surrogates(text)).ok()
+}
+
+/// `text` with every `\u` escape of a surrogate that does not start a valid pair (`\uD800`–
+/// `\uDBFF` followed by a `\uDC00`–`\uDFFF` escape) replaced by `\ufffd`, which is what Go's
+/// decoder makes of it (encoding/json `unquote`: an invalid surrogate is the replacement rune,
+/// and the escape after it is read on its own). Other escapes are stepped over whole, so the
+/// `\\` in `\\ud800` (a backslash, then the text `ud800`) is never mistaken for the start of
+/// an escape. Outside strings a backslash is a syntax error either way, so rewriting there
+/// changes nothing.
+fn go_surrogates(text: &str) -> std::borrow::Cow<'_, str> {
+    let b = text.as_bytes();
+    // The code unit of a `\uXXXX` escape at `i`.
+    let unit = |i: usize| -> Option<u16> {
+        match b.get(i..i + 6)? {
+            [b'\\', b'u', hex @ ..] if hex.iter().all(u8::is_ascii_hexdigit) => {
+                u16::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()
+            }
+            _ => None,
+        }
+    };
+    let (mut out, mut copied, mut i) = (String::new(), 0, 0);
+    while i < b.len() {
+        if b[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        let Some(u) = unit(i) else {
+            // Any other escape: the backslash and the byte it escapes.
+            i += 2;
+            continue;
+        };
+        let pair = (0xD800..0xDC00).contains(&u)
+            && unit(i + 6).is_some_and(|lo| (0xDC00..0xE000).contains(&lo));
+        if pair {
+            i += 12;
+        } else {
+            if (0xD800..0xE000).contains(&u) {
+                out.push_str(&text[copied..i]);
+                out.push_str("\\ufffd");
+                copied = i + 6;
+            }
+            i += 6;
+        }
+    }
+    if out.is_empty() {
+        // Nothing replaced (a replacement always writes `\ufffd`).
+        return std::borrow::Cow::Borrowed(text);
+    }
+    out.push_str(&text[copied..]);
+    std::borrow::Cow::Owned(out)
+}
+
 /// Go's `json.Unmarshal` into `api.ToolCallFunctionArguments`: a JSON object (nothing after it),
 /// top-level keys in the model's order (a repeated key keeps its first place and its last value),
 /// values as [`any`]; `null` is no arguments; anything else fails (`None`).
 pub fn arguments(text: &str) -> Option<Map<String, J>> {
-    match serde_json::from_str::<J>(text).ok()? {
+    match decode(text)? {
         J::Object(m) => Some(object(m)),
         J::Null => Some(Map::new()),
         _ => None,
@@ -89,7 +150,7 @@ pub fn function(text: &str, index: bool) -> Option<(String, Map<String, J>)> {
 
 /// [`function`] with the `arguments` field read by `arguments`.
 pub fn call(text: &str, index: bool, arguments: Arguments) -> Option<(String, Map<String, J>)> {
-    let fields = match serde_json::from_str::<J>(text).ok()? {
+    let fields = match decode(text)? {
         J::Null => return Some((String::new(), Map::new())),
         J::Object(o) => o,
         _ => return None,
@@ -390,5 +451,66 @@ mod tests {
         ] {
             assert_eq!(function(bad, true), None, "{bad}");
         }
+    }
+
+    /// Go's `json.Unmarshal` into `any`: an escaped surrogate that is not half of a valid pair
+    /// is U+FFFD (encoding/json unquote), the escape after it read on its own; a number beyond
+    /// float64 fails the text, one below its smallest is 0 (strconv.ParseFloat).
+    #[test]
+    fn decode_reads_as_gos_unmarshal() {
+        let ok = [
+            (r#""\ud800""#, json!("\u{fffd}")),
+            (r#""\uDBFF""#, json!("\u{fffd}")),
+            (r#""\udc00""#, json!("\u{fffd}")),
+            (r#""a\ud800b""#, json!("a\u{fffd}b")),
+            (r#""\ud83d\ude00""#, json!("\u{1f600}")),
+            (r#""\uD83D\uDE00""#, json!("\u{1f600}")),
+            (r#""\ud800\ud800""#, json!("\u{fffd}\u{fffd}")),
+            (r#""\ud800\ud83d\ude00""#, json!("\u{fffd}\u{1f600}")),
+            (r#""\ud800\u0041""#, json!("\u{fffd}A")),
+            (r#""\udc00\ud800""#, json!("\u{fffd}\u{fffd}")),
+            (r#""\ud800\n""#, json!("\u{fffd}\n")),
+            // An escaped backslash before `u`: literal text, no escape.
+            (r#""\\ud800""#, json!("\\ud800")),
+            (r#""\\\ud800""#, json!("\\\u{fffd}")),
+            (
+                r#"{"\ud800": ["\udfff"]}"#,
+                json!({"\u{fffd}": ["\u{fffd}"]}),
+            ),
+            ("[1e-400, 1e308]", json!([0.0, 1e308])),
+            (" {} ", json!({})),
+        ];
+        for (text, want) in ok {
+            assert_eq!(decode(text), Some(want), "{text}");
+        }
+        for bad in [
+            "1e400",
+            r#"{"a": -1e400}"#,
+            r#"{"a": [1, 2e308]}"#,
+            r#""\ud80""#,
+            r#""\u""#,
+            "{} {}",
+            "",
+        ] {
+            assert_eq!(decode(bad), None, "{bad}");
+        }
+        // Through the argument and call decoders every parser uses.
+        assert_eq!(
+            J::Object(arguments(r#"{"a": "\ud800"}"#).unwrap()),
+            json!({"a": "\u{fffd}"})
+        );
+        assert_eq!(arguments(r#"{"a": 1e400}"#), None);
+        assert_eq!(
+            function(
+                r#"{"name": "f\udc00", "arguments": {"a": "x\ud800"}}"#,
+                false
+            )
+            .map(|(n, a)| (n, J::Object(a))),
+            Some(("f\u{fffd}".into(), json!({"a": "x\u{fffd}"})))
+        );
+        assert_eq!(
+            function(r#"{"name": "f", "arguments": {"a": 1e400}}"#, false),
+            None
+        );
     }
 }

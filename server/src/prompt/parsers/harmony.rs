@@ -23,7 +23,7 @@
 //! starts after it (DESIGN 7: models that open a new message before content end thinking there).
 
 use super::harmony_names::ToolNames;
-use super::{partial_tag_len, thinking_close_if, Options, Parsed, Parser};
+use super::{govalue, partial_tag_len, thinking_close_if, Options, Parsed, Parser};
 use crate::prompt::Think;
 use serde_json::{Map, Value};
 
@@ -124,12 +124,12 @@ impl Harmony {
 
     fn finish_call(&mut self, name: &str, out: &mut Parsed) {
         let raw = std::mem::take(&mut self.args);
-        let arguments = match serde_json::from_str::<Value>(raw.trim()) {
-            Ok(Value::Object(m)) => m,
+        let arguments = match govalue::decode(raw.trim()) {
+            Some(Value::Object(m)) => m,
             // Go decodes `null` into the arguments map without error: no arguments.
-            Ok(Value::Null) => Map::new(),
-            Ok(Value::String(s)) => match serde_json::from_str::<Value>(&s) {
-                Ok(Value::Object(m)) => m,
+            Some(Value::Null) => Map::new(),
+            Some(Value::String(s)) => match govalue::decode(&s) {
+                Some(Value::Object(m)) => m,
                 _ => Map::new(),
             },
             _ if raw.trim().is_empty() => Map::new(),
@@ -498,6 +498,11 @@ mod tests {
             ("\"{\\\"a\\\":1}\"", "", Some(r#"{"a":1}"#)),
             // Not JSON: what the model wrote is delivered as content, no call.
             ("{\"a\":", "{\"a\":", None),
+            // Decoded as Go decodes (harmonyparser.go json.Unmarshal): a lone surrogate escape
+            // is U+FFFD; a number beyond float64 fails, where Ollama fails the request and herd
+            // delivers the text like any other unparseable arguments.
+            (r#"{"a":"\ud800"}"#, "", Some("{\"a\":\"\u{fffd}\"}")),
+            (r#"{"a":1e400}"#, r#"{"a":1e400}"#, None),
         ];
         for (body, content, args) in cases {
             let s = format!(

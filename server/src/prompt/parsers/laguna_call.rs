@@ -105,7 +105,7 @@ pub(super) fn parse(raw: &str, schemas: &[J]) -> Option<Call> {
     let name = resolve(name, schemas).unwrap_or_else(|| name.to_string());
     let args_text = args_text.trim();
     if args_text.starts_with('{') {
-        let args = object(serde_json::from_str::<J>(args_text).ok()?)?;
+        let args = object(govalue::decode(args_text)?)?;
         return Some((name, args));
     }
     let mut args = Map::new();

@@ -185,9 +185,8 @@ fn literal(token: &str) -> J {
         return govalue::float(f);
     }
     if token.starts_with('[') || token.starts_with('{') {
-        let json = serde_json::from_str::<J>(token)
-            .ok()
-            .or_else(|| python_to_json(token).and_then(|j| serde_json::from_str::<J>(&j).ok()));
+        let json = govalue::decode(token)
+            .or_else(|| python_to_json(token).and_then(|j| govalue::decode(&j)));
         if let Some(v) = json {
             return govalue::any(v);
         }

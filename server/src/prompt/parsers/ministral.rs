@@ -96,8 +96,8 @@ impl Ministral {
                 };
                 let json: String = self.buf.drain(..=end).collect();
                 let name = std::mem::take(&mut self.name);
-                match serde_json::from_str::<J>(&json) {
-                    Ok(J::Object(args)) if self.tools.contains(&name) => {
+                match govalue::decode(&json) {
+                    Some(J::Object(args)) if self.tools.contains(&name) => {
                         let arguments: Map<String, J> = args
                             .into_iter()
                             .map(|(k, v)| (k, govalue::any(v)))

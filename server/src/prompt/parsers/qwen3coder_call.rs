@@ -389,11 +389,11 @@ pub(super) fn typed_value(raw: &str, types: &[String]) -> J {
     }
     for (kind, want_array) in [("array", true), ("object", false)] {
         if has(kind) {
-            match serde_json::from_str::<J>(raw) {
+            match govalue::decode(raw) {
                 // Go decodes `null` into a nil slice or map without error.
-                Ok(J::Null) => return J::Null,
-                Ok(v @ J::Array(_)) if want_array => return govalue::any(v),
-                Ok(v @ J::Object(_)) if !want_array => return govalue::any(v),
+                Some(J::Null) => return J::Null,
+                Some(v @ J::Array(_)) if want_array => return govalue::any(v),
+                Some(v @ J::Object(_)) if !want_array => return govalue::any(v),
                 _ if only => return text(),
                 _ => {}
             }

@@ -93,12 +93,22 @@ impl Session {
     /// Checks the scheme and classifies the registry's resolved addresses. As in Ollama, an
     /// `http://` name needs `insecure`, and `insecure` speaks plain HTTP to any registry
     /// (its request helper switches the scheme), so `host:port/…` names reach a local registry
-    /// without TLS.
+    /// without TLS; without it, a scheme other than `http`/`https` (a valid name, e.g.
+    /// `ftp://h/n/m`) is refused as Go's HTTP client refuses it. A host that is no address (a
+    /// name may carry `host:https` or `host:99999`) is an invalid name here.
     pub async fn new(reg: Registry, name: &ModelName, insecure: bool) -> Result<Session> {
         if name.is_insecure() && !insecure {
             return Err(Error::BadRequest("insecure protocol http".into()));
         }
-        let scheme = if insecure { "http" } else { "https" };
+        let scheme = match name.scheme() {
+            _ if insecure => "http",
+            s @ ("http" | "https") => s,
+            other => {
+                return Err(Error::BadRequest(format!(
+                    "unsupported protocol scheme {other:?}"
+                )))
+            }
+        };
         let base = Url::parse(&format!("{scheme}://{}/", name.host()))
             .map_err(|_| Error::InvalidModelName)?;
         let host = base.host_str().ok_or(Error::InvalidModelName)?.to_owned();
