@@ -10,6 +10,7 @@ pub mod files;
 pub mod format;
 pub mod history;
 pub mod lineedit;
+pub mod oneshot;
 pub mod pull;
 pub mod repl;
 pub mod repl_text;

@@ -1,7 +1,8 @@
 //! `herd run MODEL [PROMPT]` (Ollama's `RunHandler` flow): check the model with `/api/show`
-//! (a missing one is pulled first, with `herd pull`'s progress display), then either answer one prompt (arguments, with piped stdin in front) or, when stdin is a
-//! terminal and no prompt was given, preload the model with an empty generate and run the REPL
-//! (`super::repl`).
+//! (a missing one is pulled first, with `herd pull`'s progress display), then either answer one
+//! prompt (arguments, with piped stdin in front) through `/api/generate` (`super::oneshot`) or,
+//! when stdin and stdout are a terminal and no prompt was given, preload the model with an empty
+//! generate and run the REPL (`super::repl`), which chats.
 
 use std::io::{IsTerminal, Read, Write};
 
@@ -41,6 +42,9 @@ pub(super) struct Session {
     /// `--format` / `/set format json`: `"json"` or a JSON schema, sent as given.
     pub(super) format: Option<Value>,
     pub(super) think: Option<Value>,
+    /// `--think` or `/set [no]think` chose `think`; otherwise it follows the model's
+    /// capabilities (Ollama's `inferThinkingOption`), also across `/load`.
+    pub(super) think_explicit: bool,
     pub(super) keep_alive: Option<String>,
     pub(super) verbose: bool,
     pub(super) hide_thinking: bool,
@@ -51,6 +55,8 @@ pub(super) struct Session {
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    // Flags are checked before the server is asked anything, as in Ollama's RunHandler.
+    let think_flag = args.think.as_deref().map(think_value).transpose()?;
     let client = Client::new(&args.client.host)?;
     let info = ensure_model(&client, &args.model, args.insecure).await?;
     let mut prompt = args.prompt.join(" ");
@@ -74,7 +80,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         system: None,
         options: Map::new(),
         format: format_value(&args.format)?,
-        think: args.think.as_deref().map(think_value).transpose()?,
+        think: None,
+        think_explicit: false,
         keep_alive: args.keepalive.clone(),
         verbose: args.verbose,
         hide_thinking: args.hidethinking,
@@ -87,6 +94,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             .and_then(|i| i["capabilities"].as_array())
             .is_some_and(|a| a.iter().any(|x| x == c))
     };
+    // Ollama's `inferThinkingOption`: without `--think`, a model that can think is asked to
+    // (so its thinking arrives apart from the answer); `--think=false` is sent as given.
+    s.think_explicit = think_flag.is_some();
+    s.think = think_flag;
+    s.infer_think(info.as_ref());
     // An embedding model prints the embedding of the prompt (Ollama's `generateEmbedding`).
     if caps("embedding") {
         return embed(&s, &prompt, &args).await;
@@ -105,10 +117,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         let history = History::load(crate::config::history_file(), !args.nohistory);
         return super::repl::repl(&mut s, history).await;
     }
-    if prompt.is_empty() {
-        return s.preload().await;
-    }
-    s.chat(&prompt).await
+    // One answer (an empty prompt only loads the model): `/api/generate`, as Ollama's
+    // `generate`; only the REPL chats.
+    s.generate(&prompt).await
 }
 
 /// Whether `ollama run` would look for files in prompts: the model sees images or hears audio
@@ -241,11 +252,11 @@ async fn show_model(client: &Client, model: &str) -> Result<Value, ShowError> {
 /// `--think` / `/set think LEVEL`: a bool or one of Ollama's levels.
 pub(super) fn think_value(s: &str) -> anyhow::Result<Value> {
     match s {
-        "true" => Ok(Value::Bool(true)),
+        "" | "true" => Ok(Value::Bool(true)),
         "false" => Ok(Value::Bool(false)),
         "low" | "medium" | "high" | "max" => Ok(Value::String(s.into())),
         _ => Err(anyhow!(
-            "invalid value for --think: {s:?} (must be true, false, high, medium, low or max)"
+            "invalid value for --think: {s:?} (must be true, false, high, medium, low, or max)"
         )),
     }
 }
@@ -261,7 +272,19 @@ impl Session {
             .unwrap_or_default();
     }
 
-    fn keep_alive_json(&self) -> Option<Value> {
+    /// Ollama's `inferThinkingOption`: unless the user chose, a model whose capabilities include
+    /// `thinking` is asked to think (`true`), any other gets no `think` at all.
+    pub(super) fn infer_think(&mut self, info: Option<&Value>) {
+        if self.think_explicit {
+            return;
+        }
+        let thinks = info
+            .and_then(|i| i["capabilities"].as_array())
+            .is_some_and(|a| a.iter().any(|c| c == "thinking"));
+        self.think = thinks.then_some(Value::Bool(true));
+    }
+
+    pub(super) fn keep_alive_json(&self) -> Option<Value> {
         self.keep_alive.as_ref().map(|k| Value::String(k.clone()))
     }
 
@@ -397,6 +420,7 @@ mod tests {
             options: Map::new(),
             format: None,
             think: None,
+            think_explicit: false,
             keep_alive: None,
             verbose: false,
             hide_thinking: false,
@@ -461,9 +485,33 @@ mod tests {
     }
 
     #[test]
+    fn thinking_is_inferred_unless_chosen() {
+        let thinker = json!({"capabilities": ["completion", "thinking"]});
+        let plain = json!({"capabilities": ["completion"]});
+        let mut s = session();
+        s.infer_think(Some(&thinker));
+        assert_eq!(s.think, Some(json!(true)));
+        // `/load` of a model that cannot think drops it again.
+        s.infer_think(Some(&plain));
+        assert_eq!(s.think, None);
+        s.infer_think(None);
+        assert_eq!(s.think, None);
+        // A choice (`--think=false`, `/set nothink`) stays whatever the model.
+        s.think = Some(json!(false));
+        s.think_explicit = true;
+        s.infer_think(Some(&thinker));
+        assert_eq!(s.think, Some(json!(false)));
+    }
+
+    #[test]
     fn think_flag_values() {
         assert_eq!(think_value("true").unwrap(), json!(true));
         assert_eq!(think_value("high").unwrap(), json!("high"));
-        assert!(think_value("extreme").is_err());
+        // `--think=` is `--think` (Ollama's "" case).
+        assert_eq!(think_value("").unwrap(), json!(true));
+        assert_eq!(
+            think_value("extreme").unwrap_err().to_string(),
+            "invalid value for --think: \"extreme\" (must be true, false, high, medium, low, or max)"
+        );
     }
 }
