@@ -163,3 +163,32 @@ fn an_error_line_ends_the_run_after_what_was_shown() {
     assert_eq!(out, "par", "no newline of herd's own before the error");
     assert_eq!(err, "Error: boom\n");
 }
+
+#[test]
+fn keepalive_is_a_go_duration() {
+    let s = server(
+        json!(["completion"]),
+        vec![json!({"response": "x", "done": false}), done()],
+    );
+    for (flag, sent) in [
+        ("1h30m", json!("1h30m0s")),
+        ("300ms", json!("300ms")),
+        ("-1s", json!(-1)),
+    ] {
+        let (code, _, err) = s.herd(&["run", "m", "q", "--keepalive", flag], "");
+        assert_eq!(code, 0, "{flag}: {err}");
+        let last = s.seen().pop().unwrap();
+        assert_eq!(last.path, "/api/generate");
+        assert_eq!(last.body["keep_alive"], sent, "{flag}");
+    }
+    // Ollama's error (Go's time.ParseDuration), before anything is asked of the server.
+    let before = s.seen().len();
+    let (code, out, err) = s.herd(&["run", "m", "q", "--keepalive", "5"], "");
+    assert_eq!(code, 1);
+    assert_eq!(out, "");
+    assert_eq!(err, "Error: time: missing unit in duration \"5\"\n");
+    let (code, _, err) = s.herd(&["run", "m", "q", "--keepalive", "1d"], "");
+    assert_eq!(code, 1);
+    assert_eq!(err, "Error: time: unknown unit \"d\" in duration \"1d\"\n");
+    assert_eq!(s.seen().len(), before, "no request for a bad flag");
+}

@@ -192,7 +192,7 @@ mod tests {
         let mut s = session();
         s.format = Some(json!("json"));
         s.think = Some(json!("high"));
-        s.keep_alive = Some("1h30m0s".into());
+        s.keep_alive = Some(json!("1h30m0s"));
         s.options.insert("seed".into(), json!(42));
         assert_eq!(
             s.generate_request("what is this?", &["aW1n".into()]),

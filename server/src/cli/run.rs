@@ -45,7 +45,8 @@ pub(super) struct Session {
     /// `--think` or `/set [no]think` chose `think`; otherwise it follows the model's
     /// capabilities (Ollama's `inferThinkingOption`), also across `/load`.
     pub(super) think_explicit: bool,
-    pub(super) keep_alive: Option<String>,
+    /// `--keepalive`, as Ollama's client sends it ([`keep_alive_flag`]).
+    pub(super) keep_alive: Option<Value>,
     pub(super) verbose: bool,
     pub(super) hide_thinking: bool,
     /// Wrap answers at the terminal's width (`--nowordwrap`, `/set [no]wordwrap`).
@@ -57,6 +58,10 @@ pub(super) struct Session {
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     // Flags are checked before the server is asked anything, as in Ollama's RunHandler.
     let think_flag = args.think.as_deref().map(think_value).transpose()?;
+    let keep_alive = match args.keepalive.as_deref() {
+        None | Some("") => None,
+        Some(flag) => Some(keep_alive_flag(flag)?),
+    };
     let client = Client::new(&args.client.host)?;
     let info = ensure_model(&client, &args.model, args.insecure).await?;
     let mut prompt = args.prompt.join(" ");
@@ -82,7 +87,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         format: format_value(&args.format)?,
         think: None,
         think_explicit: false,
-        keep_alive: args.keepalive.clone(),
+        keep_alive,
         verbose: args.verbose,
         hide_thinking: args.hidethinking,
         word_wrap: !args.nowordwrap,
@@ -249,6 +254,18 @@ async fn show_model(client: &Client, model: &str) -> Result<Value, ShowError> {
     }
 }
 
+/// `--keepalive`: Go's `time.ParseDuration` (`5m`, `1h30m`, `300ms`, `1.5h`, `-1s`; a bare
+/// number other than `0` is an error, as is any other unit), its error text being the run's,
+/// as in Ollama's RunHandler. Sent as Ollama's `api.Duration` marshals it: a negative duration
+/// (keep loaded forever) as the number -1, any other as Go's `Duration.String()` ("1h30m0s").
+pub(super) fn keep_alive_flag(flag: &str) -> anyhow::Result<Value> {
+    let ns = crate::config::go_parse_duration(flag).map_err(|e| anyhow!(e))?;
+    Ok(match u64::try_from(ns) {
+        Ok(ns) => Value::String(super::answer::go_duration(ns)),
+        Err(_) => json!(-1),
+    })
+}
+
 /// `--think` / `/set think LEVEL`: a bool or one of Ollama's levels.
 pub(super) fn think_value(s: &str) -> anyhow::Result<Value> {
     match s {
@@ -285,7 +302,7 @@ impl Session {
     }
 
     pub(super) fn keep_alive_json(&self) -> Option<Value> {
-        self.keep_alive.as_ref().map(|k| Value::String(k.clone()))
+        self.keep_alive.clone()
     }
 
     /// Ollama preloads with an empty generate so the first answer does not wait for the load.
@@ -501,6 +518,44 @@ mod tests {
         s.think_explicit = true;
         s.infer_think(Some(&thinker));
         assert_eq!(s.think, Some(json!(false)));
+    }
+
+    #[test]
+    fn keepalive_flag_values() {
+        let ok = [
+            ("5m", json!("5m0s")),
+            ("1h30m", json!("1h30m0s")),
+            ("1.5h", json!("1h30m0s")),
+            ("90m", json!("1h30m0s")),
+            ("300ms", json!("300ms")),
+            ("2h45m30.5s", json!("2h45m30.5s")),
+            ("1us", json!("1µs")),
+            ("0", json!("0s")),
+            ("0s", json!("0s")),
+            ("+10s", json!("10s")),
+            // Negative: keep the model loaded forever, sent as -1.
+            ("-1s", json!(-1)),
+            ("-5m", json!(-1)),
+        ];
+        for (flag, want) in ok {
+            assert_eq!(keep_alive_flag(flag).unwrap(), want, "{flag}");
+        }
+        // Go's errors, word for word: no bare seconds, no days, no spaces.
+        let bad = [
+            ("300", "time: missing unit in duration \"300\""),
+            ("-1", "time: missing unit in duration \"-1\""),
+            ("1d", "time: unknown unit \"d\" in duration \"1d\""),
+            ("forever", "time: invalid duration \"forever\""),
+            ("5 m", "time: unknown unit \" m\" in duration \"5 m\""),
+            ("-", "time: invalid duration \"-\""),
+        ];
+        for (flag, want) in bad {
+            assert_eq!(
+                keep_alive_flag(flag).unwrap_err().to_string(),
+                want,
+                "{flag}"
+            );
+        }
     }
 
     #[test]
