@@ -17,6 +17,7 @@ pub mod repl_text;
 pub mod run;
 pub mod serve;
 pub mod show;
+pub mod spinner;
 pub mod version;
 pub mod wrap;
 

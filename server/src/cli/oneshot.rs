@@ -96,6 +96,8 @@ impl Session {
     /// An `error` line ends it with that error, right after what was shown (no newline: the
     /// error goes to stderr, as Ollama's client returns it).
     async fn stream_generate(&self, body: &Value) -> anyhow::Result<Option<Metrics>> {
+        // Dropped (cleared) on every way out, Ctrl-C included.
+        let mut spinner = super::spinner::Spinner::start();
         let resp = self.client.post_stream("/api/generate", body).await?;
         let mut stream = resp.bytes_stream();
         let mut buf: Vec<u8> = Vec::new();
@@ -118,6 +120,10 @@ impl Session {
                     serde_json::from_slice(&line).context("decoding a response line")?;
                 if let Some(e) = c.error {
                     return Err(anyhow!(e));
+                }
+                // Ollama keeps spinning through hidden thinking, until the answer shows.
+                if !c.response.is_empty() || !self.hide_thinking {
+                    spinner.stop();
                 }
                 write!(
                     out,

@@ -5,6 +5,7 @@
 //! generate and run the REPL (`super::repl`), which chats.
 
 use std::io::{IsTerminal, Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{anyhow, Context};
 use futures_util::StreamExt;
@@ -357,12 +358,17 @@ impl Session {
             }
         }
         self.messages.push(message);
+        let shown = AtomicBool::new(false);
         let outcome = tokio::select! {
-            r = self.stream_turn() => Some(r),
+            r = self.stream_turn(&shown) => Some(r),
             _ = tokio::signal::ctrl_c() => None,
         };
         let Some(outcome) = outcome else {
-            println!();
+            // Before any answer the spinner's clear left the cursor at the start of an empty
+            // line, as in Ollama; after some, the next prompt goes below it.
+            if shown.load(Ordering::SeqCst) {
+                println!();
+            }
             return Ok(());
         };
         match outcome {
@@ -378,7 +384,10 @@ impl Session {
         }
     }
 
-    async fn stream_turn(&self) -> anyhow::Result<String> {
+    /// One streamed chat answer; `shown` is set once any of it is on screen.
+    async fn stream_turn(&self, shown: &AtomicBool) -> anyhow::Result<String> {
+        // Dropped (cleared) on every way out, Ctrl-C included.
+        let mut spinner = super::spinner::Spinner::start();
         let resp = self
             .client
             .post_stream("/api/chat", &self.request())
@@ -406,7 +415,15 @@ impl Session {
                     println!();
                     return Err(anyhow!(e));
                 }
-                write!(out, "{}", display.chunk(&c.message))?;
+                // Ollama keeps spinning through hidden thinking, until the answer shows.
+                if !c.message.content.is_empty() || !self.hide_thinking {
+                    spinner.stop();
+                }
+                let text = display.chunk(&c.message);
+                if !text.is_empty() {
+                    shown.store(true, Ordering::SeqCst);
+                }
+                write!(out, "{text}")?;
                 reply.push_str(&c.message.content);
                 out.flush()?;
                 if c.done {
