@@ -268,6 +268,17 @@ fn repl_recalls_history_and_takes_control_keys() {
         )],
         ago(60),
     );
+    // Slow to answer at all: Ctrl-C comes before the first word.
+    ts.model(
+        "hesitant",
+        "latest",
+        b"#fake-runner\n--echo\n--token-delay-ms\n5000\n",
+        &[(
+            MT_TEMPLATE,
+            b"{{ range .Messages }}[{{ .Role }}:{{ .Content }}]{{ end }}",
+        )],
+        ago(60),
+    );
     let s = Server::start(&ts);
     let history = s.home.path().join(".ollama/history");
     std::fs::create_dir_all(history.parent().unwrap()).unwrap();
@@ -314,6 +325,9 @@ fn repl_recalls_history_and_takes_control_keys() {
     let mut t = Terminal::start(&s.addr, s.home.path(), "slowecho");
     t.expect(">>> ");
     t.press(&format!("{question}\r"));
+    // Ollama's spinner on stderr while the first word is awaited, its line cleared for it.
+    t.expect("\x1b[1G\u{280b} \x1b[K");
+    t.expect("\x1b[2K\x1b[1G");
     t.expect("[user:w1");
     let started = std::time::Instant::now();
     t.press("\x03");
@@ -328,6 +342,21 @@ fn repl_recalls_history_and_takes_control_keys() {
     t.press("\x03");
     t.expect("Use Ctrl + d or /bye to exit.");
     t.expect(">>> ");
+    t.press("/bye\r");
+    assert!(t.exit_status().success(), "{}", t.text());
+
+    // Ctrl-C before the first word: the spinner's line is cleared (the `^C` echo with it) and
+    // the prompt comes back right there, as in Ollama: no hint, no blank line.
+    let mut t = Terminal::start(&s.addr, s.home.path(), "hesitant");
+    t.expect(">>> ");
+    t.press("anyone there?\r");
+    t.expect("\u{280b} ");
+    t.press("\x03");
+    let back = t.expect(">>> ");
+    assert!(back.contains("\x1b[2K\x1b[1G"), "{back:?}");
+    let after_clear = &back[back.rfind("\x1b[2K\x1b[1G").unwrap()..];
+    assert!(!after_clear.contains('\n'), "{back:?}");
+    assert!(!back.contains("Use Ctrl + d"), "{back:?}");
     t.press("/bye\r");
     assert!(t.exit_status().success(), "{}", t.text());
 }

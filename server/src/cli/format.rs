@@ -73,52 +73,146 @@ pub fn human_time(t: SystemTime, now: SystemTime) -> String {
     }
 }
 
-/// A borderless, left-aligned table as Ollama's tablewriter prints it (no border, no
+/// tablewriter's default column width limit (`MAX_ROW_WIDTH`), which every Ollama table keeps
+/// except `show`'s System and License sections ([`LONG_COL_WIDTH`]).
+pub const COL_WIDTH: usize = 30;
+/// The limit `ollama show` sets for its Template, System and License sections.
+pub const LONG_COL_WIDTH: usize = 100;
+
+/// A borderless, left-aligned table as Ollama's tablewriter (v0.0.5) prints it (no border, no
 /// whitespace trimming, four spaces of padding): every cell padded to its column's widest cell
 /// and followed by four spaces, the last one too (scripts split on runs of spaces; Ollama's
-/// tests compare the bytes).
+/// tests compare the bytes). Cells wider than `COL_WIDTH` are wrapped ([`wrap_cell`]).
 pub fn table(rows: &[Vec<String>]) -> String {
-    layout(None, rows)
+    layout(None, rows, COL_WIDTH)
+}
+
+/// [`table`] with another column width limit.
+pub fn table_width(rows: &[Vec<String>], col_width: usize) -> String {
+    layout(None, rows, col_width)
 }
 
 /// [`table`] under a header row, which tablewriter ends with one space instead of four.
 pub fn header_table(header: &[&str], rows: &[Vec<String>]) -> String {
-    layout(Some(header), rows)
+    layout(Some(header), rows, COL_WIDTH)
 }
 
-fn layout(header: Option<&[&str]>, rows: &[Vec<String>]) -> String {
-    let cols = rows
-        .iter()
-        .map(Vec::len)
-        .chain(header.map(<[&str]>::len))
-        .max()
-        .unwrap_or(0);
-    let mut widths = vec![0usize; cols];
-    let cells = header
+/// Columns a string takes on a terminal (East Asian wide characters count two).
+fn width(s: &str) -> usize {
+    unicode_width::UnicodeWidthStr::width(s)
+}
+
+/// tablewriter's `WrapString`: `s` (newlines as spaces) split on single spaces, broken into
+/// lines of at most `lim` columns with the least raggedness (the sum over lines of the squared
+/// room left), a word wider than `lim` raising `lim` to its width.
+pub fn wrap_string(s: &str, lim: usize) -> Vec<String> {
+    let joined = s.replace('\n', " ");
+    let words: Vec<&str> = joined.split(' ').collect();
+    let lim = words.iter().map(|w| width(w)).fold(lim, usize::max);
+    wrap_words(&words, lim)
         .into_iter()
-        .flat_map(|h| h.iter().map(|c| c.to_string()).enumerate())
-        .chain(rows.iter().flat_map(|r| r.iter().cloned().enumerate()));
-    for (i, cell) in cells {
-        widths[i] = widths[i].max(cell.chars().count());
+        .map(|line| line.join(" "))
+        .collect()
+}
+
+/// tablewriter's `WrapWords` (one column between words, a penalty of 1e5 for an over-long
+/// line): the minimal-raggedness breaks, found from the last word back; ties keep the earliest
+/// break. The last line costs nothing.
+fn wrap_words<'a>(words: &[&'a str], lim: usize) -> Vec<Vec<&'a str>> {
+    const PENALTY: i64 = 100_000;
+    let n = words.len();
+    let lim = lim as i64;
+    let widths: Vec<i64> = words.iter().map(|w| width(w) as i64).collect();
+    // length(i, j): words i..=j on one line.
+    let length = |i: usize, j: usize| -> i64 { widths[i..=j].iter().sum::<i64>() + (j - i) as i64 };
+    let mut next = vec![n; n];
+    let mut cost = vec![i64::from(i32::MAX); n];
+    for i in (0..n).rev() {
+        if length(i, n - 1) <= lim {
+            cost[i] = 0;
+            next[i] = n;
+            continue;
+        }
+        for j in i + 1..n {
+            let len = length(i, j - 1);
+            let d = lim - len;
+            let mut c = d * d + cost[j];
+            if len > lim {
+                c += PENALTY;
+            }
+            if c < cost[i] {
+                cost[i] = c;
+                next[i] = j;
+            }
+        }
     }
-    let pad = |line: &mut String, i: usize, cell: &str| {
-        line.push_str(cell);
-        line.extend(std::iter::repeat_n(' ', widths[i] - cell.chars().count()));
+    let mut lines = Vec::new();
+    let mut i = 0;
+    while i < n {
+        lines.push(words[i..next[i]].to_vec());
+        i = next[i];
+    }
+    lines
+}
+
+/// How tablewriter lays out one cell (its `parseDimension` with auto-wrap and reflow on): the
+/// cell's lines are joined into one paragraph and wrapped at the widest line or `col_width`,
+/// whichever is less; returns the lines and the width the cell needs (more than `col_width`
+/// when one word is wider).
+pub fn wrap_cell(cell: &str, col_width: usize) -> (Vec<String>, usize) {
+    let raw: Vec<&str> = cell.split('\n').collect();
+    let max = raw
+        .iter()
+        .map(|l| width(l))
+        .max()
+        .unwrap_or(0)
+        .min(col_width);
+    let lines = wrap_string(&raw.join(" "), max);
+    let need = lines.iter().map(|l| width(l)).fold(max, usize::max);
+    (lines, need)
+}
+
+fn layout(header: Option<&[&str]>, rows: &[Vec<String>], col_width: usize) -> String {
+    let wrap_row = |cells: Vec<&str>| -> Vec<(Vec<String>, usize)> {
+        cells.into_iter().map(|c| wrap_cell(c, col_width)).collect()
     };
-    let mut out = String::new();
-    if let Some(h) = header {
-        for (i, cell) in h.iter().enumerate() {
-            pad(&mut out, i, cell);
-            out.push_str(if i + 1 == h.len() { " " } else { "    " });
+    let header = header.map(|h| wrap_row(h.to_vec()));
+    let rows: Vec<_> = rows
+        .iter()
+        .map(|r| wrap_row(r.iter().map(String::as_str).collect()))
+        .collect();
+    let mut widths: Vec<usize> = Vec::new();
+    for row in header.iter().chain(&rows) {
+        for (i, (_, w)) in row.iter().enumerate() {
+            if widths.len() <= i {
+                widths.push(0);
+            }
+            widths[i] = widths[i].max(*w);
         }
-        out.push('\n');
     }
-    for row in rows {
-        for (i, cell) in row.iter().enumerate() {
-            pad(&mut out, i, cell);
-            out.push_str("    ");
+    let mut out = String::new();
+    // A row is as tall as its tallest cell; tablewriter fills a shorter cell's missing lines
+    // with two spaces, so a wrapped row's next lines are indented two more in an empty column.
+    let mut print = |row: &[(Vec<String>, usize)], last_sep: &str| {
+        let height = row.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
+        for x in 0..height {
+            for (i, (lines, _)) in row.iter().enumerate() {
+                let cell = lines.get(x).map_or("  ", String::as_str);
+                out.push_str(cell);
+                out.extend(std::iter::repeat_n(
+                    ' ',
+                    widths[i].saturating_sub(width(cell)),
+                ));
+                out.push_str(if i + 1 == row.len() { last_sep } else { "    " });
+            }
+            out.push('\n');
         }
-        out.push('\n');
+    };
+    if let Some(h) = &header {
+        print(h, " ");
+    }
+    for row in &rows {
+        print(row, "    ");
     }
     out
 }
@@ -179,6 +273,56 @@ mod tests {
         assert_eq!(parse_time("garbage"), None);
         assert!(parse_time("2024-05-01T10:00:00.5+02:00").is_some());
         assert_eq!(human_time(now + s(300), now), "5 minutes from now");
+    }
+
+    #[test]
+    fn wrapping_like_tablewriter() {
+        let w = |s: &str, lim: usize| wrap_string(s, lim);
+        // Least raggedness, not greedy: greedy would leave "cc" alone on the second line.
+        assert_eq!(w("aaa bb cc ddddd", 6), ["aaa", "bb cc", "ddddd"]);
+        assert_eq!(w("aaa bb cc ddd", 6), ["aaa bb", "cc ddd"]);
+        // A word wider than the limit raises the limit to its width.
+        assert_eq!(w("abcdefgh ij", 5), ["abcdefgh", "ij"]);
+        // Single spaces split: a double space is an empty word, kept.
+        assert_eq!(w("a  b", 10), ["a  b"]);
+        assert_eq!(w("", 0), [""]);
+        // Wide characters count two columns.
+        assert_eq!(w("日本 語", 4), ["日本", "語"]);
+
+        // A cell: its lines reflow into one paragraph wrapped at its widest line (at most the
+        // limit), so short lines stay lines; the width it needs is at least that line's.
+        assert_eq!(wrap_cell("", 30), (vec![String::new()], 0));
+        assert_eq!(wrap_cell("short", 30), (vec!["short".to_owned()], 5));
+        assert_eq!(
+            wrap_cell("a\nb", 30),
+            (vec!["a".to_owned(), "b".to_owned()], 1)
+        );
+        assert_eq!(
+            wrap_cell("aaa bb cc ddddd", 6),
+            (vec!["aaa".into(), "bb cc".into(), "ddddd".into()], 6)
+        );
+        // A name without spaces is never broken, however long.
+        let long = "hf.co/someone/a-very-long-model-name-GGUF:Q4_K_M";
+        assert_eq!(wrap_cell(long, 30), (vec![long.to_owned()], long.len()));
+    }
+
+    #[test]
+    fn wrapped_rows() {
+        // The other cells of a wrapped row are filled with two spaces (tablewriter's filler),
+        // padded to their column: an empty column then indents the next lines by two more.
+        let rows = vec![vec![String::new(), "k".into(), "aaa bb cc ddddd".into()]];
+        assert_eq!(
+            table_width(&rows, 6),
+            "    k    aaa       \n\
+             \x20           bb cc     \n\
+             \x20           ddddd     \n"
+        );
+        // A header wraps the same way and still ends with one space.
+        let rows = vec![vec!["x".into(), "aaa bb cc ddddd".into()]];
+        assert_eq!(
+            layout(Some(&["N", "V"]), &rows, 6),
+            "N    V      \nx    aaa       \n      bb cc     \n      ddddd     \n"
+        );
     }
 
     #[test]

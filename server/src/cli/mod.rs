@@ -10,12 +10,14 @@ pub mod files;
 pub mod format;
 pub mod history;
 pub mod lineedit;
+pub mod oneshot;
 pub mod pull;
 pub mod repl;
 pub mod repl_text;
 pub mod run;
 pub mod serve;
 pub mod show;
+pub mod spinner;
 pub mod version;
 pub mod wrap;
 
@@ -198,13 +200,26 @@ async fn copy(args: CopyArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Unloads `model` now: a generate with an empty prompt and `keep_alive: 0`.
+/// Unloads `model` now, as Ollama's `loadOrUnloadModel` with a zero keep-alive: the model is
+/// described first (an unknown one fails there, "model '…' not found"); one that lives on
+/// another server (a remote stub) is left alone, since unloading it is not this server's
+/// business; any other gets a generate with an empty prompt and `keep_alive` "0s" (Go's
+/// marshalling of a zero Duration). A model the server cannot describe but may still run (a
+/// description error other than not found) is unloaded all the same, as `herd run` runs it.
 async fn unload(client: &Client, model: &str) -> anyhow::Result<()> {
+    let info = client
+        .json::<_, serde_json::Value>(Method::POST, "/api/show", Some(&json!({ "model": model })))
+        .await;
+    match info {
+        Err(e) if e.to_string().contains("not found") => return Err(e),
+        Ok(info) if info["remote_host"].as_str().is_some_and(|h| !h.is_empty()) => return Ok(()),
+        _ => {}
+    }
     client
         .send(
             Method::POST,
             "/api/generate",
-            Some(&json!({ "model": model, "keep_alive": 0 })),
+            Some(&json!({ "model": model, "keep_alive": "0s" })),
         )
         .await
         .map(drop)

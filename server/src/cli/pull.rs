@@ -5,7 +5,9 @@
 //! as `pulling 3f8eb4da87fa: 100% ▕██████████████▏ 1.2 GB`, plus the plain statuses. The rate is
 //! over the last ~10 s (one sample a second), the ETA is what is left at that rate. On a terminal
 //! the block is redrawn in place; otherwise each status is printed once when it first appears
-//! (and each layer once it completes).
+//! (and each layer once it completes). As in Ollama, a pulled layer's line is named from its
+//! digest and appears with its first bytes; a push ends with "You can find your model at:"
+//! and where that is.
 
 use std::collections::HashMap;
 use std::io::{IsTerminal as _, Write as _};
@@ -27,7 +29,44 @@ pub enum Direction {
 
 pub async fn run(args: TransferArgs, dir: Direction) -> anyhow::Result<()> {
     let client = Client::new(&args.client.host)?;
-    transfer(&client, &args.model, args.insecure, dir).await
+    let done = transfer(&client, &args.model, args.insecure, dir).await;
+    if let Direction::Pull = dir {
+        return done;
+    }
+    done.map_err(push_error)?;
+    // Ollama's PushHandler ends with where the model now lives, on stdout.
+    println!(
+        "\nYou can find your model at:\n\n\t{}",
+        push_destination(&args.model)
+    );
+    Ok(())
+}
+
+/// A registry's refusal of a push, in Ollama's words; any other error as it is.
+fn push_error(e: anyhow::Error) -> anyhow::Error {
+    let text = e.to_string().to_lowercase();
+    if text.contains("access denied") || text.contains("unauthorized") {
+        anyhow!("you are not authorized to push to this namespace, create the model under a namespace you own")
+    } else {
+        e
+    }
+}
+
+/// Where a pushed model can be found: its page on ollama.com for Ollama's registry
+/// (`https://ollama.com/me/m`, `:latest` left out), else its full name
+/// (`host/namespace/model:tag`), as Ollama's PushHandler prints it.
+fn push_destination(model: &str) -> String {
+    let Ok(name) = crate::store::ModelName::parse(model) else {
+        return model.to_owned();
+    };
+    let host = name.host().to_ascii_lowercase();
+    if host.ends_with(".ollama.ai") || host.ends_with(".ollama.com") {
+        let short = name.display_shortest();
+        let short = short.strip_suffix(":latest").unwrap_or(&short);
+        format!("https://ollama.com/{short}")
+    } else {
+        name.to_string()
+    }
 }
 
 /// Streams one pull or push with its progress display on stderr; `herd pull`, `herd push` and
@@ -71,7 +110,7 @@ pub async fn transfer(
         });
     }
     let tty = std::io::stderr().is_terminal();
-    let mut view = View::new(tty, if tty { terminal_width() } else { LINE_WIDTH });
+    let mut view = View::new(dir, tty, if tty { terminal_width() } else { LINE_WIDTH });
     let mut stream = resp.bytes_stream();
     let mut pending = Vec::new();
     while let Some(chunk) = stream.next().await {
@@ -103,6 +142,7 @@ fn terminal_width() -> usize {
 
 /// The progress block: statuses in first-seen order.
 struct View {
+    dir: Direction,
     tty: bool,
     width: usize,
     order: Vec<String>,
@@ -112,6 +152,9 @@ struct View {
 }
 
 struct Row {
+    /// What the line starts with: Ollama's bar message (`pulling <12hex>:` from the digest
+    /// when pulling, the status as sent when pushing), or the plain status.
+    label: String,
     p: Progress,
     started: Instant,
     /// When the layer reached its total (rate and ETA are then dropped).
@@ -128,8 +171,9 @@ const LINE_WIDTH: usize = 80;
 const RATE_SAMPLES: usize = 10;
 
 impl Row {
-    fn new(p: Progress, now: Instant) -> Row {
+    fn new(label: String, p: Progress, now: Instant) -> Row {
         let mut r = Row {
+            label,
             initial: p.completed,
             p: Progress::default(),
             started: now,
@@ -189,8 +233,9 @@ impl Row {
 }
 
 impl View {
-    fn new(tty: bool, width: usize) -> View {
+    fn new(dir: Direction, tty: bool, width: usize) -> View {
         View {
+            dir,
             tty,
             width,
             order: Vec::new(),
@@ -201,7 +246,19 @@ impl View {
     }
 
     fn update(&mut self, p: Progress) {
-        let key = p.status.clone();
+        // Ollama's pull shows no bar for a layer before its first bytes: the server announces
+        // every layer at 0 first (for totals), and those would all sit at 0% at once.
+        if matches!(self.dir, Direction::Pull) && !p.digest.is_empty() && p.completed == 0 {
+            return;
+        }
+        // A layer's line is keyed by its digest, a plain status by its text (Ollama's bars
+        // and spinners).
+        let key = if p.digest.is_empty() {
+            p.status.clone()
+        } else {
+            p.digest.clone()
+        };
+        let label = bar_label(self.dir, &p);
         let new = !self.rows.contains_key(&key);
         if new {
             self.order.push(key.clone());
@@ -213,7 +270,7 @@ impl View {
                 row.set(p, now);
                 row
             }
-            std::collections::hash_map::Entry::Vacant(e) => e.insert(Row::new(p, now)),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(Row::new(label, p, now)),
         };
         if self.tty {
             if new || self.last_draw.elapsed() >= Duration::from_millis(100) {
@@ -252,15 +309,40 @@ impl View {
     }
 }
 
+/// The text before a line's percentage: a pulled layer is `pulling <first 12 hex>:` whatever
+/// the server's status says (Ollama's PullHandler builds it from the digest); a pushed layer
+/// shows the server's status as it is, or `pushing <12 hex>...` when there is none (its
+/// PushHandler); a plain status is itself.
+fn bar_label(dir: Direction, p: &Progress) -> String {
+    if p.digest.is_empty() {
+        return p.status.clone();
+    }
+    let hex = p.digest.strip_prefix("sha256:");
+    match dir {
+        Direction::Pull => {
+            let name = hex.unwrap_or(&p.digest).trim();
+            let name = match hex {
+                Some(_) => name.get(..12).unwrap_or(name),
+                None => name,
+            };
+            format!("pulling {name}:")
+        }
+        Direction::Push if p.status.is_empty() => {
+            format!("pushing {}...", p.digest.get(7..19).unwrap_or(&p.digest))
+        }
+        Direction::Push => p.status.clone(),
+    }
+}
+
 /// One row, `width - 1` columns wide when it has a bar.
 fn render(row: &Row, width: usize) -> String {
     let p = &row.p;
     if p.total == 0 {
-        return p.status.clone();
+        return row.label.clone();
     }
     let done = p.completed.min(p.total);
     let frac = done as f64 / p.total as f64;
-    let pre = format!("{}: {:>3.0}%", p.status.trim(), frac * 100.0);
+    let pre = format!("{} {:>3.0}%", row.label.trim(), frac * 100.0);
     let pad = |s: String| format!("{s:>6}");
     let rate = row.rate();
     let mut suf = if row.stopped.is_none() {
@@ -308,12 +390,11 @@ mod tests {
             completed,
             ..Progress::default()
         };
-        let mut row = Row::new(p(0, 0), t0);
-        row.p.status = "success".into();
+        let row = Row::new("success".into(), p(0, 0), t0);
         assert_eq!(render(&row, LINE_WIDTH), "success");
 
         // In flight: 400 MB of 1.0 GB after 4 s (samples at 0, 2 and 4 s) = 100 MB/s, 6 s left.
-        let mut row = Row::new(p(1_000_000_000, 0), t0);
+        let mut row = Row::new("pulling 0123456789ab:".into(), p(1_000_000_000, 0), t0);
         row.set(p(1_000_000_000, 200_000_000), t0 + Duration::from_secs(2));
         row.set(p(1_000_000_000, 400_000_000), t0 + Duration::from_secs(4));
         let s = render(&row, LINE_WIDTH);
@@ -342,6 +423,67 @@ mod tests {
         let bar = |s: &str| s.chars().filter(|&c| c == '█').count();
         assert_eq!(bar(&wide), bar(&s) + 40);
         assert_eq!(wide.replace('█', ""), s.replace('█', ""));
+    }
+
+    #[test]
+    fn labels_and_skipped_updates_like_ollamas() {
+        let digest = format!("sha256:0123456789ab{}", "c".repeat(52));
+        let layer = |status: &str, completed| Progress {
+            status: status.into(),
+            digest: digest.clone(),
+            total: 1_000,
+            completed,
+        };
+        // Pull: from the digest, whatever the status; push: the status as sent, no colon.
+        assert_eq!(
+            bar_label(Direction::Pull, &layer("downloading", 5)),
+            "pulling 0123456789ab:"
+        );
+        assert_eq!(
+            bar_label(Direction::Push, &layer("pushing 0123456789ab", 5)),
+            "pushing 0123456789ab"
+        );
+        assert_eq!(
+            bar_label(Direction::Push, &layer("", 5)),
+            "pushing 0123456789ab..."
+        );
+        assert_eq!(
+            bar_label(Direction::Pull, &Progress::status("pulling manifest")),
+            "pulling manifest"
+        );
+        let t0 = Instant::now();
+        let row = Row::new("pushing 0123456789ab".into(), layer("", 400), t0);
+        assert!(render(&row, LINE_WIDTH).starts_with("pushing 0123456789ab  40% ▕"));
+
+        // A pull's announcement of a layer at 0 bytes draws nothing; its first bytes do.
+        let mut view = View::new(Direction::Pull, false, LINE_WIDTH);
+        view.update(layer("pulling 0123456789ab", 0));
+        assert!(view.order.is_empty());
+        view.update(layer("pulling 0123456789ab", 10));
+        assert_eq!(view.order, std::slice::from_ref(&digest));
+        // A push shows its layers from the start.
+        let mut view = View::new(Direction::Push, false, LINE_WIDTH);
+        view.update(layer("pushing 0123456789ab", 0));
+        assert_eq!(view.order, [digest]);
+    }
+
+    #[test]
+    fn push_messages() {
+        assert_eq!(push_destination("me/m"), "https://ollama.com/me/m");
+        assert_eq!(push_destination("me/m:v2"), "https://ollama.com/me/m:v2");
+        assert_eq!(
+            push_destination("registry.ollama.ai/me/m:latest"),
+            "https://ollama.com/me/m"
+        );
+        assert_eq!(
+            push_destination("localhost:5000/me/m"),
+            "localhost:5000/me/m:latest"
+        );
+        assert_eq!(
+            push_error(anyhow!("401 Unauthorized: token expired")).to_string(),
+            "you are not authorized to push to this namespace, create the model under a namespace you own"
+        );
+        assert_eq!(push_error(anyhow!("boom")).to_string(), "boom");
     }
 
     #[test]

@@ -206,11 +206,13 @@ async fn set(s: &mut Session, ed: &mut LineEditor, args: &[&str]) -> anyhow::Res
         ("think", rest) => {
             let level = rest.first().copied();
             s.think = Some(think_value(level.unwrap_or("true"))?);
+            s.think_explicit = true;
             warn_if_not_thinking(s).await;
             println!("{}", text::think_set(level));
         }
         ("nothink", _) => {
             s.think = Some(Value::Bool(false));
+            s.think_explicit = true;
             warn_if_not_thinking(s).await;
             println!("Set 'nothink' mode.");
         }
@@ -254,6 +256,7 @@ async fn load(s: &mut Session, model: &str) -> anyhow::Result<()> {
     s.model = model.to_owned();
     s.messages.clear();
     s.set_model_info(info.as_ref());
+    s.infer_think(info.as_ref());
     s.preload().await
 }
 

@@ -1,9 +1,11 @@
 //! `herd run MODEL [PROMPT]` (Ollama's `RunHandler` flow): check the model with `/api/show`
-//! (a missing one is pulled first, with `herd pull`'s progress display), then either answer one prompt (arguments, with piped stdin in front) or, when stdin is a
-//! terminal and no prompt was given, preload the model with an empty generate and run the REPL
-//! (`super::repl`).
+//! (a missing one is pulled first, with `herd pull`'s progress display), then either answer one
+//! prompt (arguments, with piped stdin in front) through `/api/generate` (`super::oneshot`) or,
+//! when stdin and stdout are a terminal and no prompt was given, preload the model with an empty
+//! generate and run the REPL (`super::repl`), which chats.
 
 use std::io::{IsTerminal, Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{anyhow, Context};
 use futures_util::StreamExt;
@@ -41,7 +43,11 @@ pub(super) struct Session {
     /// `--format` / `/set format json`: `"json"` or a JSON schema, sent as given.
     pub(super) format: Option<Value>,
     pub(super) think: Option<Value>,
-    pub(super) keep_alive: Option<String>,
+    /// `--think` or `/set [no]think` chose `think`; otherwise it follows the model's
+    /// capabilities (Ollama's `inferThinkingOption`), also across `/load`.
+    pub(super) think_explicit: bool,
+    /// `--keepalive`, as Ollama's client sends it ([`keep_alive_flag`]).
+    pub(super) keep_alive: Option<Value>,
     pub(super) verbose: bool,
     pub(super) hide_thinking: bool,
     /// Wrap answers at the terminal's width (`--nowordwrap`, `/set [no]wordwrap`).
@@ -51,6 +57,12 @@ pub(super) struct Session {
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    // Flags are checked before the server is asked anything, as in Ollama's RunHandler.
+    let think_flag = args.think.as_deref().map(think_value).transpose()?;
+    let keep_alive = match args.keepalive.as_deref() {
+        None | Some("") => None,
+        Some(flag) => Some(keep_alive_flag(flag)?),
+    };
     let client = Client::new(&args.client.host)?;
     let info = ensure_model(&client, &args.model, args.insecure).await?;
     let mut prompt = args.prompt.join(" ");
@@ -74,8 +86,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         system: None,
         options: Map::new(),
         format: format_value(&args.format)?,
-        think: args.think.as_deref().map(think_value).transpose()?,
-        keep_alive: args.keepalive.clone(),
+        think: None,
+        think_explicit: false,
+        keep_alive,
         verbose: args.verbose,
         hide_thinking: args.hidethinking,
         word_wrap: !args.nowordwrap,
@@ -87,6 +100,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             .and_then(|i| i["capabilities"].as_array())
             .is_some_and(|a| a.iter().any(|x| x == c))
     };
+    // Ollama's `inferThinkingOption`: without `--think`, a model that can think is asked to
+    // (so its thinking arrives apart from the answer); `--think=false` is sent as given.
+    s.think_explicit = think_flag.is_some();
+    s.think = think_flag;
+    s.infer_think(info.as_ref());
     // An embedding model prints the embedding of the prompt (Ollama's `generateEmbedding`).
     if caps("embedding") {
         return embed(&s, &prompt, &args).await;
@@ -105,10 +123,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         let history = History::load(crate::config::history_file(), !args.nohistory);
         return super::repl::repl(&mut s, history).await;
     }
-    if prompt.is_empty() {
-        return s.preload().await;
-    }
-    s.chat(&prompt).await
+    // One answer (an empty prompt only loads the model): `/api/generate`, as Ollama's
+    // `generate`; only the REPL chats.
+    s.generate(&prompt).await
 }
 
 /// Whether `ollama run` would look for files in prompts: the model sees images or hears audio
@@ -238,14 +255,26 @@ async fn show_model(client: &Client, model: &str) -> Result<Value, ShowError> {
     }
 }
 
+/// `--keepalive`: Go's `time.ParseDuration` (`5m`, `1h30m`, `300ms`, `1.5h`, `-1s`; a bare
+/// number other than `0` is an error, as is any other unit), its error text being the run's,
+/// as in Ollama's RunHandler. Sent as Ollama's `api.Duration` marshals it: a negative duration
+/// (keep loaded forever) as the number -1, any other as Go's `Duration.String()` ("1h30m0s").
+pub(super) fn keep_alive_flag(flag: &str) -> anyhow::Result<Value> {
+    let ns = crate::config::go_parse_duration(flag).map_err(|e| anyhow!(e))?;
+    Ok(match u64::try_from(ns) {
+        Ok(ns) => Value::String(super::answer::go_duration(ns)),
+        Err(_) => json!(-1),
+    })
+}
+
 /// `--think` / `/set think LEVEL`: a bool or one of Ollama's levels.
 pub(super) fn think_value(s: &str) -> anyhow::Result<Value> {
     match s {
-        "true" => Ok(Value::Bool(true)),
+        "" | "true" => Ok(Value::Bool(true)),
         "false" => Ok(Value::Bool(false)),
         "low" | "medium" | "high" | "max" => Ok(Value::String(s.into())),
         _ => Err(anyhow!(
-            "invalid value for --think: {s:?} (must be true, false, high, medium, low or max)"
+            "invalid value for --think: {s:?} (must be true, false, high, medium, low, or max)"
         )),
     }
 }
@@ -261,8 +290,20 @@ impl Session {
             .unwrap_or_default();
     }
 
-    fn keep_alive_json(&self) -> Option<Value> {
-        self.keep_alive.as_ref().map(|k| Value::String(k.clone()))
+    /// Ollama's `inferThinkingOption`: unless the user chose, a model whose capabilities include
+    /// `thinking` is asked to think (`true`), any other gets no `think` at all.
+    pub(super) fn infer_think(&mut self, info: Option<&Value>) {
+        if self.think_explicit {
+            return;
+        }
+        let thinks = info
+            .and_then(|i| i["capabilities"].as_array())
+            .is_some_and(|a| a.iter().any(|c| c == "thinking"));
+        self.think = thinks.then_some(Value::Bool(true));
+    }
+
+    pub(super) fn keep_alive_json(&self) -> Option<Value> {
+        self.keep_alive.clone()
     }
 
     /// Ollama preloads with an empty generate so the first answer does not wait for the load.
@@ -317,12 +358,17 @@ impl Session {
             }
         }
         self.messages.push(message);
+        let shown = AtomicBool::new(false);
         let outcome = tokio::select! {
-            r = self.stream_turn() => Some(r),
+            r = self.stream_turn(&shown) => Some(r),
             _ = tokio::signal::ctrl_c() => None,
         };
         let Some(outcome) = outcome else {
-            println!();
+            // Before any answer the spinner's clear left the cursor at the start of an empty
+            // line, as in Ollama; after some, the next prompt goes below it.
+            if shown.load(Ordering::SeqCst) {
+                println!();
+            }
             return Ok(());
         };
         match outcome {
@@ -338,7 +384,10 @@ impl Session {
         }
     }
 
-    async fn stream_turn(&self) -> anyhow::Result<String> {
+    /// One streamed chat answer; `shown` is set once any of it is on screen.
+    async fn stream_turn(&self, shown: &AtomicBool) -> anyhow::Result<String> {
+        // Dropped (cleared) on every way out, Ctrl-C included.
+        let mut spinner = super::spinner::Spinner::start();
         let resp = self
             .client
             .post_stream("/api/chat", &self.request())
@@ -366,7 +415,15 @@ impl Session {
                     println!();
                     return Err(anyhow!(e));
                 }
-                write!(out, "{}", display.chunk(&c.message))?;
+                // Ollama keeps spinning through hidden thinking, until the answer shows.
+                if !c.message.content.is_empty() || !self.hide_thinking {
+                    spinner.stop();
+                }
+                let text = display.chunk(&c.message);
+                if !text.is_empty() {
+                    shown.store(true, Ordering::SeqCst);
+                }
+                write!(out, "{text}")?;
                 reply.push_str(&c.message.content);
                 out.flush()?;
                 if c.done {
@@ -397,6 +454,7 @@ mod tests {
             options: Map::new(),
             format: None,
             think: None,
+            think_explicit: false,
             keep_alive: None,
             verbose: false,
             hide_thinking: false,
@@ -461,9 +519,71 @@ mod tests {
     }
 
     #[test]
+    fn thinking_is_inferred_unless_chosen() {
+        let thinker = json!({"capabilities": ["completion", "thinking"]});
+        let plain = json!({"capabilities": ["completion"]});
+        let mut s = session();
+        s.infer_think(Some(&thinker));
+        assert_eq!(s.think, Some(json!(true)));
+        // `/load` of a model that cannot think drops it again.
+        s.infer_think(Some(&plain));
+        assert_eq!(s.think, None);
+        s.infer_think(None);
+        assert_eq!(s.think, None);
+        // A choice (`--think=false`, `/set nothink`) stays whatever the model.
+        s.think = Some(json!(false));
+        s.think_explicit = true;
+        s.infer_think(Some(&thinker));
+        assert_eq!(s.think, Some(json!(false)));
+    }
+
+    #[test]
+    fn keepalive_flag_values() {
+        let ok = [
+            ("5m", json!("5m0s")),
+            ("1h30m", json!("1h30m0s")),
+            ("1.5h", json!("1h30m0s")),
+            ("90m", json!("1h30m0s")),
+            ("300ms", json!("300ms")),
+            ("2h45m30.5s", json!("2h45m30.5s")),
+            ("1us", json!("1µs")),
+            ("0", json!("0s")),
+            ("0s", json!("0s")),
+            ("+10s", json!("10s")),
+            // Negative: keep the model loaded forever, sent as -1.
+            ("-1s", json!(-1)),
+            ("-5m", json!(-1)),
+        ];
+        for (flag, want) in ok {
+            assert_eq!(keep_alive_flag(flag).unwrap(), want, "{flag}");
+        }
+        // Go's errors, word for word: no bare seconds, no days, no spaces.
+        let bad = [
+            ("300", "time: missing unit in duration \"300\""),
+            ("-1", "time: missing unit in duration \"-1\""),
+            ("1d", "time: unknown unit \"d\" in duration \"1d\""),
+            ("forever", "time: invalid duration \"forever\""),
+            ("5 m", "time: unknown unit \" m\" in duration \"5 m\""),
+            ("-", "time: invalid duration \"-\""),
+        ];
+        for (flag, want) in bad {
+            assert_eq!(
+                keep_alive_flag(flag).unwrap_err().to_string(),
+                want,
+                "{flag}"
+            );
+        }
+    }
+
+    #[test]
     fn think_flag_values() {
         assert_eq!(think_value("true").unwrap(), json!(true));
         assert_eq!(think_value("high").unwrap(), json!("high"));
-        assert!(think_value("extreme").is_err());
+        // `--think=` is `--think` (Ollama's "" case).
+        assert_eq!(think_value("").unwrap(), json!(true));
+        assert_eq!(
+            think_value("extreme").unwrap_err().to_string(),
+            "invalid value for --think: \"extreme\" (must be true, false, high, medium, low, or max)"
+        );
     }
 }

@@ -1,13 +1,14 @@
 //! `herd show MODEL [--license|--modelfile|--parameters|--template|--system] [-v]`: one field
 //! verbatim, or Ollama's sectioned summary (Model, Capabilities, Parameters, Metadata and
-//! Tensors with `-v`, System, License).
+//! Tensors with `-v`, System, License), each a tablewriter table whose cells wrap at 30 columns,
+//! or 100 in System and License (`super::format`).
 
 use reqwest::Method;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::client::Client;
-use super::format::table;
+use super::format::{table_width, COL_WIDTH, LONG_COL_WIDTH};
 use crate::api::show::go_float;
 use crate::config::ShowArgs;
 
@@ -85,8 +86,14 @@ pub async fn run(args: ShowArgs) -> anyhow::Result<()> {
 pub fn summary(info: &ShowInfo, verbose: bool) -> String {
     let mut out = String::new();
     let mut section = |header: &str, rows: Vec<Vec<String>>| {
+        // Ollama widens the wrap limit for the free-text sections; all others keep
+        // tablewriter's 30 columns (long metadata strings wrap there).
+        let width = match header {
+            "Template" | "System" | "License" => LONG_COL_WIDTH,
+            _ => COL_WIDTH,
+        };
         out.push_str(&format!("  {header}\n"));
-        out.push_str(&table(&rows));
+        out.push_str(&table_width(&rows, width));
         out.push('\n');
     };
     let row = |cells: &[&str]| -> Vec<String> {
@@ -362,6 +369,41 @@ mod tests {
              \x20 Projector\n    architecture        clip       \n    parameters          133.70M    \n\
              \x20   embedding length    0          \n    dimensions          0          \n\n"
         );
+        // Long lines wrap: System and License at 100 columns, where the column is then 100
+        // wide, a continuation line indented two more (tablewriter's filler in the empty first
+        // column); metadata strings at 30.
+        let words = |n: usize| vec!["abcd"; n].join(" ");
+        let long: ShowInfo = serde_json::from_value(json!({
+            "details": {"family": "llama", "parameter_size": "1B", "quantization_level": "Q8_0"},
+            "license": format!("{}\nsecond line", words(25)),
+            "model_info": {
+                "general.architecture": "llama",
+                "general.description": "a model with a description that is long"
+            }
+        }))
+        .unwrap();
+        let shown = summary(&long, true);
+        let license = &shown[shown.find("  License\n").unwrap()..];
+        assert_eq!(
+            license,
+            format!(
+                "  License\n    {} {}\n      {}{}\n    second line{}\n\n",
+                words(20),
+                " ".repeat(4),
+                words(5),
+                " ".repeat(100 - 24 + 4),
+                " ".repeat(100 - 11 + 4),
+            )
+        );
+        let metadata = format!(
+            "    general.architecture    llama{}\n    general.description     a model with a description{}\n      {}that is long{}\n",
+            " ".repeat(30 - 5 + 4),
+            " ".repeat(30 - 26 + 4),
+            " ".repeat(20 + 4),
+            " ".repeat(30 - 12 + 4),
+        );
+        assert!(shown.contains(&metadata), "{shown}");
+
         let verbose = summary(&info, true);
         assert!(verbose.contains("  Metadata\n"));
         assert!(verbose.contains("tokenizer.ggml.tokens     [a b c ...+2 more]"));
