@@ -319,8 +319,23 @@ hb_real() {
   if w=$(hb_wrapper ngram16 --draft-ngram 16 --step-stats 64) && hb_serve 1 "$HB_CTX1" "$w"; then
     hb_client real-x1-ngram16 1 --model smol --num-ctx "$HB_CTX1" rcopy:"$HB_R"
   fi
-  if w=$(hb_wrapper ngram16og --no-graph-per-shape --draft-ngram 16 --step-stats 64) && hb_serve 1 "$HB_CTX1" "$w"; then
+  if [ "${HB_OLD_AB:-0}" = 1 ] && w=$(hb_wrapper ngram16og --no-graph-per-shape --draft-ngram 16 --step-stats 64) && hb_serve 1 "$HB_CTX1" "$w"; then
     hb_client real-x1-ngram16-onegraph 1 --model smol --num-ctx "$HB_CTX1" rcopy:"$HB_R"
+  fi
+  # Self-draft on the real model: SmolLM2 drafting for itself (the Modelfile's DRAFT layer). The
+  # random 8B's self-draft (bench-sd) drafts nothing, since no token of a random model reaches
+  # the draft model's confidence bar (draft_model.rs P_MIN); this one shows acceptance and the
+  # verify loop's cost, x1 and x16, on the copy task (greedy) and sampled text (gen).
+  printf 'FROM smol\nDRAFT %s\n' "$m" > "$dir/Modelfile.sd"
+  if hb_serve 1 "$HB_CTX1" "$HB_RUNNER" && OLLAMA_HOST="127.0.0.1:$HB_PORT" "$HB_HERD" create smol-sd -f "$dir/Modelfile.sd" > "$dir/create-sd.log" 2>&1; then
+    hb_client real-x1-sd 1 --model smol-sd --num-ctx "$HB_CTX1" rcopy:"$HB_R" gen:2
+    hb_client real-x1 1 --model smol --num-ctx "$HB_CTX1" gen:2
+    if hb_serve "$HB_CONC" "$HB_CTX16" "$HB_RUNNER"; then
+      hb_client real-x16 "$HB_CONC" --model smol --num-ctx "$HB_CTX16" rcopy:1 gen:1
+      hb_client real-x16-sd "$HB_CONC" --model smol-sd --num-ctx "$HB_CTX16" rcopy:1 gen:1
+    fi
+  else
+    hb_na real-x1-sd rcopy "herd create smol-sd: $(tail -1 "$dir/create-sd.log")"
   fi
   hb_stop
 }

@@ -14,6 +14,8 @@ issue 19's "Done when" names:
   ff_speedup          ff20 output tokens/s (engine rate, mean) fast-forward on / off
   ngram_speedup       copy task tokens/s (engine rate) with the n-gram drafter / without, x1
   sd_acceptance       accepted / drafted over the self-draft requests; sd t/s / no-draft t/s
+                      (the random 8B drafts nothing: real_sd_* are SmolLM2 drafting for itself,
+                      copy task and sampled text, x1 and x16)
   size_vram_over_smi  /api/ps size_vram / nvidia-smi's memory of the runner process (x16)
 and issue 18's (phase mlx: runner-mlx on the same weights as MLX int4 and bf16, labels
 mlx-int4-x1 ... mlx-bf16-x16, against runner-llamacpp's Q4_K_M, labels herd-x1 / herd-x16):
@@ -196,11 +198,11 @@ def main():
     diffs = [probes["herd-x1"][k] - probes["server-x1"][k] for k in probes["herd-x1"] if k in probes["server-x1"]]
     ttft = round(statistics.median(diffs), 2) if diffs else "n/a: probes missing on herd or llama-server"
 
-    def sd_accept(label):
-        rs = run.rounds(label, "gen")
+    def sd_accept(label, phase="gen"):
+        rs = run.rounds(label, phase)
         d = sum(r.get("drafted", 0) for r in rs)
         return round(sum(r.get("accepted", 0) for r in rs) / d, 3) if d else (
-            run.na(label, "gen") or f"n/a: {label}: no drafted/accepted counts (final chunk or /metrics)")
+            run.na(label, phase) or f"n/a: {label}: no drafted/accepted counts (final chunk or /metrics)")
 
     def sd_gate(label, value):
         acc = sd_accept(label)
@@ -258,6 +260,14 @@ def main():
                                             == sorted(q["digest"] for q in run.reqs("mlx-real-x1", "rcopy"))
                                             if run.reqs("mlx-real-x1-ngram16", "rcopy") and run.reqs("mlx-real-x1", "rcopy")
                                             else "n/a"),
+        # Self-draft on the real model (SmolLM2 drafting for itself; phase real).
+        "real_sd_acceptance_x1_copy": sd_accept("real-x1-sd", "rcopy"),
+        "real_sd_acceptance_x1_gen": sd_accept("real-x1-sd"),
+        "real_sd_acceptance_x16_copy": sd_accept("real-x16-sd", "rcopy"),
+        "real_sd_over_none_x1_copy": ratio(run.req_mean("real-x1-sd", "rcopy", "erate"), run.req_mean("real-x1", "rcopy", "erate")),
+        "real_sd_over_none_x1_gen": ratio(agg("real-x1-sd", "gen"), agg("real-x1", "gen")),
+        "real_sd_over_none_x16_copy": ratio(agg("real-x16-sd", "rcopy"), agg("real-x16", "rcopy")),
+        "real_sd_over_none_x16_gen": ratio(agg("real-x16-sd", "gen"), agg("real-x16", "gen")),
         "sd_acceptance_x1": sd_accept("herd-x1-sd"),
         "sd_acceptance_x16": sd_accept("herd-x16-sd"),
         # Without drafted counts nothing shows the draft model was used (DRAFT parsed and dropped
