@@ -18,11 +18,12 @@ pub struct Args {
     #[arg(long)]
     pub no_repack: bool,
     /// Choose each row's top candidates on the device that computes the logits and copy only
-    /// those to the host (requests that need whole rows still get them). auto = when the output
-    /// layer is on a GPU. Off by default: even with patch 0004's radix top-k it measured level
-    /// with host sampling on an H200 (+1.5 % at 1 stream, -1 % at 16; native/gpu-results.md,
-    /// run G).
-    #[arg(long, value_enum, default_value_t = DeviceSampling::Off)]
+    /// those to the host (requests that need whole rows still get them). auto (the default) =
+    /// when the output layer is on a GPU and the context has one slot: with patch 0004's radix
+    /// top-k it measured +1.5 % at 1 stream and level to -1 % at 16 on an H200
+    /// (native/gpu-results.md, run G), where the host scan of one 128k row the GPU just wrote
+    /// (~70 µs a step) is what it saves.
+    #[arg(long, value_enum, default_value_t = DeviceSampling::Auto)]
     pub device_sampling: DeviceSampling,
     /// Candidates per row with device sampling.
     #[arg(long, hide = true, default_value_t = 256)]
@@ -71,13 +72,19 @@ pub enum DeviceSampling {
     Off,
 }
 
-/// Whether to sample on the device. `auto`: when the logits are computed on a GPU, i.e. a GPU
-/// backend is loaded and the output layer is offloaded (llama.cpp offloads the last
-/// `gpu_layers` of `n_layer` + 1 layers, the output layer last; negative = all).
-pub fn device_sampling_on(mode: DeviceSampling, gpu: bool, gpu_layers: i32, n_layer: i32) -> bool {
+/// Whether to sample on the device. `auto`: with one slot, when the logits are computed on a
+/// GPU, i.e. a GPU backend is loaded and the output layer is offloaded (llama.cpp offloads the
+/// last `gpu_layers` of `n_layer` + 1 layers, the output layer last; negative = all).
+pub fn device_sampling_on(
+    mode: DeviceSampling,
+    gpu: bool,
+    gpu_layers: i32,
+    n_layer: i32,
+    parallel: u32,
+) -> bool {
     match mode {
         DeviceSampling::On => true,
         DeviceSampling::Off => false,
-        DeviceSampling::Auto => gpu && (gpu_layers < 0 || gpu_layers > n_layer),
+        DeviceSampling::Auto => parallel <= 1 && gpu && (gpu_layers < 0 || gpu_layers > n_layer),
     }
 }

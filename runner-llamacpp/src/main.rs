@@ -224,6 +224,7 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
         ffi::supports_gpu_offload(),
         args.load.gpu_layers,
         model.n_layer(),
+        args.load.parallel,
     );
     let mut ctx =
         ffi::Context::with_device_top_k(model.clone(), &cp, device.then_some(args.device_top_k))
@@ -231,7 +232,8 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
     ctx.apply_lora(&args.load.lora)
         .map_err(|m| RunnerError::new(ErrorKind::ModelLoad, m))?;
     let why = match args.device_sampling {
-        DeviceSampling::Auto if device => "auto: the output layer is on a GPU",
+        DeviceSampling::Auto if device => "auto: one slot, the output layer on a GPU",
+        DeviceSampling::Auto if args.load.parallel > 1 => "auto: more than one slot",
         DeviceSampling::Auto => "auto: the output layer is on the CPU",
         _ => "--device-sampling",
     };
@@ -397,7 +399,7 @@ mod tests {
     fn takes_the_shared_load_flags_and_its_own() {
         // Every load flag's mapping is runner-protocol's round-trip test (args.rs); here: the
         // flattened struct parses what LoadOptions emits beside this runner's own switches,
-        // which default off.
+        // which default off (device sampling: auto).
         let o = LoadOptions {
             model: "/m/a.gguf".into(),
             main_gpu: Some(1),
@@ -417,34 +419,36 @@ mod tests {
                 a.step_stats,
                 a.load_delay_ms
             ),
-            (DeviceSampling::Off, 256, 0, 0)
+            (DeviceSampling::Auto, 256, 0, 0)
         );
     }
 
     #[test]
     fn device_sampling_follows_the_output_layer_in_auto() {
         use DeviceSampling::*;
-        // (mode, gpu backend, gpu_layers, n_layer, on)
+        // (mode, gpu backend, gpu_layers, n_layer, slots, on)
         let cases = [
-            (Auto, true, -1, 32, true),
-            (Auto, true, 99, 32, true),
-            (Auto, true, 33, 32, true),
-            (Auto, true, 32, 32, false),
-            (Auto, true, 0, 32, false),
-            (Auto, false, -1, 32, false),
-            (On, false, 0, 32, true),
-            (Off, true, -1, 32, false),
+            (Auto, true, -1, 32, 1, true),
+            (Auto, true, 99, 32, 1, true),
+            (Auto, true, 33, 32, 1, true),
+            (Auto, true, 32, 32, 1, false),
+            (Auto, true, 0, 32, 1, false),
+            (Auto, false, -1, 32, 1, false),
+            (Auto, true, -1, 32, 2, false),
+            (Auto, true, -1, 32, 16, false),
+            (On, false, 0, 32, 16, true),
+            (Off, true, -1, 32, 1, false),
         ];
-        for (mode, gpu, layers, n_layer, want) in cases {
+        for (mode, gpu, layers, n_layer, slots, want) in cases {
             assert_eq!(
-                device_sampling_on(mode, gpu, layers, n_layer),
+                device_sampling_on(mode, gpu, layers, n_layer, slots),
                 want,
-                "{mode:?} gpu={gpu} layers={layers}"
+                "{mode:?} gpu={gpu} layers={layers} slots={slots}"
             );
         }
         let base = ["runner-llamacpp", "--model", "m", "--socket", "s"];
         let a = Args::try_parse_from(base).unwrap();
-        assert_eq!((a.device_sampling, a.device_top_k), (Off, 256));
+        assert_eq!((a.device_sampling, a.device_top_k), (Auto, 256));
         let a = Args::try_parse_from(base.iter().chain(&["--device-sampling", "on"])).unwrap();
         assert_eq!(a.device_sampling, On);
         assert!(Args::try_parse_from(base.iter().chain(&["--device-sampling", "gpu"])).is_err());
