@@ -18,12 +18,12 @@ pub struct Args {
     #[arg(long)]
     pub no_repack: bool,
     /// Choose each row's top candidates on the device that computes the logits and copy only
-    /// those to the host (requests that need whole rows still get them). auto (the default) =
-    /// when the output layer is on a GPU and the context has one slot: with patch 0004's radix
-    /// top-k it measured +1.5 % at 1 stream and level to -1 % at 16 on an H200
-    /// (native/gpu-results.md, run G), where the host scan of one 128k row the GPU just wrote
-    /// (~70 µs a step) is what it saves.
-    #[arg(long, value_enum, default_value_t = DeviceSampling::Auto)]
+    /// those to the host (requests that need whole rows still get them). auto = when the output
+    /// layer is on a GPU and the context has one slot. Off by default: with patch 0004's radix
+    /// top-k it measured +1.5 % at 1 stream and level to -1 % at 16 on an H200 (run G), and
+    /// level at 1 stream on an H100 (run T: the host's 36 µs scan of the row moves to the GPU;
+    /// native/gpu-results.md).
+    #[arg(long, value_enum, default_value_t = DeviceSampling::Off)]
     pub device_sampling: DeviceSampling,
     /// Candidates per row with device sampling.
     #[arg(long, hide = true, default_value_t = 256)]

@@ -399,7 +399,7 @@ mod tests {
     fn takes_the_shared_load_flags_and_its_own() {
         // Every load flag's mapping is runner-protocol's round-trip test (args.rs); here: the
         // flattened struct parses what LoadOptions emits beside this runner's own switches,
-        // which default off (device sampling: auto).
+        // which default off.
         let o = LoadOptions {
             model: "/m/a.gguf".into(),
             main_gpu: Some(1),
@@ -419,7 +419,7 @@ mod tests {
                 a.step_stats,
                 a.load_delay_ms
             ),
-            (DeviceSampling::Auto, 256, 0, 0)
+            (DeviceSampling::Off, 256, 0, 0)
         );
     }
 
@@ -448,7 +448,7 @@ mod tests {
         }
         let base = ["runner-llamacpp", "--model", "m", "--socket", "s"];
         let a = Args::try_parse_from(base).unwrap();
-        assert_eq!((a.device_sampling, a.device_top_k), (Auto, 256));
+        assert_eq!((a.device_sampling, a.device_top_k), (Off, 256));
         let a = Args::try_parse_from(base.iter().chain(&["--device-sampling", "on"])).unwrap();
         assert_eq!(a.device_sampling, On);
         assert!(Args::try_parse_from(base.iter().chain(&["--device-sampling", "gpu"])).is_err());

@@ -198,11 +198,13 @@ hb_herd() {
   if hb_serve 1 "$HB_CTX1" "$r1"; then
     hb_client herd-x1 1 --num-ctx "$HB_CTX1" gen:"$HB_R" probe:"$HB_PROBES" chat:1 fmt:"$HB_R" ff20:2 copy:2 mem
   fi
-  # Device sampling is the runner's default with one slot (auto); A/B: host sampling of the
-  # whole 128k row (run G: device top-k +1.5 % at one stream).
-  hb_stamp "herd x1 host sampling"
-  if w=$(hb_wrapper hostsamp --device-sampling off --step-stats 128) && hb_serve 1 "$HB_CTX1" "$w"; then
-    hb_client herd-x1-hostsamp 1 --num-ctx "$HB_CTX1" gen:"$HB_R"
+  # Host sampling of the whole row is the runner's default; A/B (run T: level with it at one
+  # stream on an H100; run G: +1.5 % on an H200): device top-k with one slot (auto).
+  if [ "${HB_OLD_AB:-0}" = 1 ]; then
+  hb_stamp "herd x1 device sampling"
+  if w=$(hb_wrapper devsamp --device-sampling auto --step-stats 128) && hb_serve 1 "$HB_CTX1" "$w"; then
+    hb_client herd-x1-devsamp 1 --num-ctx "$HB_CTX1" gen:"$HB_R"
+  fi
   fi
   # The A/Bs run K and J settled (OMP_WAIT_POLICY=PASSIVE, --threads 4, the first-token hold;
   # native/gpu-results.md) run again only with HB_OLD_AB=1: they cost ~3 min of device time.

@@ -30,8 +30,8 @@ and the real-model copy task (phase real: SmolLM2 from the dev box, labels real-
                       one CUDA graph for all token counts (--no-graph-per-shape; the runner keeps
                       one per count, patch 0005, since run O); x16_onegraph_over_bb16 and
                       fmt_over_free_x16_onegraph the x16 ratios with it (HB_OLD_AB=1)
-  x1_hostsamp_over_bb1  x1 with host sampling (--device-sampling off; auto samples on the
-                      device with one slot)
+  x1_devsamp_over_bb1   x1 with device top-k (--device-sampling auto, HB_OLD_AB=1; the
+                      runner samples whole rows on the host by default)
   x16_nopad_over_bb16, fmt_over_free_x16_nopad  the x16 ratios without step padding
                       (--step-padding off; the runner pads one-token decode steps on a GPU)
 With --herd-log, the runner's stats lines in herd serve's log (`--step-stats` per-phase ms a
@@ -253,7 +253,7 @@ def main():
                                           run.req_mean("mlx-real-x1", "rcopy", "erate")),
         "x16_onegraph_over_bb16": ratio(agg("herd-x16-onegraph", "gen"), bbv(16)),
         "fmt_over_free_x16_onegraph": ratio(med("herd-x16-onegraph", "fmt"), med("herd-x16-onegraph", "gen")),
-        "x1_hostsamp_over_bb1": ratio(agg("herd-x1-hostsamp", "gen"), bbv(1)),
+        "x1_devsamp_over_bb1": ratio(agg("herd-x1-devsamp", "gen"), bbv(1)),
         "x16_nopad_over_bb16": ratio(agg("herd-x16-nopad", "gen"), bbv(16)),
         "fmt_over_free_x16_nopad": ratio(med("herd-x16-nopad", "fmt"), med("herd-x16-nopad", "gen")),
         "real_ngram_greedy_identical": (sorted(q["digest"] for q in run.reqs("real-x1-ngram", "rcopy"))
