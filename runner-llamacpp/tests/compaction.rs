@@ -42,31 +42,10 @@ async fn a_request_moved_into_a_finished_slot_continues_unchanged() {
         greedy("1, 2, 3, 4,", 12),
         greedy("Once upon a time, in a small village,", 40),
     ];
-    let solo = {
-        let r = Runner::spawn(&gemma(), &flags);
-        r.wait_ready().await;
-        let mut out = Vec::new();
-        for q in &reqs {
-            out.push(complete(&r.socket, q.clone()).await.text);
-        }
-        out
-    };
+    let solo = solo(&flags, &reqs).await;
     let r = Logged::ready(&gemma(), &flags).await;
     // Admit A, B, C one after the other (slots 0, 1, 2); B stops first and leaves a hole.
-    let mut handles = Vec::new();
-    for q in &reqs {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        handles.push(tokio::spawn(stream(
-            r.socket().to_path_buf(),
-            q.clone(),
-            tx,
-        )));
-        rx.await.expect("first chunk");
-    }
-    let mut got = Vec::new();
-    for h in handles {
-        got.push(h.await.unwrap().text);
-    }
+    let got = staggered(r.socket(), &reqs).await;
     let lines = r.lines();
     assert!(
         lines.iter().any(|l| l == "moved slot 2 to slot 1"),
@@ -78,6 +57,17 @@ async fn a_request_moved_into_a_finished_slot_continues_unchanged() {
         "padded on the CPU by default: {lines:?}"
     );
     assert_eq!(got, solo);
+}
+
+/// Each request's text when it runs alone on a runner with `flags`.
+async fn solo(flags: &[&str], reqs: &[Value]) -> Vec<String> {
+    let r = Runner::spawn(&gemma(), flags);
+    r.wait_ready().await;
+    let mut out = Vec::new();
+    for q in reqs {
+        out.push(complete(&r.socket, q.clone()).await.text);
+    }
+    out
 }
 
 /// Admit every request in `reqs` one after the other (each waits for the one before to
@@ -106,15 +96,7 @@ async fn padded_steps_leave_every_request_unchanged() {
         greedy("Once upon a time, in a small village,", 40),
         greedy("The best way to learn a language is", 36),
     ];
-    let solo = {
-        let r = Runner::spawn(&gemma(), &flags);
-        r.wait_ready().await;
-        let mut out = Vec::new();
-        for q in &reqs {
-            out.push(complete(&r.socket, q.clone()).await.text);
-        }
-        out
-    };
+    let solo = solo(&flags, &reqs).await;
     let padded = [&flags[..], &["--step-padding", "on"]].concat();
     let r = Logged::ready(&gemma(), &padded).await;
     // Slots 0-3; B (slot 1) ends first, D moves into its hole, and the three left decode with a

@@ -165,26 +165,9 @@ fn show_chunk(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::client::Client;
-    use serde_json::Map;
 
     fn session() -> Session {
-        Session {
-            client: Client::new(&Default::default()).unwrap(),
-            model: "m".into(),
-            messages: Vec::new(),
-            loaded_messages: Vec::new(),
-            system: None,
-            options: Map::new(),
-            format: None,
-            think: None,
-            think_explicit: false,
-            keep_alive: None,
-            verbose: false,
-            hide_thinking: false,
-            word_wrap: false,
-            multimodal: false,
-        }
+        crate::cli::run::test_session("m")
     }
 
     #[test]

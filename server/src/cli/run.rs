@@ -440,27 +440,33 @@ impl Session {
     }
 }
 
+/// A session with nothing set, for tests (oneshot.rs's too).
+#[cfg(test)]
+pub(crate) fn test_session(model: &str) -> Session {
+    Session {
+        client: Client::new(&Default::default()).unwrap(),
+        model: model.into(),
+        messages: Vec::new(),
+        loaded_messages: Vec::new(),
+        system: None,
+        options: Map::new(),
+        format: None,
+        think: None,
+        think_explicit: false,
+        keep_alive: None,
+        verbose: false,
+        hide_thinking: false,
+        word_wrap: false,
+        multimodal: false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn session() -> Session {
-        Session {
-            client: Client::new(&Default::default()).unwrap(),
-            model: "saved:latest".into(),
-            messages: Vec::new(),
-            loaded_messages: Vec::new(),
-            system: None,
-            options: Map::new(),
-            format: None,
-            think: None,
-            think_explicit: false,
-            keep_alive: None,
-            verbose: false,
-            hide_thinking: false,
-            word_wrap: false,
-            multimodal: false,
-        }
+        test_session("saved:latest")
     }
 
     #[test]
