@@ -302,7 +302,7 @@ pub fn tool_call(c: &ToolCall, index: Option<usize>) -> Value {
         "type": "function",
         "function": {
             "name": c.function.name,
-            "arguments": Value::Object(c.function.arguments.clone()).to_string(),
+            "arguments": crate::api::gomarshal::arguments_string(&c.function.arguments),
         }
     });
     if let Some(i) = index {
