@@ -283,7 +283,9 @@ pub fn parse_arguments(s: &str) -> Result<Map<String, Value>, ApiError> {
     if s.trim().is_empty() {
         return Ok(Map::new());
     }
-    match serde_json::from_str::<Value>(s) {
+    // Go's json.Unmarshal (openai.go): a lone surrogate escape is U+FFFD, not an error.
+    let text = crate::prompt::parsers::govalue::go_surrogates(s.as_bytes());
+    match serde_json::from_slice::<Value>(&text) {
         Ok(Value::Object(m)) => Ok(m),
         _ => Err(ApiError::bad_request("invalid tool call arguments")),
     }
