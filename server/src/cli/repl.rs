@@ -92,7 +92,12 @@ pub(super) async fn repl(s: &mut Session, history: History) -> anyhow::Result<()
         }
         let text = std::mem::take(&mut sb);
         if let Err(e) = s.chat(&text).await {
-            println!("Error: {e:#}");
+            // Ollama ends the session on a failed turn, unless the thinking setting (which `/set`
+            // can change) or an upstream hiccup caused it; the user's message stays either way.
+            match text::chat_failure(&format!("{e:#}")) {
+                text::ChatFailure::Continue(line) => println!("{line}"),
+                text::ChatFailure::Exit => return Err(e),
+            }
         }
     }
 }
