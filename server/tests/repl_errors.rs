@@ -1,6 +1,7 @@
 //! How the `herd run` REPL meets a failed turn, as Ollama's (cmd/interactive.go
-//! `generateInteractive`, cmd/cmd.go `chat`): an error about thinking is printed and the
-//! session goes on with the user's message kept; any other failed turn ends the session with
+//! `generateInteractive`, cmd/cmd.go `chat`): `/set think LEVEL` takes any level and the server
+//! judges it at the next turn; that error, like any about thinking, is printed and the session
+//! goes on with the user's message kept; any other failed turn ends the session with
 //! `Error: …` and exit status 1. The real `herd serve` and `herd run` in a terminal, with the
 //! fake runner answering.
 //!
@@ -85,6 +86,24 @@ fn think_errors_keep_the_session_and_other_errors_end_it() {
     t.press("hi\r");
     t.expect(r#"error: 400 Bad Request: "echo" does not support thinking"#);
     t.expect(">>> ");
+    // A level is taken as written, no local check: the error comes with the next turn, from
+    // the server.
+    t.press("/set think bogus\r");
+    t.expect("Set 'think' mode to 'bogus'.");
+    t.expect(">>> ");
+    t.press("again\r");
+    t.expect(concat!(
+        r#"error: 400 Bad Request: invalid think value: "bogus" "#,
+        r#"(must be "high", "medium", "low", "max", true, or false)"#
+    ));
+    t.expect(">>> ");
+    // `true` as a level is the string "true", which the server refuses too.
+    t.press("/set think true\r");
+    t.expect("Set 'think' mode to 'true'.");
+    t.expect(">>> ");
+    t.press("more\r");
+    t.expect(r#"error: 400 Bad Request: invalid think value: "true""#);
+    t.expect(">>> ");
     // The failed turns' messages stayed: the next prompt carries them all (merged into one
     // user turn by the template engine).
     t.press("/set nothink\r");
@@ -92,7 +111,11 @@ fn think_errors_keep_the_session_and_other_errors_end_it() {
     t.expect(">>> ");
     t.press("third\r");
     t.expect("[user:hi");
-    t.expect("third]");
+    let merged = t.expect("third]");
+    assert!(
+        merged.contains("again") && merged.contains("more"),
+        "{merged:?}"
+    );
     t.expect(">>> ");
     // Any other error ends the session.
     t.press("/load crash\r");
