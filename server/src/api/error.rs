@@ -137,6 +137,13 @@ pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
         Ok(v) => return Ok(v),
         Err(e) => e,
     };
+    // Go reads a `\u` escape of a lone UTF-16 surrogate as U+FFFD where serde_json refuses the
+    // body: decode the body as Go reads it, errors included (the rewrite keeps every other byte,
+    // and the rewritten body has no such escape left, so this recurses once at most). Only a
+    // failed decode looks, so the common path pays nothing.
+    if let std::borrow::Cow::Owned(fixed) = crate::prompt::parsers::govalue::go_surrogates(bytes) {
+        return decode_json(&fixed);
+    }
     // Go reports the first syntax error of the value before any type mismatch, so a failed
     // decode is scanned with Go's rules. A value serde decoded is well-formed JSON, so the scan
     // (the costly part of a 50 MB body) is skipped on the success path.
@@ -197,6 +204,24 @@ mod tests {
             model: String,
         }
         assert_eq!(decode_json::<Zero>(b" null ").unwrap().model, "");
+    }
+
+    #[test]
+    fn lone_surrogate_escapes_decode_as_go_reads_them() {
+        // U+FFFD for each escape that is not half of a valid pair; a pair stays one character.
+        let r: Req = decode_json(br#"{"model":"a\ud800b\udc00\ud83d\ude00\ud800\u0041"}"#).unwrap();
+        assert_eq!(r.model, "a\u{fffd}b\u{fffd}\u{1f600}\u{fffd}A");
+        // An escaped backslash before `ud800` is text, not an escape.
+        let r: Req = decode_json(br#"{"model":"\\ud800"}"#).unwrap();
+        assert_eq!(r.model, "\\ud800");
+        // Other errors keep their texts.
+        let err = |b: &[u8]| decode_json::<Req>(b).unwrap_err().to_string();
+        assert_eq!(err(br#"{"model":"\ud800""#), "unexpected EOF");
+        assert_eq!(
+            err(br#"{"model":"\ud800" x}"#),
+            "invalid character 'x' after object key:value pair"
+        );
+        assert!(err(br#"{"model":["\ud800"]}"#).contains("invalid type"));
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub mod embed;
 pub mod error;
 pub mod generate;
 pub mod gojson;
+pub mod gomarshal;
 pub mod guard;
 pub mod health;
 pub mod inference;

@@ -158,8 +158,9 @@ pub struct ToolCallFunction {
     #[serde(default)]
     pub index: i64,
     pub name: String,
-    /// An ordered JSON object (never a string on the native API).
-    #[serde(default)]
+    /// An ordered JSON object (never a string on the native API), its floats printed as Go
+    /// prints them (`gomarshal`).
+    #[serde(default, serialize_with = "crate::api::gomarshal::arguments")]
     pub arguments: Map<String, Value>,
 }
 

@@ -91,7 +91,7 @@ impl Client {
             return Ok(resp);
         }
         let bytes = resp.bytes().await.unwrap_or_default();
-        Err(anyhow!(error_message(status, &bytes)))
+        Err(anyhow!(stream_error(status, &bytes)))
     }
 
     pub async fn json<B: Serialize + ?Sized, T: DeserializeOwned>(
@@ -125,9 +125,48 @@ fn error_message(status: StatusCode, body: &[u8]) -> String {
     }
 }
 
+/// An error status on a streamed request (`/api/chat`, `/api/generate`) as Ollama's client
+/// reports it (api/client.go `stream`: a `StatusError` with the status line, printed
+/// "<status>: <message>"): the message of the body's `{"error"}`, else the body's text.
+fn stream_error(status: StatusCode, body: &[u8]) -> String {
+    #[derive(serde::Deserialize)]
+    struct ErrorBody {
+        #[serde(default)]
+        error: String,
+    }
+    let message = match serde_json::from_slice::<ErrorBody>(body) {
+        Ok(e) => e.error,
+        Err(_) => String::from_utf8_lossy(body).trim().to_owned(),
+    };
+    if message.is_empty() {
+        status.to_string()
+    } else {
+        format!("{status}: {message}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stream_errors_carry_the_status_line() {
+        assert_eq!(
+            stream_error(
+                StatusCode::BAD_REQUEST,
+                br#"{"error":"invalid think value: \"x\""}"#
+            ),
+            r#"400 Bad Request: invalid think value: "x""#
+        );
+        assert_eq!(
+            stream_error(StatusCode::NOT_FOUND, b"404 page not found\n"),
+            "404 Not Found: 404 page not found"
+        );
+        assert_eq!(
+            stream_error(StatusCode::INTERNAL_SERVER_ERROR, b"{}"),
+            "500 Internal Server Error"
+        );
+    }
 
     #[test]
     fn error_messages() {

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use super::history::History;
 use super::lineedit::{Line, LineEditor};
 use super::repl_text as text;
-use super::run::{check_model, think_value, Session};
+use super::run::{check_model, Session};
 
 /// What the lines being read belong to: Ollama's `"""` states.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -92,7 +92,12 @@ pub(super) async fn repl(s: &mut Session, history: History) -> anyhow::Result<()
         }
         let text = std::mem::take(&mut sb);
         if let Err(e) = s.chat(&text).await {
-            println!("Error: {e:#}");
+            // Ollama ends the session on a failed turn, unless the thinking setting (which `/set`
+            // can change) or an upstream hiccup caused it; the user's message stays either way.
+            match text::chat_failure(&format!("{e:#}")) {
+                text::ChatFailure::Continue(line) => println!("{line}"),
+                text::ChatFailure::Exit => return Err(e),
+            }
         }
     }
 }
@@ -204,8 +209,10 @@ async fn set(s: &mut Session, ed: &mut LineEditor, args: &[&str]) -> anyhow::Res
             println!("Set 'quiet' mode.");
         }
         ("think", rest) => {
-            let level = rest.first().copied();
-            s.think = Some(think_value(level.unwrap_or("true"))?);
+            // As in Ollama, a level is sent as it is written (even `true`) and only the server
+            // judges it, at the next turn ("invalid think value", which the REPL survives).
+            let level = rest.first().copied().filter(|l| !l.is_empty());
+            s.think = Some(level.map_or(Value::Bool(true), |l| Value::String(l.into())));
             s.think_explicit = true;
             warn_if_not_thinking(s).await;
             println!("{}", text::think_set(level));

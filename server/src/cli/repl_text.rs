@@ -152,10 +152,61 @@ pub(super) fn thinking_warning(model: &str, capabilities: &[Value]) -> Option<St
         .then(|| format!("warning: model {model:?} does not support thinking output"))
 }
 
+/// What the REPL does after a chat turn failed with `error` (Ollama's `generateInteractive` and
+/// `chat`, cmd/interactive.go and cmd/cmd.go, which match on the error's text).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum ChatFailure {
+    /// Print this line and read the next prompt.
+    Continue(String),
+    /// End the session with the error (`Error: …` on stderr, exit status 1).
+    Exit,
+}
+
+pub(super) fn chat_failure(error: &str) -> ChatFailure {
+    if error.contains("does not support thinking") || error.contains("invalid think value") {
+        // The thinking setting is wrong, and `/set` can change it.
+        ChatFailure::Continue(format!("error: {error}"))
+    } else if error.contains("upstream error") {
+        ChatFailure::Continue(
+            "An error occurred while processing your message. Please try again.".into(),
+        )
+    } else {
+        ChatFailure::Exit
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn chat_failures_end_the_session_unless_about_thinking() {
+        let think = r#"400 Bad Request: invalid think value: "x" (must be "high", "medium", "low", "max", true, or false)"#;
+        for (error, want) in [
+            (think, ChatFailure::Continue(format!("error: {think}"))),
+            (
+                "400 Bad Request: \"tiny\" does not support thinking",
+                ChatFailure::Continue(
+                    "error: 400 Bad Request: \"tiny\" does not support thinking".into(),
+                ),
+            ),
+            (
+                "upstream error: bad gateway",
+                ChatFailure::Continue(
+                    "An error occurred while processing your message. Please try again.".into(),
+                ),
+            ),
+            (
+                "500 Internal Server Error: model runner has unexpectedly stopped",
+                ChatFailure::Exit,
+            ),
+            ("could not connect to herd server", ChatFailure::Exit),
+            ("boom", ChatFailure::Exit),
+        ] {
+            assert_eq!(chat_failure(error), want, "{error}");
+        }
+    }
 
     #[test]
     fn show_parameters_layout() {

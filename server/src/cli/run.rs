@@ -371,17 +371,12 @@ impl Session {
             }
             return Ok(());
         };
-        match outcome {
-            Ok(reply) => {
-                self.messages
-                    .push(json!({"role": "assistant", "content": reply}));
-                Ok(())
-            }
-            Err(e) => {
-                self.messages.pop();
-                Err(e)
-            }
-        }
+        // A failed turn leaves the user's message in the history, as Ollama's REPL does (it
+        // appends the message before asking, and keeps it when it goes on after an error).
+        let reply = outcome?;
+        self.messages
+            .push(json!({"role": "assistant", "content": reply}));
+        Ok(())
     }
 
     /// One streamed chat answer; `shown` is set once any of it is on screen.

@@ -58,5 +58,7 @@ async fn run(state: AppState, body: Result<Bytes, BytesRejection>) -> Result<Res
         Reply::One(r) => r,
         Reply::Stream(s) => chat::fold(s).await?,
     };
-    Ok(Json(response::message(&r, &id)).into_response())
+    // Go's float text for the tool-use `input` (the body's only floats), as Ollama marshals it.
+    let body = response::message(&r, &id);
+    Ok(Json(crate::api::gomarshal::Go(&body)).into_response())
 }

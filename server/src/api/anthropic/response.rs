@@ -161,7 +161,7 @@ impl Frames<ChatResponse> for EventFrames {
             self.called_tools = true;
             out += &self.close();
             out += &self.start(json!({"type": "tool_use", "id": tool_id(call), "name": call.function.name, "input": {}}));
-            let args = Value::Object(call.function.arguments.clone()).to_string();
+            let args = crate::api::gomarshal::arguments_string(&call.function.arguments);
             out += &self.delta(json!({"type": "input_json_delta", "partial_json": args}));
             out += &sse::event(
                 "content_block_stop",

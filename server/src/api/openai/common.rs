@@ -283,7 +283,9 @@ pub fn parse_arguments(s: &str) -> Result<Map<String, Value>, ApiError> {
     if s.trim().is_empty() {
         return Ok(Map::new());
     }
-    match serde_json::from_str::<Value>(s) {
+    // Go's json.Unmarshal (openai.go): a lone surrogate escape is U+FFFD, not an error.
+    let text = crate::prompt::parsers::govalue::go_surrogates(s.as_bytes());
+    match serde_json::from_slice::<Value>(&text) {
         Ok(Value::Object(m)) => Ok(m),
         _ => Err(ApiError::bad_request("invalid tool call arguments")),
     }
@@ -302,7 +304,7 @@ pub fn tool_call(c: &ToolCall, index: Option<usize>) -> Value {
         "type": "function",
         "function": {
             "name": c.function.name,
-            "arguments": Value::Object(c.function.arguments.clone()).to_string(),
+            "arguments": crate::api::gomarshal::arguments_string(&c.function.arguments),
         }
     });
     if let Some(i) = index {

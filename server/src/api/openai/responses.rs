@@ -263,7 +263,7 @@ pub fn output_items(r: &ChatResponse) -> Vec<Value> {
         ));
     }
     for c in &r.message.tool_calls {
-        let args = Value::Object(c.function.arguments.clone()).to_string();
+        let args = crate::api::gomarshal::arguments_string(&c.function.arguments);
         out.push(call_item(
             &common::random_id("fc_", 24),
             "completed",

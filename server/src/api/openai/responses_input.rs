@@ -142,7 +142,9 @@ pub(super) fn input_messages(
                 .map_err(|e| ApiError::bad_request(format!("invalid function_call item: {e}")))?;
                 let arguments = match f.arguments {
                     Some(Value::String(s)) if !s.is_empty() => {
-                        serde_json::from_str(&s).map_err(|e| {
+                        // Go's json.Unmarshal: a lone surrogate escape is U+FFFD.
+                        let text = crate::prompt::parsers::govalue::go_surrogates(s.as_bytes());
+                        serde_json::from_slice(&text).map_err(|e| {
                             ApiError::bad_request(format!(
                                 "failed to parse function call arguments: {e}"
                             ))

@@ -174,7 +174,7 @@ impl Frames<ChatResponse> for EventFrames {
             out += &self.close();
             let oi = self.output_index();
             let id = common::random_id("fc_", 24);
-            let args = Value::Object(call.function.arguments.clone()).to_string();
+            let args = crate::api::gomarshal::arguments_string(&call.function.arguments);
             let added = call_item(&id, "in_progress", call, "");
             let call_id = added["call_id"].clone();
             out += &self.ev(

@@ -61,18 +61,31 @@ pub fn any(v: J) -> J {
 /// `UnmarshalTypeError` does; `serde_json` agrees). Every parser decoding what a model wrote
 /// goes through here, so a tool call whose arguments hold `"\ud800"` is the call Ollama returns.
 pub fn decode(text: &str) -> Option<J> {
-    serde_json::from_str(&go_surrogates(text)).ok()
+    serde_json::from_str(&go_surrogates_str(text)).ok()
 }
 
-/// `text` with every `\u` escape of a surrogate that does not start a valid pair (`\uD800`–
-/// `\uDBFF` followed by a `\uDC00`–`\uDFFF` escape) replaced by `\ufffd`, which is what Go's
-/// decoder makes of it (encoding/json `unquote`: an invalid surrogate is the replacement rune,
-/// and the escape after it is read on its own). Other escapes are stepped over whole, so the
-/// `\\` in `\\ud800` (a backslash, then the text `ud800`) is never mistaken for the start of
-/// an escape. Outside strings a backslash is a syntax error either way, so rewriting there
-/// changes nothing.
-fn go_surrogates(text: &str) -> std::borrow::Cow<'_, str> {
-    let b = text.as_bytes();
+/// `text` with every `\u` escape of a surrogate that does not start a valid pair
+/// ([`go_surrogates`]).
+fn go_surrogates_str(text: &str) -> std::borrow::Cow<'_, str> {
+    match go_surrogates(text.as_bytes()) {
+        std::borrow::Cow::Borrowed(_) => std::borrow::Cow::Borrowed(text),
+        // Only ASCII escapes were replaced, by ASCII escapes: still UTF-8.
+        std::borrow::Cow::Owned(b) => {
+            std::borrow::Cow::Owned(String::from_utf8(b).unwrap_or_else(|_| text.to_owned()))
+        }
+    }
+}
+
+/// JSON text `b` with every `\u` escape of a surrogate that does not start a valid pair
+/// (`\uD800`–`\uDBFF` followed by a `\uDC00`–`\uDFFF` escape) replaced by `\ufffd`, which is
+/// what Go's decoder makes of it (encoding/json `unquote`: an invalid surrogate is the
+/// replacement rune, and the escape after it is read on its own) and what `serde_json` refuses.
+/// Other escapes are stepped over whole, so the `\\` in `\\ud800` (a backslash, then the text
+/// `ud800`) is never mistaken for the start of an escape. Outside strings a backslash is a
+/// syntax error either way, so rewriting there changes nothing; each replacement is as long as
+/// what it replaces, so positions stay put. Borrowed when nothing is replaced. Request bodies
+/// (`api::error::decode_json`) and model output decoded by the parsers both go through here.
+pub fn go_surrogates(b: &[u8]) -> std::borrow::Cow<'_, [u8]> {
     // The code unit of a `\uXXXX` escape at `i`.
     let unit = |i: usize| -> Option<u16> {
         match b.get(i..i + 6)? {
@@ -82,7 +95,7 @@ fn go_surrogates(text: &str) -> std::borrow::Cow<'_, str> {
             _ => None,
         }
     };
-    let (mut out, mut copied, mut i) = (String::new(), 0, 0);
+    let (mut out, mut copied, mut i) = (Vec::new(), 0, 0);
     while i < b.len() {
         if b[i] != b'\\' {
             i += 1;
@@ -99,8 +112,8 @@ fn go_surrogates(text: &str) -> std::borrow::Cow<'_, str> {
             i += 12;
         } else {
             if (0xD800..0xE000).contains(&u) {
-                out.push_str(&text[copied..i]);
-                out.push_str("\\ufffd");
+                out.extend_from_slice(&b[copied..i]);
+                out.extend_from_slice(b"\\ufffd");
                 copied = i + 6;
             }
             i += 6;
@@ -108,9 +121,9 @@ fn go_surrogates(text: &str) -> std::borrow::Cow<'_, str> {
     }
     if out.is_empty() {
         // Nothing replaced (a replacement always writes `\ufffd`).
-        return std::borrow::Cow::Borrowed(text);
+        return std::borrow::Cow::Borrowed(b);
     }
-    out.push_str(&text[copied..]);
+    out.extend_from_slice(&b[copied..]);
     std::borrow::Cow::Owned(out)
 }
 

@@ -32,7 +32,7 @@
 //! tool names after it), (2) a tool name that is a prefix of the text's very end does not hold
 //! back calls at `done` (Ollama waits for more text that never comes and drops every call).
 
-use super::{call_id, partial_tag_len, Parsed, Parser};
+use super::{call_id, govalue, partial_tag_len, Parsed, Parser};
 use crate::prompt::ToolCall;
 use serde_json::{Map, Value};
 
@@ -173,10 +173,19 @@ impl Parser for ToolParser {
 
 /// Ollama's `parseToolCall`: the name, arguments and where parsing resumes (the later of the
 /// name's end and the arguments' closing brace, which stays in the buffer).
+///
+/// Ollama decodes the object into Go's `map[string]any` and copies it into the ordered
+/// arguments, so every value is as Go prints it back ([`govalue::any`]: each number a float64,
+/// `1.0` is `1`, past 2^53 digits are lost; nested keys sorted). The top-level keys keep the
+/// model's order: Go's map iteration gives them in a random one, of which this is one.
 fn parse_call(names: &[String], buf: &str, wait: bool) -> Option<(String, Args, usize)> {
     let (name, name_end) = find_tool(names, buf, wait)?;
     let (args, close) = find_arguments(name, buf)?;
-    Some((name.to_string(), args?, name_end.max(close)))
+    let args = args?
+        .into_iter()
+        .map(|(k, v)| (k, govalue::any(v)))
+        .collect();
+    Some((name.to_string(), args, name_end.max(close)))
 }
 
 /// Ollama's `findTool`: the first-occurring known name (the longest at a tie) and its end; none
@@ -245,7 +254,7 @@ fn find_arguments(name: &str, buf: &str) -> Option<(Option<Args>, usize)> {
         } else if c == b'}' {
             depth -= 1;
             if let (0, Some(s)) = (depth, start) {
-                match super::govalue::decode(&buf[s..=i]) {
+                match govalue::decode(&buf[s..=i]) {
                     Some(Value::Object(data)) => {
                         let args = match find_object(name, &data) {
                             Some(found) => found,
@@ -270,7 +279,7 @@ fn find_object(name: &str, obj: &Args) -> Option<Option<Args>> {
     // decodes into Go's nil map).
     let find_map = |key: &str| match obj.get(key) {
         Some(Value::Object(m)) => Some(Some(m.clone())),
-        Some(Value::String(s)) => match super::govalue::decode(s) {
+        Some(Value::String(s)) => match govalue::decode(s) {
             Some(Value::Object(m)) => Some(Some(m)),
             Some(Value::Null) => Some(None),
             _ => None,

@@ -105,7 +105,8 @@ fn arguments_decode_as_go_reads_them() {
         tc,
         r#"<tool_call>{"name": "add", "arguments": {"a": 1e400}}</tool_call><tool_call>{"name": "add", "arguments": {"a": 1e-400}}</tool_call>"#,
         "",
-        &[("add", json!({"a": 0.0}))],
+        // Underflow is float64 0, which Go prints as `0`.
+        &[("add", json!({"a": 0}))],
     );
     let overflow = r#"{"name": "add", "arguments": {"a": 1e400}} and more"#;
     check("{", overflow, overflow, &[]);
@@ -114,6 +115,25 @@ fn arguments_decode_as_go_reads_them() {
         r#"{"name": "add", "arguments": {"a": "\ud800"}}"#,
         "",
         &[("add", json!({"a": "\u{fffd}"}))],
+    );
+}
+
+#[test]
+fn argument_values_are_go_values() {
+    // Ollama decodes the arguments into `map[string]any`: every number is a float64 (`1.0` is
+    // the integer 1 on the wire, digits past 2^53 are lost), nested objects print with sorted
+    // keys; the top-level keys keep the model's order.
+    let r = run(
+        &mut parser("<tool_call>"),
+        &[concat!(
+            r#"<tool_call>{"name":"add","arguments":{"z":1.0,"big":9007199254740993,"#,
+            r#""neg":-2.50,"deep":{"y":[1.0,{"b":2.0,"a":0.5}],"x":1E2}}}"#
+        )],
+    );
+    let args = &r.tool_calls[0].arguments;
+    assert_eq!(
+        serde_json::to_string(args).unwrap(),
+        r#"{"z":1,"big":9007199254740992,"neg":-2.5,"deep":{"x":100,"y":[1,{"a":0.5,"b":2}]}}"#
     );
 }
 

@@ -1,0 +1,130 @@
+//! How the `herd run` REPL meets a failed turn, as Ollama's (cmd/interactive.go
+//! `generateInteractive`, cmd/cmd.go `chat`): `/set think LEVEL` takes any level and the server
+//! judges it at the next turn; that error, like any about thinking, is printed and the session
+//! goes on with the user's message kept; any other failed turn ends the session with
+//! `Error: …` and exit status 1. The real `herd serve` and `herd run` in a terminal, with the
+//! fake runner answering.
+//!
+//! Needs `cargo build -p fake-runner` and util-linux `script`.
+
+mod herd_proc;
+mod serve_support;
+mod terminal_support;
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use herd_proc::{listen, Listening, HERD};
+use serve_support::api_support::{ago, TestStore, MT_TEMPLATE};
+use serve_support::scheduler_support;
+use terminal_support::Terminal;
+
+struct Server {
+    child: Child,
+    addr: String,
+    home: tempfile::TempDir,
+}
+
+impl Server {
+    fn start(ts: &TestStore) -> Server {
+        // herd serve creates ~/.ollama/id_ed25519: keep it out of the real home.
+        let home = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new(HERD);
+        cmd.arg("serve")
+            .env("HOME", home.path())
+            .env("OLLAMA_HOST", "127.0.0.1:0")
+            .env("OLLAMA_MODELS", ts.root())
+            .env("HERD_RUNNER", scheduler_support::fake_runner())
+            .env_remove("HERD_LOG_FORMAT")
+            .stdout(Stdio::null());
+        let Listening { child, addr, .. } = listen(&mut cmd, Duration::from_secs(30), None);
+        Server { child, addr, home }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn think_errors_keep_the_session_and_other_errors_end_it() {
+    if !Terminal::available() {
+        return serve_support::prereq::missing("util-linux `script`");
+    }
+    let ts = TestStore::new();
+    ts.model(
+        "echo",
+        "latest",
+        b"#fake-runner\n--echo\n",
+        &[(
+            MT_TEMPLATE,
+            b"{{ range .Messages }}[{{ .Role }}:{{ .Content }}]{{ end }}",
+        )],
+        ago(60),
+    );
+    // Fails its first answer: the runner dies after one token.
+    ts.model(
+        "crash",
+        "latest",
+        b"#fake-runner\n--tokens\none two three four\n--crash-after\n1\n",
+        &[],
+        ago(60),
+    );
+    let s = Server::start(&ts);
+    let mut t = Terminal::start(&s.addr, s.home.path(), "echo");
+    t.expect(">>> ");
+    // The server refuses thinking on this model: printed, and the session goes on.
+    t.press("/set think\r");
+    t.expect("Set 'think' mode.");
+    t.expect(">>> ");
+    t.press("hi\r");
+    t.expect(r#"error: 400 Bad Request: "echo" does not support thinking"#);
+    t.expect(">>> ");
+    // A level is taken as written, no local check: the error comes with the next turn, from
+    // the server.
+    t.press("/set think bogus\r");
+    t.expect("Set 'think' mode to 'bogus'.");
+    t.expect(">>> ");
+    t.press("again\r");
+    t.expect(concat!(
+        r#"error: 400 Bad Request: invalid think value: "bogus" "#,
+        r#"(must be "high", "medium", "low", "max", true, or false)"#
+    ));
+    t.expect(">>> ");
+    // `true` as a level is the string "true", which the server refuses too.
+    t.press("/set think true\r");
+    t.expect("Set 'think' mode to 'true'.");
+    t.expect(">>> ");
+    t.press("more\r");
+    t.expect(r#"error: 400 Bad Request: invalid think value: "true""#);
+    t.expect(">>> ");
+    // The failed turns' messages stayed: the next prompt carries them all (merged into one
+    // user turn by the template engine).
+    t.press("/set nothink\r");
+    t.expect("Set 'nothink' mode.");
+    t.expect(">>> ");
+    t.press("third\r");
+    t.expect("[user:hi");
+    let merged = t.expect("third]");
+    assert!(
+        merged.contains("again") && merged.contains("more"),
+        "{merged:?}"
+    );
+    t.expect(">>> ");
+    // Any other error ends the session.
+    t.press("/load crash\r");
+    t.expect(">>> ");
+    t.press("boom\r");
+    let status = t.exit_status();
+    let text = terminal_support::plain(&t.text());
+    assert_eq!(status.code(), Some(1), "{text}");
+    let tail = &text[text.rfind("boom").unwrap()..];
+    assert!(tail.contains("Error: "), "{tail:?}");
+    assert!(!tail.contains(">>> "), "{tail:?}");
+}
