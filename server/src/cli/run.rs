@@ -437,7 +437,7 @@ impl Session {
 
 /// A session with nothing set, for tests (oneshot.rs's too).
 #[cfg(test)]
-pub(crate) fn test_session(model: &str) -> Session {
+pub(super) fn test_session(model: &str) -> Session {
     Session {
         client: Client::new(&Default::default()).unwrap(),
         model: model.into(),
