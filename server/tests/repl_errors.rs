@@ -7,50 +7,14 @@
 //!
 //! Needs `cargo build -p fake-runner` and util-linux `script`.
 
+mod fake_serve;
 mod herd_proc;
 mod serve_support;
 mod terminal_support;
 
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
-
-use herd_proc::{listen, Listening, HERD};
+use fake_serve::Server;
 use serve_support::api_support::{ago, TestStore, MT_TEMPLATE};
-use serve_support::scheduler_support;
 use terminal_support::Terminal;
-
-struct Server {
-    child: Child,
-    addr: String,
-    home: tempfile::TempDir,
-}
-
-impl Server {
-    fn start(ts: &TestStore) -> Server {
-        // herd serve creates ~/.ollama/id_ed25519: keep it out of the real home.
-        let home = tempfile::tempdir().unwrap();
-        let mut cmd = Command::new(HERD);
-        cmd.arg("serve")
-            .env("HOME", home.path())
-            .env("OLLAMA_HOST", "127.0.0.1:0")
-            .env("OLLAMA_MODELS", ts.root())
-            .env("HERD_RUNNER", scheduler_support::fake_runner())
-            .env_remove("HERD_LOG_FORMAT")
-            .stdout(Stdio::null());
-        let Listening { child, addr, .. } = listen(&mut cmd, Duration::from_secs(30), None);
-        Server { child, addr, home }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let _ = self.child.wait();
-    }
-}
 
 #[test]
 fn think_errors_keep_the_session_and_other_errors_end_it() {
