@@ -56,6 +56,8 @@ fn quickstart_creates_and_runs_smollm2() {
         .env("HERD_BIN", &herd)
         .env("OLLAMA_HOST", &host)
         .env("OLLAMA_MODELS", home.path().join("models"))
+        // A sampled greeting from SmolLM2 runs on indefinitely now and then: bound it.
+        .env("HERD_QUICKSTART_MODELFILE", "PARAMETER num_predict 64")
         .env_remove("HERD_LOG_FORMAT")
         .stdin(Stdio::null())
         .output()
@@ -76,6 +78,14 @@ fn quickstart_creates_and_runs_smollm2() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&list.stdout).contains("smollm2:135m"));
+    // With the Modelfile lines the test gave it.
+    let params = Command::new(&herd)
+        .args(["show", "smollm2:135m", "--parameters"])
+        .env("OLLAMA_HOST", &host)
+        .output()
+        .unwrap();
+    let params = String::from_utf8_lossy(&params.stdout);
+    assert!(params.contains("num_predict"), "{params}");
     drop(_stop);
     for _ in 0..100 {
         let gone = std::fs::read_to_string(format!("/proc/{pid}/stat"))

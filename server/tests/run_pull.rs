@@ -109,10 +109,13 @@ fn run_pulls_a_missing_model_then_answers() {
     // The answer's first line of text: the screen as read (control sequences dropped), after the
     // echoed "hi". (Picking "a line without 'hi'" once chose a bare redraw sequence that the
     // second screen only prints after its prompt, when the model's answer itself began "hi.")
+    // The spinner's frames (braille glyphs, drawn while the answer is awaited and erased by
+    // control sequences that `plain` drops) may stand before it on a loaded machine.
     let shown = terminal_support::plain(&answer);
+    let spinner = |c: char| ('\u{2800}'..='\u{28ff}').contains(&c) || c.is_whitespace();
     let reply = shown
         .lines()
-        .map(str::trim)
+        .map(|l| l.trim().trim_start_matches(spinner))
         .skip_while(|l| !l.ends_with("hi"))
         .skip(1)
         .take_while(|l| !l.starts_with(">>>"))
