@@ -11,12 +11,11 @@
 mod herd_proc;
 mod serve_support;
 
-use std::io::Write;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use herd_proc::{listen, Listening, HERD};
+use herd_proc::{listen, piped, Listening, HERD};
 use serde_json::{json, Value};
 use serve_support::api_support::TestStore;
 use serve_support::{native_runner, prereq, register_file, rfc3339, test_model};
@@ -75,20 +74,7 @@ fn promtool_check(text: &str) {
         ));
         return;
     }
-    let mut child = Command::new(PROMTOOL)
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = piped(Command::new(PROMTOOL).args(["check", "metrics"]), text);
     let said = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

@@ -13,8 +13,6 @@ use crate::plan::{self, Padding, Seat, Take, Work};
 pub(super) struct Pad {
     pub on: bool,
     covered: Padding,
-    /// The last padded step's pads (for the debug log, which reports changes only).
-    last: Vec<usize>,
 }
 
 impl Engine {
@@ -35,16 +33,17 @@ impl Engine {
             })
             .collect();
         let p = plan::padding(&seats, &self.pad.covered);
-        self.pad.covered = p.clone();
-        if crate::ffi::log_debug() && !p.pads.is_empty() && p.pads != self.pad.last {
+        // The debug log reports changes only: `covered.pads` are the last step's pads.
+        if crate::ffi::log_debug() && !p.pads.is_empty() && p.pads != self.pad.covered.pads {
             let n = p.covers.len() - p.pads.len();
             eprintln!(
                 "runner-llamacpp: padded a decode step of {n} sequences with idle {:?}",
                 p.pads
             );
         }
-        self.pad.last.clone_from(&p.pads);
-        p.pads
+        let pads = p.pads.clone();
+        self.pad.covered = p;
+        pads
     }
 
     /// Take the pad rows out of the KV again.

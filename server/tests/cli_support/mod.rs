@@ -7,12 +7,14 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-pub const HERD: &str = env!("CARGO_BIN_EXE_herd");
+#[path = "../herd_proc/mod.rs"]
+mod herd_proc;
+pub use herd_proc::HERD;
 
 /// One request as the server saw it.
 #[derive(Debug, Clone)]
@@ -57,23 +59,12 @@ impl Recorder {
     /// `herd ARGS` against this server with `stdin` piped in: (exit code, stdout, stderr).
     pub fn herd(&self, args: &[&str], stdin: &str) -> (i32, String, String) {
         let home = tempfile::tempdir().unwrap();
-        let mut child = Command::new(HERD)
-            .args(args)
+        let mut cmd = Command::new(HERD);
+        cmd.args(args)
             .env("OLLAMA_HOST", &self.addr)
             .env("HOME", home.path())
-            .env_remove("OLLAMA_KEEP_ALIVE")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
+            .env_remove("OLLAMA_KEEP_ALIVE");
+        let out = herd_proc::piped(&mut cmd, stdin);
         (
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -3,11 +3,10 @@
 //! declares `herd_proc` and `serve_support` beside this module.
 #![allow(dead_code)]
 
-use std::io::Write;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use super::herd_proc::{listen, Listening, HERD};
+use super::herd_proc::{listen, piped, Listening, HERD};
 use super::serve_support::api_support::TestStore;
 use super::serve_support::scheduler_support;
 
@@ -45,20 +44,7 @@ impl Server {
 
     /// Runs herd with `stdin` piped in; returns (success, stdout, stderr).
     pub fn herd(&self, args: &[&str], stdin: &str) -> (bool, String, String) {
-        let mut child = self
-            .command(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
+        let out = piped(&mut self.command(args), stdin);
         (
             out.status.success(),
             String::from_utf8_lossy(&out.stdout).into_owned(),

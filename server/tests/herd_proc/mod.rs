@@ -1,11 +1,12 @@
 //! A real `herd serve` child process for the hardening tests: started with a temp HOME, the
 //! given store and extra environment, on an ephemeral loopback port; its stderr is kept (for
 //! assertions on the log) and its address read from the "Listening on" line. Killed on drop.
-//! [`listen`] is that start-up for any command line, used by every test that runs the binary.
+//! [`listen`] is that start-up for any command line, used by every test that runs the binary;
+//! [`piped`] runs a command to its end with a given stdin.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,6 +27,24 @@ pub struct Listening {
     pub addr: String,
     /// Its stderr lines, so far and to come.
     pub log: Arc<Mutex<Vec<String>>>,
+}
+
+/// Runs `cmd` to its end with `stdin` written to it (then closed) and its stdout and stderr
+/// captured.
+pub fn piped(cmd: &mut Command, stdin: &str) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
 }
 
 /// Spawns `cmd` with stderr piped and waits up to `wait` for its "Listening on ADDR" line;
