@@ -72,19 +72,30 @@ pub enum DeviceSampling {
     Off,
 }
 
-/// Whether to sample on the device. `auto`: with one slot, when the logits are computed on a
-/// GPU, i.e. a GPU backend is loaded and the output layer is offloaded (llama.cpp offloads the
-/// last `gpu_layers` of `n_layer` + 1 layers, the output layer last; negative = all).
+/// Whether to sample on the device, and why (for the load log). `auto`: with one slot, when the
+/// logits are computed on a GPU, i.e. a GPU backend is loaded and the output layer is offloaded
+/// (llama.cpp offloads the last `gpu_layers` of `n_layer` + 1 layers, the output layer last;
+/// negative = all). Never while the runner drafts (`drafts`: an n-gram drafter or a draft model,
+/// `on` included): a verify step has several outputs of one sequence, and llama.cpp's device
+/// samplers take one output per sequence (`llama_decode` refuses the step).
 pub fn device_sampling_on(
     mode: DeviceSampling,
     gpu: bool,
     gpu_layers: i32,
     n_layer: i32,
     parallel: u32,
-) -> bool {
+    drafts: bool,
+) -> (bool, &'static str) {
+    let offloaded = gpu && (gpu_layers < 0 || gpu_layers > n_layer);
     match mode {
-        DeviceSampling::On => true,
-        DeviceSampling::Off => false,
-        DeviceSampling::Auto => parallel <= 1 && gpu && (gpu_layers < 0 || gpu_layers > n_layer),
+        DeviceSampling::Off => (false, "--device-sampling"),
+        _ if drafts => (
+            false,
+            "drafting verifies several tokens of a sequence in one step",
+        ),
+        DeviceSampling::On => (true, "--device-sampling"),
+        DeviceSampling::Auto if parallel > 1 => (false, "auto: more than one slot"),
+        DeviceSampling::Auto if offloaded => (true, "auto: one slot, the output layer on a GPU"),
+        DeviceSampling::Auto => (false, "auto: the output layer is on the CPU"),
     }
 }

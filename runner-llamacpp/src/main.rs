@@ -20,7 +20,7 @@ mod rpc_server;
 mod sampling;
 mod vocab;
 
-use args::{device_sampling_on, Args, DeviceSampling};
+use args::{device_sampling_on, Args};
 use clap::Parser;
 use runner_core::http::{Loaded, State};
 use runner_protocol::{ErrorKind, FlashAttention, Info, KvCacheType, RunnerError};
@@ -219,24 +219,19 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
             KvCacheType::Q4_0 => ffi::KvType::Q4_0,
         },
     };
-    let device = device_sampling_on(
+    let (device, why) = device_sampling_on(
         args.device_sampling,
         ffi::supports_gpu_offload(),
         args.load.gpu_layers,
         model.n_layer(),
         args.load.parallel,
+        args.load.draft_ngram > 0 || args.load.draft_model.is_some(),
     );
     let mut ctx =
         ffi::Context::with_device_top_k(model.clone(), &cp, device.then_some(args.device_top_k))
             .map_err(|m| RunnerError::new(ErrorKind::OutOfMemory, m))?;
     ctx.apply_lora(&args.load.lora)
         .map_err(|m| RunnerError::new(ErrorKind::ModelLoad, m))?;
-    let why = match args.device_sampling {
-        DeviceSampling::Auto if device => "auto: one slot, the output layer on a GPU",
-        DeviceSampling::Auto if args.load.parallel > 1 => "auto: more than one slot",
-        DeviceSampling::Auto => "auto: the output layer is on the CPU",
-        _ => "--device-sampling",
-    };
     let pooled = ctx.pooling() != ffi::Pooling::None;
     if device && pooled {
         // An embedding model: every /embed call would detach and reattach the chains.
@@ -386,6 +381,7 @@ mod recipe;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use args::DeviceSampling;
     use runner_protocol::LoadOptions;
 
     fn parse(o: &LoadOptions) -> Args {
@@ -426,24 +422,26 @@ mod tests {
     #[test]
     fn device_sampling_follows_the_output_layer_in_auto() {
         use DeviceSampling::*;
-        // (mode, gpu backend, gpu_layers, n_layer, slots, on)
+        // (mode, gpu backend, gpu_layers, n_layer, slots, drafts, on)
         let cases = [
-            (Auto, true, -1, 32, 1, true),
-            (Auto, true, 99, 32, 1, true),
-            (Auto, true, 33, 32, 1, true),
-            (Auto, true, 32, 32, 1, false),
-            (Auto, true, 0, 32, 1, false),
-            (Auto, false, -1, 32, 1, false),
-            (Auto, true, -1, 32, 2, false),
-            (Auto, true, -1, 32, 16, false),
-            (On, false, 0, 32, 16, true),
-            (Off, true, -1, 32, 1, false),
+            (Auto, true, -1, 32, 1, false, true),
+            (Auto, true, 99, 32, 1, false, true),
+            (Auto, true, 33, 32, 1, false, true),
+            (Auto, true, 32, 32, 1, false, false),
+            (Auto, true, 0, 32, 1, false, false),
+            (Auto, false, -1, 32, 1, false, false),
+            (Auto, true, -1, 32, 2, false, false),
+            (Auto, true, -1, 32, 16, false, false),
+            (Auto, true, -1, 32, 1, true, false),
+            (On, false, 0, 32, 16, false, true),
+            (On, true, -1, 32, 1, true, false),
+            (Off, true, -1, 32, 1, false, false),
         ];
-        for (mode, gpu, layers, n_layer, slots, want) in cases {
+        for (mode, gpu, layers, n_layer, slots, drafts, want) in cases {
+            let (on, why) = device_sampling_on(mode, gpu, layers, n_layer, slots, drafts);
             assert_eq!(
-                device_sampling_on(mode, gpu, layers, n_layer, slots),
-                want,
-                "{mode:?} gpu={gpu} layers={layers} slots={slots}"
+                on, want,
+                "{mode:?} gpu={gpu} layers={layers} slots={slots} drafts={drafts}: {why}"
             );
         }
         let base = ["runner-llamacpp", "--model", "m", "--socket", "s"];

@@ -159,3 +159,33 @@ async fn whole_row_requests_work_beside_device_sampled_ones() {
     }
     assert_eq!(lines.iter().filter(|l| l.ends_with(DEVICE)).count(), 4);
 }
+
+/// A drafting runner never samples on the device, `on` included: a verify step has several
+/// outputs of one sequence, which llama.cpp's device samplers refuse (`llama_decode` failed
+/// with -1 on every drafted step on an H200 before). The drafts are really taken and the
+/// bytes are those of the runner without device sampling.
+#[tokio::test]
+async fn drafting_turns_device_sampling_off() {
+    let _g = serial().await;
+    let copy = format!(
+        "Repeat this list exactly: {0}\nThe list again: {0}\nAnd once more:",
+        "apple, pear, plum, cherry, grape, lemon, melon, peach, mango, kiwi"
+    );
+    let req = greedy(&copy, 48);
+    let off = logged("off", &[]).await;
+    let want = complete(off.socket(), req.clone()).await;
+    drop(off);
+    let on = logged("on", &["--draft-ngram", "8", "--draft-cost", "0"]).await;
+    let got = complete(on.socket(), req).await;
+    assert_eq!(got.text, want.text);
+    assert!(got.timings.drafted > 0, "{:?}", got.timings);
+    let lines = on.lines();
+    assert!(
+        lines.contains(
+            &"device sampling off (drafting verifies several tokens of a sequence in one step)"
+                .to_string()
+        ),
+        "{lines:?}"
+    );
+    assert!(!lines.iter().any(|l| l.ends_with(DEVICE)), "{lines:?}");
+}
