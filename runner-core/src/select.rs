@@ -136,6 +136,70 @@ pub fn cut(v: &mut Vec<TokenData>, k: usize) {
     v.sort_unstable_by(better);
 }
 
+/// `top_k` over the entries a mask allows (`bits`: token `t` allowed when bit `t % 32` of word
+/// `t / 32` is set; ids past the words are forbidden): the same result as `top_k` over a row
+/// where every other entry is -inf, without writing that row. One max scan gives each block's
+/// maximum, an upper bound on its allowed entries; blocks are then looked into best maximum
+/// first, until the next block's maximum is below the k-th best allowed logit found so far.
+/// Looking into a block compares its entries with that floor 32 at a time and ANDs the result
+/// with the mask's word, so only allowed entries that can enter are touched one by one.
+pub fn top_k_allowed(logits: &[f32], k: usize, bits: &[u32], out: &mut Vec<TokenData>) {
+    out.clear();
+    if k == 0 {
+        return;
+    }
+    const { assert!(BLOCK % 32 == 0) };
+    let maxes: Vec<f32> = logits.chunks(BLOCK).map(max_of).collect();
+    let mut order: Vec<u32> = (0..maxes.len() as u32).collect();
+    order.sort_unstable_by(|&a, &b| maxes[b as usize].total_cmp(&maxes[a as usize]));
+    // A lower bound on the k-th best allowed logit (-inf until k are in). An entry equal to it
+    // still enters (a lower id wins the tie, and blocks are not visited in id order); `cut`
+    // orders them.
+    let mut floor = f32::NEG_INFINITY;
+    let cap = 2 * k.max(16);
+    for &b in &order {
+        let b = b as usize;
+        let top = maxes[b];
+        // NaN maxima sort last and hold nothing finite.
+        if top < floor || top.is_nan() || top == f32::NEG_INFINITY {
+            break;
+        }
+        let start = b * BLOCK;
+        let block = &logits[start..(start + BLOCK).min(logits.len())];
+        for (w, chunk) in block.chunks(32).enumerate() {
+            let word = start / 32 + w;
+            let mut m = bits.get(word).copied().unwrap_or(0);
+            if m == 0 {
+                continue;
+            }
+            let mut above = 0u32;
+            for (i, &l) in chunk.iter().enumerate() {
+                above |= u32::from(l >= floor) << i;
+            }
+            m &= above;
+            while m != 0 {
+                let i = m.trailing_zeros() as usize;
+                m &= m - 1;
+                let l = chunk[i];
+                if l.is_finite() {
+                    out.push(TokenData {
+                        id: (word * 32 + i) as Token,
+                        logit: l,
+                        p: 0.0,
+                    });
+                }
+            }
+        }
+        // Cut back to k only when 2k are in (as `scan`): a floor that lags is still a bound.
+        if out.len() >= cap {
+            out.select_nth_unstable_by(k - 1, better);
+            out.truncate(k);
+            floor = out[k - 1].logit;
+        }
+    }
+    cut(out, k);
+}
+
 /// `top_k` restricted to `ids` (ascending): the same result as `top_k` over a row where every
 /// other entry is -inf, reading only those entries. `k == 0` keeps every finite one, best first.
 pub fn top_k_of(logits: &[f32], ids: &[Token], k: usize, out: &mut Vec<TokenData>) {
@@ -297,6 +361,69 @@ mod tests {
         }
         top_k(&[1.0, 2.0], 0, &mut out);
         assert!(out.is_empty());
+    }
+
+    #[test]
+    fn top_k_allowed_is_top_k_of_the_masked_row() {
+        let mut out = Vec::new();
+        let mut want = Vec::new();
+        for (n, grid) in [
+            (10, 0.001),
+            (1000, 1.0),
+            (5000, 0.5),
+            (130_000, 1e-4),
+            (130_000, 0.5),
+        ] {
+            for seed in 0..4u64 {
+                let mut l = logits(n, seed, grid);
+                l[n / 2] = f32::NAN;
+                if seed % 2 == 0 {
+                    l[n - 1] = f32::INFINITY;
+                }
+                if seed == 3 {
+                    for x in l.iter_mut().take(n / 2) {
+                        *x = f32::NEG_INFINITY;
+                    }
+                }
+                // Masks from dense to empty: every id, every 8th id (hashed), odd ids, one id,
+                // none, and words that end before the row.
+                let words = |f: &dyn Fn(usize) -> bool, len: usize| -> Vec<u32> {
+                    (0..len)
+                        .map(|w| {
+                            (0..32)
+                                .filter(|b| f(w * 32 + b))
+                                .fold(0u32, |x, b| x | 1 << b)
+                        })
+                        .collect()
+                };
+                let full = n.div_ceil(32);
+                let hash = |t: usize| (t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 61 == 0;
+                let masks: [(&str, Vec<u32>); 6] = [
+                    ("all", words(&|_| true, full)),
+                    ("hashed 1/8", words(&hash, full)),
+                    ("odd", words(&|t| t % 2 == 1, full)),
+                    ("one", words(&|t| t == n / 3, full)),
+                    ("none", words(&|_| false, full)),
+                    ("short", words(&|_| true, full / 2)),
+                ];
+                for (name, bits) in &masks {
+                    let allowed =
+                        |i: usize| bits.get(i / 32).is_some_and(|w| w & (1 << (i % 32)) != 0);
+                    let masked: Vec<f32> = l
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &x)| if allowed(i) { x } else { f32::NEG_INFINITY })
+                        .collect();
+                    for k in [1, 2, 40, 100, n + 5] {
+                        top_k_allowed(&l, k, bits, &mut out);
+                        top_k(&masked, k, &mut want);
+                        let got: Vec<(Token, f32)> = out.iter().map(|c| (c.id, c.logit)).collect();
+                        let exp: Vec<(Token, f32)> = want.iter().map(|c| (c.id, c.logit)).collect();
+                        assert_eq!(got, exp, "n {n} grid {grid} seed {seed} mask {name} k {k}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

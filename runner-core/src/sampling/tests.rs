@@ -282,14 +282,22 @@ fn checking_a_choice_against_a_dense_mask_chooses_what_writing_the_mask_chooses(
     let rows: Vec<Vec<f32>> = (0..40)
         .map(|_| (0..n).map(|_| (next() % 1000) as f32 / 97.0).collect())
         .collect();
-    // About one token in four forbidden, and a forbidden block at the top ids.
-    let words: Vec<u32> = (0..n.div_ceil(32))
+    // About one token in four forbidden, and a forbidden block at the top ids; or one token in
+    // five allowed (a JSON string over a byte-pair vocabulary).
+    let quarter: Vec<u32> = (0..n.div_ceil(32))
         .map(|i| {
             if i >= 16 {
                 0
             } else {
                 !0x1111_1111u32.rotate_left(i as u32)
             }
+        })
+        .collect();
+    let fifth: Vec<u32> = (0..n.div_ceil(32))
+        .map(|i| {
+            (0..32)
+                .filter(|b| (i * 32 + b) % 5 == 2)
+                .fold(0u32, |w, b| w | 1 << b)
         })
         .collect();
     let cases = [
@@ -301,7 +309,9 @@ fn checking_a_choice_against_a_dense_mask_chooses_what_writing_the_mask_chooses(
         // top_k 0 is never checked: the whole row goes to the chain.
         (0.9, 0, 1.0),
     ];
-    for (temperature, top_k, repeat_penalty) in cases {
+    for ((temperature, top_k, repeat_penalty), words) in
+        cases.iter().flat_map(|c| [(*c, &quarter), (*c, &fifth)])
+    {
         let p = Sampling {
             temperature,
             top_k,
@@ -327,8 +337,10 @@ fn checking_a_choice_against_a_dense_mask_chooses_what_writing_the_mask_chooses(
         };
         let (written, checked) = (run(false), run(true));
         assert_eq!(
-            written, checked,
-            "t {temperature} k {top_k} rp {repeat_penalty}"
+            written,
+            checked,
+            "t {temperature} k {top_k} rp {repeat_penalty} words {:?}",
+            &words[..2]
         );
         assert!(
             checked
