@@ -49,6 +49,11 @@ pub struct Args {
     /// with it are still pending (`plan::mixed`).
     #[arg(long, hide = true)]
     pub no_first_token_hold: bool,
+    /// Bench hook: threads that sample large steps (0 = llama.cpp's thread count), so that
+    /// llama.cpp's own CPU threads can be set apart (`--threads`): on a GPU they only look up
+    /// the steps' embedding rows, yet wake and meet at a barrier every step.
+    #[arg(long, hide = true, default_value_t = 0)]
+    pub sample_threads: usize,
     /// Print where decode steps spend their time (per-phase means) to stderr every N decode
     /// steps; 0 = off.
     #[arg(long, hide = true, default_value_t = 0)]

@@ -194,6 +194,15 @@ impl Engine {
         self
     }
 
+    /// Sample large steps on `threads` threads instead of llama.cpp's thread count (0 = keep).
+    /// Call before `with_step_stats`, which reports the pool's size.
+    pub fn with_sample_threads(mut self, threads: usize) -> Engine {
+        if threads > 0 {
+            self.pool = sample::pool(threads);
+        }
+        self
+    }
+
     /// Pad one-token decode steps to the last one's sequences (`plan::padding`).
     pub fn with_padding(mut self, on: bool) -> Engine {
         self.pad.on = on;

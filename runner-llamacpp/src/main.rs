@@ -110,6 +110,7 @@ fn load_and_run(
             )
             .with_projector(projector)
             .with_draft_model(drafter)
+            .with_sample_threads(args.sample_threads)
             .with_step_stats(args.step_stats)
             .with_first_token_hold(!args.no_first_token_hold)
             .with_padding(match args.step_padding {

@@ -280,6 +280,19 @@ hb_herd() {
   else
     hb_na herd-x16-nopad fmt "runner has no --step-padding"
   fi
+  # llama.cpp's CPU threads on a GPU only look up each step's embedding rows, yet every step
+  # wakes them and meets them at a barrier, while the sampling pool and the grammar workers
+  # want the same cores. A/B: one llama.cpp thread, the sampling pool kept at one per core.
+  hb_stamp "herd x$HB_CONC --threads 1 --sample-threads $(nproc)"
+  if w=$(hb_wrapper t1 --threads 1 --sample-threads "$(nproc)" --step-stats 128) && hb_serve "$HB_CONC" "$HB_CTX16" "$w"; then
+    hb_client "herd-x16-t1" "$HB_CONC" --num-ctx "$HB_CTX16" gen:2 fmt:2
+  else
+    hb_na herd-x16-t1 fmt "runner has no --sample-threads"
+  fi
+  hb_stamp "herd x1 --threads 1"
+  if w=$(hb_wrapper t1x1 --threads 1 --step-stats 128) && hb_serve 1 "$HB_CTX1" "$w"; then
+    hb_client "herd-x1-t1" 1 --num-ctx "$HB_CTX1" gen:"$HB_R"
+  fi
   # One CUDA graph per token count (patch 0005) is the runner's default since run O; A/B (run O
   # and P settled it, HB_OLD_AB=1 only): one graph for all counts, whose warm-up every change
   # of count resets.

@@ -33,6 +33,7 @@ and the real-model copy task (phase real: SmolLM2 from the dev box, labels real-
   x1_devsamp_over_bb1   x1 with device top-k (--device-sampling auto, HB_OLD_AB=1; the
                       runner samples whole rows on the host by default)
   x16_nopad_over_bb16, fmt_over_free_x16_nopad  the x16 ratios without step padding
+  x16_t1_over_bb16, fmt_over_free_x16_t1, x1_t1_over_bb1  with one llama.cpp thread
                       (--step-padding off; the runner pads one-token decode steps on a GPU)
 With --herd-log, the runner's stats lines in herd serve's log (`--step-stats` per-phase ms a
 decode step, `grammar mask` percentiles per request) are grouped by the client phase that ran
@@ -256,6 +257,9 @@ def main():
         "x1_devsamp_over_bb1": ratio(agg("herd-x1-devsamp", "gen"), bbv(1)),
         "x16_nopad_over_bb16": ratio(agg("herd-x16-nopad", "gen"), bbv(16)),
         "fmt_over_free_x16_nopad": ratio(med("herd-x16-nopad", "fmt"), med("herd-x16-nopad", "gen")),
+        "x16_t1_over_bb16": ratio(agg("herd-x16-t1", "gen"), bbv(16)),
+        "fmt_over_free_x16_t1": ratio(med("herd-x16-t1", "fmt"), med("herd-x16-t1", "gen")),
+        "x1_t1_over_bb1": ratio(agg("herd-x1-t1", "gen"), bbv(1)),
         "real_ngram_greedy_identical": (sorted(q["digest"] for q in run.reqs("real-x1-ngram", "rcopy"))
                                         == sorted(q["digest"] for q in run.reqs("real-x1", "rcopy"))
                                         if run.reqs("real-x1-ngram", "rcopy") and run.reqs("real-x1", "rcopy") else "n/a"),
