@@ -148,7 +148,7 @@ pub fn top_k_allowed(logits: &[f32], k: usize, bits: &[u32], out: &mut Vec<Token
     if k == 0 {
         return;
     }
-    const { assert!(BLOCK % 32 == 0) };
+    const { assert!(BLOCK.is_multiple_of(32)) };
     let maxes: Vec<f32> = logits.chunks(BLOCK).map(max_of).collect();
     let mut order: Vec<u32> = (0..maxes.len() as u32).collect();
     order.sort_unstable_by(|&a, &b| maxes[b as usize].total_cmp(&maxes[a as usize]));
