@@ -415,6 +415,8 @@ mod timing {
             .collect()
     }
 
+    type MakeMask = fn(usize) -> Box<dyn TokenMask>;
+
     /// A dense mask allowing one token in five (a JSON string over a byte-pair vocabulary).
     struct Fifth(Vec<u32>);
 
@@ -494,7 +496,7 @@ mod timing {
         for vocab in [128_256usize, 262_144] {
             let rows: Vec<Vec<f32>> = (0..8).map(|s| logits(vocab, s)).collect();
             let mut buf = rows[0].clone();
-            let masks: [(&str, fn(usize) -> Box<dyn TokenMask>); 2] = [
+            let masks: [(&str, MakeMask); 2] = [
                 ("", |_| Box::new(NoMask)),
                 (", 1/5 allowed", |n| Box::new(Fifth::new(n))),
             ];
