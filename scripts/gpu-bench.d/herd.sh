@@ -196,7 +196,7 @@ hb_herd() {
   # sampler's 10 µs a token).
   local r1; r1=$(hb_wrapper stats1 --step-stats 128) || r1=$HB_RUNNER
   if hb_serve 1 "$HB_CTX1" "$r1"; then
-    hb_client herd-x1 1 --num-ctx "$HB_CTX1" gen:"$HB_R" probe:"$HB_PROBES" chat:1 fmt:"$HB_R" ff20:2 copy:2 mem
+    hb_client herd-x1 1 --num-ctx "$HB_CTX1" gen:"$HB_R" probe:"$HB_PROBES" rprobe:"$HB_PROBES" chat:1 fmt:"$HB_R" ff20:2 copy:2 mem
   fi
   # Host sampling of the whole row is the runner's default; A/B (run T: level with it at one
   # stream on an H100; run G: +1.5 % on an H200): device top-k with one slot (auto).

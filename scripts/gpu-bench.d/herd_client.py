@@ -14,6 +14,8 @@ Phases (each starts with one uncounted warm-up round of 16 tokens, except probe 
   chat   POST /v1/chat/completions streamed, include_usage (herd only)
   fmt    gen plus a small JSON schema as "format" (the research note's schema)
   ff20   greedy, a schema of 20 required boolean properties (mostly forced tokens)
+  rprobe probe's request sent to the model's runner on its Unix socket (/completion), bypassing
+         herd's server: herd's probe TTFT - this one's is the server's hop (paired by seed)
   copy   greedy, the prompt holds ~400 tokens of text to repeat (n-gram drafter's best case)
   rcopy  greedy, raw: the same text twice, then its first words (a small base or instruct model
          continues the third copy where it would not follow the instruction of copy)
@@ -25,7 +27,7 @@ eval_duration (llama-server: predicted_per_second); x16 aggregate = sum of the p
 rates, and tokens / round wall. Requests of the same (phase, round, stream) get the same seed and
 text on every engine, so results pair across labels (TTFT differences, greedy byte-identity).
 """
-import argparse, hashlib, http.client, json, os, random, subprocess, sys, threading, time
+import argparse, hashlib, http.client, json, os, random, socket, subprocess, sys, threading, time
 from urllib.parse import urlparse
 
 SAMPLED = dict(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05)
@@ -87,6 +89,24 @@ class Client:
         # A stalled stream must not eat the device call: --timeout bounds each socket read.
         return http.client.HTTPConnection(s.host, s.port, timeout=s.a.timeout)
 
+    def runner_conn(s):
+        """The model's runner, on the socket herd's log names last ("runner started socket=")."""
+        path = None
+        with open(s.a.mark) as f:
+            for line in f:
+                if "runner started" in line and "socket=" in line:
+                    path = line.split("socket=", 1)[1].split()[0]
+        if path is None:
+            raise RuntimeError("no runner socket in herd's log")
+        timeout = s.a.timeout
+
+        class Unix(http.client.HTTPConnection):
+            def connect(self):
+                self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                self.sock.settimeout(timeout)
+                self.sock.connect(path)
+        return Unix("runner", timeout=timeout)
+
     def get(s, path):
         c = s.conn()
         c.request("GET", path)
@@ -124,6 +144,9 @@ class Client:
         if a.kind == "server":
             return "/completion", dict(prompt=prompt, n_predict=n, cache_prompt=False, stream=True,
                                        ignore_eos=True, seed=seed, **samp)
+        if phase == "rprobe":
+            return "/completion", dict(prompt=prompt, num_predict=n, add_special=True,
+                                       sampling=dict(samp, seed=seed))
         if phase == "chat":
             return "/v1/chat/completions", dict(
                 model=a.model, stream=True, stream_options={"include_usage": True}, max_tokens=n,
@@ -144,7 +167,7 @@ class Client:
 
     def one(s, phase, seed, n):
         path, body = s.body(phase, seed, n)
-        c = s.conn()
+        c = s.runner_conn() if phase == "rprobe" else s.conn()
         t0 = time.perf_counter()
         c.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
         r = c.getresponse()
@@ -166,7 +189,11 @@ class Client:
             now = time.perf_counter() - t0
             if "error" in ev:
                 return dict(error=str(ev["error"])[:300])
-            piece = (ev.get("content") if s.a.kind == "server" else ev.get("response")) or ""
+            if phase == "rprobe":
+                # The runner protocol: {"type": "token", "content"} ..., {"type": "done", "timings"}.
+                ev = {**ev, "done": ev.get("type") == "done"}
+            raw = s.a.kind == "server" or phase == "rprobe"
+            piece = (ev.get("content") if raw else ev.get("response")) or ""
             if phase == "chat":
                 ch = ev.get("choices") or [{}]
                 piece = (ch[0].get("delta") or {}).get("content") or ""
@@ -187,6 +214,11 @@ class Client:
             t = done["timings"]
             rec.update(ntok=t["predicted_n"], prompt_n=t.get("prompt_n"), prompt_ms=t["prompt_ms"],
                        erate=t["predicted_per_second"], done_reason=done.get("stop_type"))
+        elif phase == "rprobe":
+            t = done  # the runner's final chunk carries its timings flat
+            rec.update(ntok=t.get("eval_count", 0), prompt_n=t.get("prompt_eval_count"),
+                       prompt_ms=(t.get("prompt_eval_duration_ns") or 0) / 1e6, erate=None,
+                       done_reason=done.get("done_reason"))
         elif phase == "chat":
             u = done["usage"]
             rec.update(ntok=u["completion_tokens"], prompt_n=u["prompt_tokens"], erate=None)
@@ -231,15 +263,16 @@ class Client:
 
     def phase(s, name, rounds):
         a = s.a
-        base = dict(gen=100, fmt=100, chat=100, probe=5000, ff20=7000, copy=9000, rcopy=9000)[name]
-        k = 1 if name == "probe" else a.conc
-        n = {"probe": 1, "ff20": a.ff_predict, "copy": a.copy_predict, "rcopy": a.copy_predict}.get(name, a.num_predict)
+        base = dict(gen=100, fmt=100, chat=100, probe=5000, rprobe=5000, ff20=7000, copy=9000, rcopy=9000)[name]
+        k = 1 if name in ("probe", "rprobe") else a.conc
+        n = {"probe": 1, "rprobe": 1, "ff20": a.ff_predict, "copy": a.copy_predict, "rcopy": a.copy_predict}.get(name, a.num_predict)
         stamp(f"{a.label} {name}:{rounds} x{k}")
         if a.mark:
             # summarize.py --herd-log charges the runner's stats lines that follow to this phase.
             with open(a.mark, "a") as f:
                 f.write(f"== client {a.label}.{name}\n")
-        if name != "probe":
+        probe = name in ("probe", "rprobe")
+        if not probe:
             res, _ = s.round(name, 0, 16, k, base + 50_000)
             errs = [x["error"] for x in res if "error" in x]
             if errs:
@@ -248,7 +281,7 @@ class Client:
                 return
         for rnd in range(1, rounds + 1):
             # Probes: one stream per round, its own seed; others: the round's seeds pair across labels.
-            seed0 = base + (rnd if name == "probe" else 100 * rnd)
+            seed0 = base + (rnd if probe else 100 * rnd)
             d0 = s.draft_counts()
             res, wall = s.round(name, rnd, n, k, seed0)
             d1 = s.draft_counts()

@@ -9,6 +9,8 @@ issue 19's "Done when" names:
   x16_over_bb16       herd 16 streams (mean of rounds, sum of per-stream client rates) / B=16 S_TG
   x1_over_bb1         herd 1 stream (mean client rate) / B=1 S_TG
   ttft_minus_server   median over probes of herd TTFT - llama-server TTFT, paired by seed (ms)
+  ttft_server_hop_ms  median of herd's probe TTFT - the same request sent to the runner's socket
+  ttft_runner_beyond_prompt_ms  median of the runner-socket probe's TTFT - its prompt evaluation
   fmt_over_free_x1 / _x16  per-stream median client rate, JSON schema / free (same label);
                            _x16_nohold the same without the first-token hold
   ff_speedup          ff20 output tokens/s (engine rate, mean) fast-forward on / off
@@ -200,6 +202,13 @@ def main():
         probes[label] = {r["seed"]: r["ttft_ms"] for r in run.reqs(label, "probe")}
     diffs = [probes["herd-x1"][k] - probes["server-x1"][k] for k in probes["herd-x1"] if k in probes["server-x1"]]
     ttft = round(statistics.median(diffs), 2) if diffs else "n/a: probes missing on herd or llama-server"
+    # Where herd's TTFT goes: the server's hop (herd's probe - the same request sent straight to
+    # the runner's socket, paired by seed) and the runner's time beyond its prompt evaluation.
+    rp = {r["seed"]: r for r in run.reqs("herd-x1", "rprobe")}
+    hop = [probes["herd-x1"][k] - rp[k]["ttft_ms"] for k in probes.get("herd-x1", {}) if k in rp]
+    hop = round(statistics.median(hop), 2) if hop else "n/a: herd-x1 rprobe not measured"
+    beyond = [r["ttft_ms"] - r["prompt_ms"] for r in rp.values() if r.get("prompt_ms")]
+    beyond = round(statistics.median(beyond), 2) if beyond else "n/a: herd-x1 rprobe not measured"
 
     def sd_accept(label, phase="gen"):
         rs = run.rounds(label, phase)
@@ -226,6 +235,8 @@ def main():
         "x1_over_server_x1": ratio(agg(x1, "gen"), agg("server-x1", "gen")),
         "x16_tok_per_wall_over_server": ratio(run.mean(x16, "gen", "tok_per_wall"), run.mean("server-x16", "gen", "tok_per_wall")),
         "ttft_minus_server_ms": ttft,
+        "ttft_server_hop_ms": hop,
+        "ttft_runner_beyond_prompt_ms": beyond,
         "fmt_over_free_x1": ratio(med(x1, "fmt"), med(x1, "gen")),
         "fmt_over_free_x16": ratio(med(x16, "fmt"), med(x16, "gen")),
         "fmt_over_free_x16_aggregate": ratio(agg(x16, "fmt"), agg(x16, "gen")),

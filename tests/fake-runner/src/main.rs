@@ -346,9 +346,14 @@ async fn completion(state: Arc<State>, req: CompletionRequest) -> Response<BoxBo
             );
         };
         for tok in tokens {
-            tokio::select! {
-                _ = tx.closed() => return cancelled(eval_count),
-                _ = tokio::time::sleep(script.token_delay) => {}
+            // No timer for no delay: tokio's sleep(0) waits for the next 1 ms tick.
+            if !script.token_delay.is_zero() {
+                tokio::select! {
+                    _ = tx.closed() => return cancelled(eval_count),
+                    _ = tokio::time::sleep(script.token_delay) => {}
+                }
+            } else if tx.is_closed() {
+                return cancelled(eval_count);
             }
             let logprobs = if req.logprobs {
                 vec![logprob(&tok, req.top_logprobs)]
