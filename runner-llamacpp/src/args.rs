@@ -49,6 +49,11 @@ pub struct Args {
     /// with it are still pending (`plan::mixed`).
     #[arg(long, hide = true)]
     pub no_first_token_hold: bool,
+    /// Bench hook (GPU A/B): a constrained slot's grammar worker computes its next mask only
+    /// once the engine has launched the next step (runner-core `grammar::gate`), so that masks
+    /// do not compete for the cores with sampling, building and launching the step.
+    #[arg(long, hide = true)]
+    pub mask_after_launch: bool,
     /// Bench hook: threads that sample large steps (0 = llama.cpp's thread count), so that
     /// llama.cpp's own CPU threads can be set apart (`--threads`): on a GPU they only look up
     /// the steps' embedding rows, yet wake and meet at a barrier every step.

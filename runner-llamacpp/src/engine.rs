@@ -428,6 +428,8 @@ impl Engine {
 
         let started = Instant::now();
         let res = cancel::launch(&mut self.ctx, &self.batch, &self.slots, &in_prefill);
+        // Grammar workers held back by `--mask-after-launch` compute while the device does.
+        runner_core::grammar::gate::launched();
         self.stats.lap(Phase::Launch);
         if res.is_ok() {
             self.ctx.synchronize();

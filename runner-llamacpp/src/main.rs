@@ -220,6 +220,10 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
             KvCacheType::Q4_0 => ffi::KvType::Q4_0,
         },
     };
+    if args.mask_after_launch {
+        runner_core::grammar::gate::enable();
+        eprintln!("runner-llamacpp: grammar masks wait for the next step's launch");
+    }
     let (device, why) = device_sampling_on(
         args.device_sampling,
         ffi::supports_gpu_offload(),

@@ -309,3 +309,54 @@ async fn control_token_closes_compile_on_a_real_vocabulary_and_leave_free_text_a
         assert_eq!(out.text, free.text, "close {close:?}");
     }
 }
+
+/// `--mask-after-launch` (a GPU A/B: masks wait for the next step's launch) changes when masks
+/// are computed, never which: four schema requests at once, sampled and greedy, give the same
+/// bytes with and without it, and they still validate.
+#[tokio::test]
+async fn masks_after_launch_give_the_same_bytes() {
+    let _g = serial().await;
+    let schema = nested_schema();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let c = json!({"type": "json_schema", "schema": schema});
+    let reqs: Vec<Value> = PROMPTS[..4]
+        .iter()
+        .enumerate()
+        .map(|(i, p)| match i {
+            0 => greedy_with(&chatml(p), 400, Some(c.clone())),
+            _ => constrained(&chatml(p), 400, i as i64, c.clone()),
+        })
+        .collect();
+    let run = |flags: &'static [&'static str]| {
+        let reqs = reqs.clone();
+        async move {
+            let mut args = vec!["--ctx-size", "1024", "--parallel", "4"];
+            args.extend_from_slice(flags);
+            let r = Logged::ready(&smollm(), &args).await;
+            let handles: Vec<_> = reqs
+                .into_iter()
+                .map(|req| {
+                    let socket = r.socket().to_path_buf();
+                    tokio::spawn(async move { complete(&socket, req).await.text })
+                })
+                .collect();
+            let mut out = Vec::new();
+            for h in handles {
+                out.push(h.await.unwrap());
+            }
+            (out, r.lines())
+        }
+    };
+    let (want, _) = run(&[]).await;
+    let (got, lines) = run(&["--mask-after-launch"]).await;
+    assert!(
+        lines.contains(&"grammar masks wait for the next step's launch".to_string()),
+        "{lines:?}"
+    );
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g, w, "request {i}");
+        let v: Value = serde_json::from_str(g.trim())
+            .unwrap_or_else(|e| panic!("request {i}: not JSON ({e}): {g:?}"));
+        assert!(validator.is_valid(&v), "request {i}: invalid: {v}");
+    }
+}

@@ -289,6 +289,15 @@ hb_herd() {
   else
     hb_na herd-x16-t1 fmt "runner has no --sample-threads"
   fi
+  # The grammar workers' masks compete for the cores while the engine samples, builds and
+  # launches a step (run U: constrained x16 launched 0.2-0.4 ms slower than free at the same
+  # shape). A/B: masks wait for the step's launch (runner-core grammar::gate).
+  hb_stamp "herd x$HB_CONC --mask-after-launch"
+  if w=$(hb_wrapper mal --mask-after-launch --step-stats 128) && hb_serve "$HB_CONC" "$HB_CTX16" "$w"; then
+    hb_client "herd-x16-mal" "$HB_CONC" --num-ctx "$HB_CTX16" gen:2 fmt:2
+  else
+    hb_na herd-x16-mal fmt "runner has no --mask-after-launch"
+  fi
   hb_stamp "herd x1 --threads 1"
   if w=$(hb_wrapper t1x1 --threads 1 --step-stats 128) && hb_serve 1 "$HB_CTX1" "$w"; then
     hb_client "herd-x1-t1" 1 --num-ctx "$HB_CTX1" gen:"$HB_R"

@@ -8,6 +8,7 @@
 //! Invariants: the mask allows an EOS/EOG token only where the grammar accepts; a grammar error
 //! mid-request leaves only EOG tokens allowed, so the request ends instead of running unconstrained.
 
+pub mod gate;
 mod lark;
 mod vocab;
 mod worker;

@@ -9,6 +9,9 @@
 //! (commits without an `apply` between them cost one mask, not one each); a consume error is that
 //! result's error.
 //!
+//! With the gate on (`super::gate`, a GPU A/B) a commit's mask waits for the engine's next
+//! launch after it; its forced bytes do not.
+//!
 //! Before each mask the worker also sends the bytes the grammar forces from the new state
 //! (llguidance's `compute_ff_bytes`, cheap next to a mask) on a channel of their own, so the
 //! engine can draft them (grammar fast-forward) without waiting for the mask, which keeps
@@ -45,7 +48,8 @@ pub(super) struct Forced {
 }
 
 pub(super) struct MaskWorker {
-    tx: Option<Sender<Option<u32>>>,
+    /// Commands with the launch count when they were sent (`super::gate`).
+    tx: Option<Sender<(Option<u32>, u64)>>,
     rx: Receiver<Computed>,
     ff_rx: Receiver<Forced>,
     handle: Option<JoinHandle<()>>,
@@ -54,17 +58,18 @@ pub(super) struct MaskWorker {
 impl MaskWorker {
     /// Starts the thread, which begins computing the first mask at once (overlapping prefill).
     pub fn start(mut matcher: Matcher) -> MaskWorker {
-        let (tx, cmds) = channel::<Option<u32>>();
+        let (tx, cmds) = channel::<(Option<u32>, u64)>();
         let (results, rx) = channel::<Computed>();
         let (ff_tx, ff_rx) = channel::<Forced>();
         let handle = std::thread::Builder::new()
             .name("grammar-mask".into())
             .spawn(move || {
-                let mut batch = vec![None];
+                // The first mask overlaps the prompt's evaluation: no gate for it.
+                let mut batch = vec![(None, u64::MAX)];
                 loop {
                     let started = Instant::now();
                     let mut consumed = Ok(());
-                    for t in batch.iter().flatten() {
+                    for t in batch.iter().filter_map(|(t, _)| t.as_ref()) {
                         if consumed.is_ok() {
                             consumed = matcher.consume_token(*t).map_err(|e| e.to_string());
                         }
@@ -80,9 +85,17 @@ impl MaskWorker {
                         bytes,
                         covers: batch.len(),
                     });
+                    let consume_ns = started.elapsed().as_nanos() as u64;
+                    // The latest commit of the batch decides; a batch with a `None` (u64::MAX)
+                    // is not held.
+                    let seen = batch.iter().map(|&(_, at)| at).max().unwrap_or(u64::MAX);
+                    if seen != u64::MAX {
+                        super::gate::wait_past(seen);
+                    }
+                    let started = Instant::now();
                     let mask = consumed
                         .and_then(|()| matcher.compute_mask_or_eos().map_err(|e| e.to_string()));
-                    let engine_ns = started.elapsed().as_nanos() as u64;
+                    let engine_ns = consume_ns + started.elapsed().as_nanos() as u64;
                     let covers = batch.len();
                     let ids = match &mask {
                         Ok(m) => super::sparse_of(m.as_slice()),
@@ -116,7 +129,14 @@ impl MaskWorker {
     pub fn request(&self, token: Option<u32>) {
         if let Some(tx) = &self.tx {
             // A send error means the worker has gone; `take` reports it.
-            let _ = tx.send(token);
+            // Only a commit waits for the next launch: asking for the same state again
+            // (`None`) comes from an engine that wants the mask now.
+            let at = if token.is_some() {
+                super::gate::now()
+            } else {
+                u64::MAX
+            };
+            let _ = tx.send((token, at));
         }
     }
 

@@ -1,0 +1,53 @@
+//! The grammar gate (`grammar::gate`), in a process of its own since it is process-wide: off it
+//! never waits; on, a wait ends at the first launch after the count it was given, or after the
+//! limit when none comes.
+
+use runner_core::grammar::gate;
+use std::thread;
+use std::time::{Duration, Instant};
+
+#[test]
+fn a_wait_ends_at_the_next_launch_or_the_limit() {
+    // Off: no wait, and launches are not even counted.
+    let t = Instant::now();
+    gate::wait_past(gate::now());
+    gate::launched();
+    assert_eq!(gate::now(), 0);
+    assert!(t.elapsed() < gate::LIMIT);
+
+    gate::enable();
+    // No launch comes: the limit ends the wait.
+    let t = Instant::now();
+    gate::wait_past(gate::now());
+    assert!(t.elapsed() >= gate::LIMIT, "{:?}", t.elapsed());
+
+    // A launch after the count was taken: no wait at all.
+    let seen = gate::now();
+    gate::launched();
+    let t = Instant::now();
+    gate::wait_past(seen);
+    assert!(t.elapsed() < gate::LIMIT, "{:?}", t.elapsed());
+    assert_eq!(gate::now(), seen + 1);
+
+    // A waiter is released by a launch from another thread, before the limit: the launch
+    // comes only once the waiter has started waiting (it reports first). A loaded machine may
+    // hold the launching thread past the limit once; five such tries in a row would not.
+    let released = (0..5).any(|_| {
+        let seen = gate::now();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = thread::spawn(move || {
+            tx.send(()).unwrap();
+            let t = Instant::now();
+            gate::wait_past(seen);
+            t.elapsed()
+        });
+        rx.recv().unwrap();
+        thread::sleep(Duration::from_micros(300));
+        gate::launched();
+        waiter.join().unwrap() < gate::LIMIT
+    });
+    assert!(
+        released,
+        "no waiter was released by a launch before the limit"
+    );
+}
