@@ -8,6 +8,8 @@ no GPU, no batched-bench) is the string "n/a: <why>", never a guess. The ratios 
 issue 19's "Done when" names:
   x16_over_bb16       herd 16 streams (mean of rounds, sum of per-stream client rates) / B=16 S_TG
   x1_over_bb1         herd 1 stream (mean client rate) / B=1 S_TG
+  x16_over_bb16_tg256, x1_over_bb1_tg256  the same against batched-bench generating 256 tokens
+                      (herd's streams generate 256; the issue's baseline generated 128)
   ttft_minus_server   median over probes of herd TTFT - llama-server TTFT, paired by seed (ms)
   ttft_server_hop_ms  median of herd's probe TTFT - the same request sent to the runner's socket
   ttft_runner_beyond_prompt_ms  median of the runner-socket probe's TTFT - its prompt evaluation
@@ -55,8 +57,8 @@ def load(path):
     return recs
 
 
-def batched_bench(path):
-    """{B: S_TG t/s} from llama-batched-bench's markdown table."""
+def batched_bench(path, tg=128):
+    """{B: S_TG t/s} of the rows generating `tg` tokens, from llama-batched-bench's markdown table."""
     out = {}
     if not path:
         return out
@@ -70,6 +72,8 @@ def batched_bench(path):
     for l in lines[1:]:
         cells = [c.strip() for c in l.strip().strip("|").split("|")]
         if len(cells) != len(head) or not re.match(r"^\d+$", cells[head.index("B")]):
+            continue
+        if "TG" in head and cells[head.index("TG")] != str(tg):
             continue
         out[int(cells[head.index("B")])] = float(cells[head.index("S_TG t/s")])
     return out
@@ -169,6 +173,9 @@ def main():
     run = Run(load(a.results))
     bb = batched_bench(a.batched_bench)
     bbv = lambda b: bb.get(b, f"n/a: no batched-bench B={b}")
+    # The same ceiling generating 256 tokens, as herd's streams do (a longer KV on average).
+    bb256 = batched_bench(a.batched_bench, 256)
+    bbv256 = lambda b: bb256.get(b, f"n/a: no batched-bench B={b} TG=256")
     n = {}  # every number, by name
     for label in sorted({r.get("label") for r in run.recs}):
         for phase in sorted({r.get("phase") for r in run.recs if r.get("label") == label}):
@@ -232,6 +239,8 @@ def main():
         "x16_nohold_over_bb16": ratio(agg("herd-x16-nohold", "gen"), bbv(16)),
         "x16_hold_over_nohold": ratio(agg(x16, "gen"), agg("herd-x16-nohold", "gen")),
         "x1_over_bb1": ratio(agg(x1, "gen"), bbv(1)),
+        "x16_over_bb16_tg256": ratio(agg(x16, "gen"), bbv256(16)),
+        "x1_over_bb1_tg256": ratio(agg(x1, "gen"), bbv256(1)),
         "x16_over_server_x16": ratio(agg(x16, "gen"), agg("server-x16", "gen")),
         "x1_over_server_x1": ratio(agg(x1, "gen"), agg("server-x1", "gen")),
         "x16_tok_per_wall_over_server": ratio(run.mean(x16, "gen", "tok_per_wall"), run.mean("server-x16", "gen", "tok_per_wall")),

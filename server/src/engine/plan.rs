@@ -135,9 +135,16 @@ pub fn load_options(opts: &Options, model: &Model, settings: &Settings) -> LoadO
             automatic_batch(&load, model, settings)
         });
     }
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    Options::clamp_load(&mut load, u32::try_from(cpus).unwrap_or(u32::MAX));
+    Options::clamp_load(&mut load, u32::try_from(cpus()).unwrap_or(u32::MAX));
     load
+}
+
+/// The CPUs this process may use, read once (as Go's `runtime.NumCPU`, which Ollama reads at
+/// start): `available_parallelism` reads the cgroup's quota files on every call, and every
+/// request is planned.
+fn cpus() -> usize {
+    static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// [`batch::automatic_generation`] for `load` (at the default batch) under `settings`: the
