@@ -187,6 +187,20 @@ hb_x16_ab() {
   hb_stop
 }
 
+# hb_ab16 LABEL TAG PHASES FLAGS...: x16 rounds PHASES ("gen:2 fmt:2") through a wrapper of the
+# runner adding FLAGS (VAR=VALUE first, as hb_wrapper takes them) and step stats; n/a when the
+# runner does not take FLAGS.
+hb_ab16() {
+  local label=$1 tag=$2 phases=$3 w; shift 3
+  hb_stamp "herd x$HB_CONC $*"
+  if w=$(hb_wrapper "$tag" "$@" --step-stats 128) && hb_serve "$HB_CONC" "$HB_CTX16" "$w"; then
+    # shellcheck disable=SC2086 # PHASES is a list of words
+    hb_client "$label" "$HB_CONC" --num-ctx "$HB_CTX16" $phases
+  else
+    hb_na "$label" fmt "runner has no $*"
+  fi
+}
+
 # The herd phases. Order: x1 free/format/copy/ff, the switches at x1, then x16.
 hb_herd() {
   local w
@@ -252,12 +266,7 @@ hb_herd() {
   fi
   # A/B of grammar fast-forward under concurrency: run J's constrained x16 (0.76 of free) had
   # every forced token drafted with a full logits row; forced runs carry no rows now.
-  hb_stamp "herd x$HB_CONC grammar fast-forward off"
-  if w=$(hb_wrapper noff16 --no-grammar-ff --step-stats 128) && hb_serve "$HB_CONC" "$HB_CTX16" "$w"; then
-    hb_client "herd-x16-ffoff" "$HB_CONC" --num-ctx "$HB_CTX16" gen:1 fmt:2
-  else
-    hb_na herd-x16-ffoff fmt "runner has no --no-grammar-ff"
-  fi
+  hb_ab16 herd-x16-ffoff noff16 "gen:1 fmt:2" --no-grammar-ff
   # CPU threads on a GPU (run J: constrained x16 at 0.76 of free, x1 at 1.00): llama.cpp's
   # OpenMP threads (one per core) spin after each CPU graph part (the embedding rows) while the
   # GPU computes, which is when the 16 grammar-mask threads need the cores. A/B: the threads
@@ -274,30 +283,15 @@ hb_herd() {
   fi
   # Step padding (plan::padding) is the runner's GPU default; A/B: steps that shrink as streams
   # end, each new shape a graph rebuild and CUDA graph capture (6-9 ms on the 8B, runs O-Q).
-  hb_stamp "herd x$HB_CONC without step padding"
-  if w=$(hb_wrapper nopad --step-padding off --step-stats 128) && hb_serve "$HB_CONC" "$HB_CTX16" "$w"; then
-    hb_client "herd-x16-nopad" "$HB_CONC" --num-ctx "$HB_CTX16" gen:2 fmt:2
-  else
-    hb_na herd-x16-nopad fmt "runner has no --step-padding"
-  fi
+  hb_ab16 herd-x16-nopad nopad "gen:2 fmt:2" --step-padding off
   # llama.cpp's CPU threads on a GPU only look up each step's embedding rows, yet every step
   # wakes them and meets them at a barrier, while the sampling pool and the grammar workers
   # want the same cores. A/B: one llama.cpp thread, the sampling pool kept at one per core.
-  hb_stamp "herd x$HB_CONC --threads 1 --sample-threads $(nproc)"
-  if w=$(hb_wrapper t1 --threads 1 --sample-threads "$(nproc)" --step-stats 128) && hb_serve "$HB_CONC" "$HB_CTX16" "$w"; then
-    hb_client "herd-x16-t1" "$HB_CONC" --num-ctx "$HB_CTX16" gen:2 fmt:2
-  else
-    hb_na herd-x16-t1 fmt "runner has no --sample-threads"
-  fi
+  hb_ab16 herd-x16-t1 t1 "gen:2 fmt:2" --threads 1 --sample-threads "$(nproc)"
   # The grammar workers' masks compete for the cores while the engine samples, builds and
   # launches a step (run U: constrained x16 launched 0.2-0.4 ms slower than free at the same
   # shape). A/B: masks wait for the step's launch (runner-core grammar::gate).
-  hb_stamp "herd x$HB_CONC --mask-after-launch"
-  if w=$(hb_wrapper mal --mask-after-launch --step-stats 128) && hb_serve "$HB_CONC" "$HB_CTX16" "$w"; then
-    hb_client "herd-x16-mal" "$HB_CONC" --num-ctx "$HB_CTX16" gen:2 fmt:2
-  else
-    hb_na herd-x16-mal fmt "runner has no --mask-after-launch"
-  fi
+  hb_ab16 herd-x16-mal mal "gen:2 fmt:2" --mask-after-launch
   hb_stamp "herd x1 --threads 1"
   if w=$(hb_wrapper t1x1 --threads 1 --step-stats 128) && hb_serve 1 "$HB_CTX1" "$w"; then
     hb_client "herd-x1-t1" 1 --num-ctx "$HB_CTX1" gen:"$HB_R"
