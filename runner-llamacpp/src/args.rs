@@ -54,6 +54,10 @@ pub struct Args {
     /// do not compete for the cores with sampling, building and launching the step.
     #[arg(long, hide = true)]
     pub mask_after_launch: bool,
+    /// Bench hook (GPU A/B): wake the sampling pool shortly before each decode step's logits
+    /// land, from the last decode step's wait (`engine::prewake`), instead of when they land.
+    #[arg(long, hide = true)]
+    pub prewake: bool,
     /// Bench hook: threads that sample large steps (0 = llama.cpp's thread count), so that
     /// llama.cpp's own CPU threads can be set apart (`--threads`): on a GPU they only look up
     /// the steps' embedding rows, yet wake and meet at a barrier every step.

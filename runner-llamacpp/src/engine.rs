@@ -52,6 +52,7 @@ pub use draft::Drafting;
 pub mod draft_model;
 mod embedding;
 mod pad;
+mod prewake;
 mod sample;
 mod speculative;
 mod stats;
@@ -125,6 +126,8 @@ pub struct Engine {
     cost: runner_core::draft::pace::StepCost,
     /// One-token decode steps keep their sequence set as streams end (`plan::padding`; GPU).
     pad: pad::Pad,
+    /// Wakes the sampling pool before a decode step's logits land (`--prewake`; GPU A/B).
+    prewake: prewake::Prewake,
 }
 
 impl Engine {
@@ -158,6 +161,7 @@ impl Engine {
             drafter: None,
             cost: runner_core::draft::pace::StepCost::default(),
             pad: pad::Pad::default(),
+            prewake: prewake::Prewake::default(),
         }
     }
 
@@ -206,6 +210,12 @@ impl Engine {
     /// Pad one-token decode steps to the last one's sequences (`plan::padding`).
     pub fn with_padding(mut self, on: bool) -> Engine {
         self.pad.on = on;
+        self
+    }
+
+    /// Wake the sampling pool shortly before each decode step's logits land (`engine::prewake`).
+    pub fn with_prewake(mut self, on: bool) -> Engine {
+        self.prewake.on = on;
         self
     }
 
@@ -432,7 +442,10 @@ impl Engine {
         runner_core::grammar::gate::launched();
         self.stats.lap(Phase::Launch);
         if res.is_ok() {
+            self.prewake
+                .arm(self.pool.as_ref(), !in_prefill.contains(&true));
             self.ctx.synchronize();
+            self.prewake.landed();
         }
         self.unpad(&pads);
         let took = started.elapsed().as_nanos() as u64;

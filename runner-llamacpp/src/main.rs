@@ -113,6 +113,7 @@ fn load_and_run(
             .with_sample_threads(args.sample_threads)
             .with_step_stats(args.step_stats)
             .with_first_token_hold(!args.no_first_token_hold)
+            .with_prewake(args.prewake)
             .with_padding(match args.step_padding {
                 args::StepPadding::Auto => !isolate,
                 args::StepPadding::On => true,

@@ -9,7 +9,7 @@ mod common;
 
 use common::*;
 use http_body_util::BodyExt;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// Stream `body` to the end; `first` fires when the first chunk has arrived.
 async fn stream(
@@ -114,4 +114,46 @@ async fn padded_steps_leave_every_request_unchanged() {
         "no padded step logged: {lines:?}"
     );
     assert_eq!(got, solo);
+}
+
+/// `--prewake` (a GPU A/B: the sampling pool is woken before a decode step's logits land)
+/// changes when the pool's threads are awake, never what they sample: with a pool of two
+/// threads and four requests decoding together, each request's text is its solo text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prewaking_the_sampling_pool_leaves_every_request_unchanged() {
+    let _guard = serial().await;
+    let flags = [
+        "--ctx-size",
+        "256",
+        "--parallel",
+        "4",
+        "--sample-threads",
+        "2",
+    ];
+    let reqs = [
+        greedy("The capital of France is", 40),
+        sampled_req("1, 2, 3, 4,", 24, 3),
+        greedy("Once upon a time, in a small village,", 40),
+        sampled_req("The best way to learn a language is", 36, 9),
+    ];
+    let solo = solo(&flags, &reqs).await;
+    let woken = [&flags[..], &["--prewake", "--step-stats", "16"]].concat();
+    let r = Logged::ready(&gemma(), &woken).await;
+    let got = staggered(r.socket(), &reqs).await;
+    assert_eq!(got, solo);
+    let lines = r.lines();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("step stats every 16 steps; sampling pool 2")),
+        "{lines:?}"
+    );
+}
+
+fn sampled_req(prompt: &str, n: i32, seed: i64) -> Value {
+    json!({
+        "prompt": prompt,
+        "num_predict": n,
+        "sampling": {"temperature": 0.8, "top_k": 40, "top_p": 0.95, "seed": seed},
+    })
 }
