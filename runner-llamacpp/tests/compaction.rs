@@ -9,7 +9,7 @@ mod common;
 
 use common::*;
 use http_body_util::BodyExt;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// Stream `body` to the end; `first` fires when the first chunk has arrived.
 async fn stream(
@@ -132,9 +132,9 @@ async fn prewaking_the_sampling_pool_leaves_every_request_unchanged() {
     ];
     let reqs = [
         greedy("The capital of France is", 40),
-        sampled_req("1, 2, 3, 4,", 24, 3),
+        sampled("1, 2, 3, 4,", 24, 3),
         greedy("Once upon a time, in a small village,", 40),
-        sampled_req("The best way to learn a language is", 36, 9),
+        sampled("The best way to learn a language is", 36, 9),
     ];
     let solo = solo(&flags, &reqs).await;
     let woken = [&flags[..], &["--prewake", "--step-stats", "16"]].concat();
@@ -148,12 +148,4 @@ async fn prewaking_the_sampling_pool_leaves_every_request_unchanged() {
             .any(|l| l.starts_with("step stats every 16 steps; sampling pool 2")),
         "{lines:?}"
     );
-}
-
-fn sampled_req(prompt: &str, n: i32, seed: i64) -> Value {
-    json!({
-        "prompt": prompt,
-        "num_predict": n,
-        "sampling": {"temperature": 0.8, "top_k": 40, "top_p": 0.95, "seed": seed},
-    })
 }

@@ -21,15 +21,6 @@ async fn logged(mode: &str, extra: &[&str]) -> Logged {
     Logged::ready(&gemma(), &flags).await
 }
 
-/// The sampler of the GPU benchmark, seeded.
-fn sampled(prompt: &str, n: i32, seed: i64) -> Value {
-    json!({
-        "prompt": prompt,
-        "num_predict": n,
-        "sampling": {"temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05, "seed": seed},
-    })
-}
-
 fn with(mut req: Value, key: &str, v: Value) -> Value {
     req["sampling"][key] = v;
     req

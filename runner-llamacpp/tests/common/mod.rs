@@ -280,6 +280,15 @@ pub fn greedy(prompt: &str, n: i32) -> Value {
     json!({"prompt": prompt, "num_predict": n, "sampling": {"temperature": 0.0}})
 }
 
+/// The sampler of the GPU benchmark, seeded.
+pub fn sampled(prompt: &str, n: i32, seed: i64) -> Value {
+    json!({
+        "prompt": prompt,
+        "num_predict": n,
+        "sampling": {"temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05, "seed": seed},
+    })
+}
+
 /// SmolLM2's chat format around one user turn, the assistant's turn open.
 pub fn chatml(user: &str) -> String {
     format!("<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n")
