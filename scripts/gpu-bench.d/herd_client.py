@@ -90,12 +90,14 @@ class Client:
         return http.client.HTTPConnection(s.host, s.port, timeout=s.a.timeout)
 
     def runner_conn(s):
-        """The model's runner, on the socket herd's log names last ("runner started socket=")."""
-        path = None
-        with open(s.a.mark) as f:
-            for line in f:
-                if "runner started" in line and "socket=" in line:
-                    path = line.split("socket=", 1)[1].split()[0]
+        """The model's runner, on the socket herd's log names last ("runner started socket="),
+        read once per client (its phases share one loaded model)."""
+        if getattr(s, "socket", None) is None:
+            with open(s.a.mark) as f:
+                for line in f:
+                    if "runner started" in line and "socket=" in line:
+                        s.socket = line.split("socket=", 1)[1].split()[0]
+        path = getattr(s, "socket", None)
         if path is None:
             raise RuntimeError("no runner socket in herd's log")
         timeout = s.a.timeout

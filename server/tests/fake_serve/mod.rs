@@ -1,36 +1,38 @@
-//! `herd serve` as a child process on a random port, its models a test store of fake-runner
-//! scripts, and `herd` CLI commands pointed at it (serve_cli.rs, repl_errors.rs). The includer
-//! declares `herd_proc` and `serve_support` beside this module.
+//! `herd serve` as a child process on a random port (`herd_proc::HerdServe`), its models a test
+//! store of fake-runner scripts, and `herd` CLI commands pointed at it (serve_cli.rs,
+//! repl_errors.rs). The includer declares `herd_proc` and `serve_support` beside this module.
 #![allow(dead_code)]
 
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::ops::{Deref, DerefMut};
+use std::process::Command;
 
-use super::herd_proc::{listen, piped, Listening, HERD};
+use super::herd_proc::{piped, HerdServe, HERD};
 use super::serve_support::api_support::TestStore;
 use super::serve_support::scheduler_support;
 
-/// A running `herd serve`; SIGTERM and reaped on drop.
-pub struct Server {
-    pub child: Child,
-    pub addr: String,
-    pub home: tempfile::TempDir,
+/// A running `herd serve` with the fake runner; stopped on drop (`HerdServe`).
+pub struct Server(HerdServe);
+
+impl Deref for Server {
+    type Target = HerdServe;
+    fn deref(&self) -> &HerdServe {
+        &self.0
+    }
+}
+
+impl DerefMut for Server {
+    fn deref_mut(&mut self) -> &mut HerdServe {
+        &mut self.0
+    }
 }
 
 impl Server {
     pub fn start(ts: &TestStore) -> Server {
-        // herd serve creates ~/.ollama/id_ed25519: keep it out of the real home.
-        let home = tempfile::tempdir().unwrap();
-        let mut cmd = Command::new(HERD);
-        cmd.arg("serve")
-            .env("HOME", home.path())
-            .env("OLLAMA_HOST", "127.0.0.1:0")
-            .env("OLLAMA_MODELS", ts.root())
-            .env("HERD_RUNNER", scheduler_support::fake_runner())
-            .env_remove("HERD_LOG_FORMAT")
-            .stdout(Stdio::null());
-        let Listening { child, addr, .. } = listen(&mut cmd, Duration::from_secs(30), None);
-        Server { child, addr, home }
+        let runner = scheduler_support::fake_runner();
+        Server(HerdServe::start(
+            ts.root(),
+            &[("HERD_RUNNER", runner.to_str().expect("a UTF-8 path"))],
+        ))
     }
 
     pub fn command(&self, args: &[&str]) -> Command {
@@ -50,15 +52,5 @@ impl Server {
             String::from_utf8_lossy(&out.stdout).into_owned(),
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let _ = self.child.wait();
     }
 }

@@ -17,7 +17,8 @@ pub struct HerdServe {
     /// `127.0.0.1:PORT`.
     pub addr: String,
     pub log: Arc<Mutex<Vec<String>>>,
-    _home: tempfile::TempDir,
+    /// Its HOME (herd serve writes ~/.ollama/id_ed25519 there; CLI commands share it).
+    pub home: tempfile::TempDir,
 }
 
 /// A spawned process that reported "Listening on ADDR" on stderr.
@@ -108,7 +109,7 @@ impl HerdServe {
             child,
             addr,
             log,
-            _home: home,
+            home,
         }
     }
 
