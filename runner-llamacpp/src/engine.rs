@@ -127,7 +127,7 @@ pub struct Engine {
     cost: runner_core::draft::pace::StepCost,
     /// One-token decode steps keep their sequence set as streams end (`plan::padding`; GPU).
     pad: pad::Pad,
-    /// Wakes the sampling pool before a decode step's logits land (`--prewake`; GPU A/B).
+    /// Wakes the sampling pool before a decode step's logits land (`--prewake`; GPU default).
     prewake: prewake::Prewake,
 }
 

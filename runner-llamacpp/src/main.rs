@@ -20,7 +20,7 @@ mod rpc_server;
 mod sampling;
 mod vocab;
 
-use args::{device_sampling_on, Args};
+use args::{device_sampling_on, prewake_on, Args};
 use clap::Parser;
 use runner_core::http::{Loaded, State};
 use runner_protocol::{ErrorKind, FlashAttention, Info, KvCacheType, RunnerError};
@@ -101,7 +101,7 @@ fn load_and_run(
             // CPU batch invariance needs isolated prompt steps; the patches behind it are
             // CPU-only, and on a GPU mixed steps start many streams sooner.
             let isolate = !(ffi::supports_gpu_offload() && args.load.gpu_layers != 0);
-            let (projector, drafter) = (loaded.2, loaded.3);
+            let (projector, drafter, prewake) = (loaded.2, loaded.3, loaded.4);
             engine::Engine::new(
                 loaded.1,
                 args.load.parallel as usize,
@@ -113,7 +113,7 @@ fn load_and_run(
             .with_sample_threads(args.sample_threads)
             .with_step_stats(args.step_stats)
             .with_first_token_hold(!args.no_first_token_hold)
-            .with_prewake(args.prewake)
+            .with_prewake(prewake)
             .with_padding(match args.step_padding {
                 args::StepPadding::Auto => !isolate,
                 args::StepPadding::On => true,
@@ -132,13 +132,14 @@ fn load_and_run(
     }
 }
 
-/// A loaded model: what the protocol layer knows, the engine's context, the projector and the
-/// draft model.
+/// A loaded model: what the protocol layer knows, the engine's context, the projector, the
+/// draft model and whether the sampling pool is woken before logits land (`args::prewake_on`).
 type LoadedParts = (
     Loaded,
     ffi::Context,
     Option<Arc<ffi::Projector>>,
     Option<engine::draft_model::DraftModel>,
+    bool,
 );
 
 fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
@@ -251,6 +252,16 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
     } else {
         eprintln!("runner-llamacpp: device sampling off ({why})");
     }
+    let (prewake, why) = prewake_on(
+        args.prewake,
+        ffi::supports_gpu_offload(),
+        args.load.gpu_layers,
+        model.n_layer(),
+    );
+    eprintln!(
+        "runner-llamacpp: sampling pool prewake {} ({why})",
+        if prewake { "on" } else { "off" }
+    );
     let drafter = match &args.load.draft_model {
         None => None,
         Some(p) => {
@@ -332,6 +343,7 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
         ctx,
         projector,
         drafter,
+        prewake,
     ))
 }
 
@@ -456,6 +468,30 @@ mod tests {
         let a = Args::try_parse_from(base.iter().chain(&["--device-sampling", "on"])).unwrap();
         assert_eq!(a.device_sampling, On);
         assert!(Args::try_parse_from(base.iter().chain(&["--device-sampling", "gpu"])).is_err());
+    }
+
+    #[test]
+    fn prewake_is_on_when_the_whole_model_is_on_a_gpu() {
+        use args::Prewake::*;
+        // (mode, gpu backend, gpu_layers, n_layer, on)
+        let cases = [
+            (Auto, true, -1, 32, true),
+            (Auto, true, 33, 32, true),
+            (Auto, true, 32, 32, false),
+            (Auto, true, 0, 32, false),
+            (Auto, false, -1, 32, false),
+            (On, false, 0, 32, true),
+            (Off, true, -1, 32, false),
+        ];
+        for (mode, gpu, layers, n_layer, want) in cases {
+            let (on, why) = prewake_on(mode, gpu, layers, n_layer);
+            assert_eq!(on, want, "{mode:?} gpu={gpu} layers={layers}: {why}");
+        }
+        let base = ["runner-llamacpp", "--model", "m", "--socket", "s"];
+        assert_eq!(Args::try_parse_from(base).unwrap().prewake, Auto);
+        let a = Args::try_parse_from(base.iter().chain(&["--prewake", "off"])).unwrap();
+        assert_eq!(a.prewake, Off);
+        assert!(Args::try_parse_from(base.iter().chain(&["--prewake", "yes"])).is_err());
     }
 
     #[test]

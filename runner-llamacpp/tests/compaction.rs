@@ -116,8 +116,8 @@ async fn padded_steps_leave_every_request_unchanged() {
     assert_eq!(got, solo);
 }
 
-/// `--prewake` (a GPU A/B: the sampling pool is woken before a decode step's logits land)
-/// changes when the pool's threads are awake, never what they sample: with a pool of two
+/// `--prewake on` (the GPU default: the sampling pool is woken before a decode step's logits
+/// land; on the CPU `auto` leaves it off) changes when the pool's threads are awake, never what they sample: with a pool of two
 /// threads and four requests decoding together, each request's text is its solo text.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prewaking_the_sampling_pool_leaves_every_request_unchanged() {
@@ -137,7 +137,7 @@ async fn prewaking_the_sampling_pool_leaves_every_request_unchanged() {
         sampled("The best way to learn a language is", 36, 9),
     ];
     let solo = solo(&flags, &reqs).await;
-    let woken = [&flags[..], &["--prewake", "--step-stats", "16"]].concat();
+    let woken = [&flags[..], &["--prewake", "on", "--step-stats", "16"]].concat();
     let r = Logged::ready(&gemma(), &woken).await;
     let got = staggered(r.socket(), &reqs).await;
     assert_eq!(got, solo);
@@ -146,6 +146,12 @@ async fn prewaking_the_sampling_pool_leaves_every_request_unchanged() {
         lines
             .iter()
             .any(|l| l.starts_with("step stats every 16 steps; sampling pool 2")),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l == "sampling pool prewake on (--prewake on)"),
         "{lines:?}"
     );
 }

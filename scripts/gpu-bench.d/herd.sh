@@ -292,10 +292,10 @@ hb_herd() {
   # launches a step (run U: constrained x16 launched 0.2-0.4 ms slower than free at the same
   # shape). A/B: masks wait for the step's launch (runner-core grammar::gate).
   hb_ab16 herd-x16-mal mal "gen:2 fmt:2" --mask-after-launch
-  # Sampling 16 rows costs ~0.29 ms of wall time for ~0.07 ms of work a thread: the pool's
-  # threads wake when the rows land (runs E, H). A/B: they are woken shortly before, from the
-  # last decode step's wait (engine::prewake).
-  hb_ab16 herd-x16-pw pw "gen:2 fmt:2" --prewake
+  # The sampling pool's threads are woken shortly before a decode step's logits land, from the
+  # last decode step's wait (engine::prewake; the GPU default since run V, H100: 0.835 -> 0.938
+  # of batched-bench B=16). A/B: woken when the rows land.
+  hb_ab16 herd-x16-nopw nopw "gen:2 fmt:2" --prewake off
   hb_stamp "herd x1 --threads 1"
   if w=$(hb_wrapper t1x1 --threads 1 --step-stats 128) && hb_serve 1 "$HB_CTX1" "$w"; then
     hb_client "herd-x1-t1" 1 --num-ctx "$HB_CTX1" gen:"$HB_R"

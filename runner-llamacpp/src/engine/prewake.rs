@@ -1,5 +1,5 @@
-//! Waking the sampling pool shortly before a decode step's logits land (`--prewake`, a GPU A/B;
-//! off by default).
+//! Waking the sampling pool shortly before a decode step's logits land (`--prewake`; on by
+//! default when the whole model is on a GPU, `args::prewake_on`).
 //!
 //! Sampling 16 rows on the pool costs ~0.29 ms of wall time a step against ~0.07 ms if the 16
 //! threads ran at once: most of it is the threads waking from sleep when the rows arrive
@@ -7,7 +7,9 @@
 //! device's part of a decode step is steady (7.5-8 ms at x16 on the 8B), so right after the
 //! launch each pool thread is given a task that sleeps until shortly before the last decode
 //! step's wait would end and then spins until the engine says the logits are there; the
-//! threads are then awake when the rows are handed out.
+//! threads are then awake when the rows are handed out. Measured on an H100 (run V, one run):
+//! 16 streams ÷ batched-bench B=16 0.835 without, 0.938 with; the step's sampling phase
+//! 0.187 → 0.128 ms, its launch 0.50 → 0.41 ms.
 //!
 //! Bounds: a task sleeps in slices of [`SLICE`], checking for an early landing, and spins at
 //! most [`SPIN_MAX`]; only decode-only steps are predicted from and armed, so a long prefill
