@@ -83,7 +83,7 @@ pub struct AppState {
     /// Largest blob `POST /api/blobs/:digest` accepts (`HERD_MAX_BLOB_SIZE`; 0 = no limit).
     pub max_blob_size: u64,
     /// How `/api/create` runs `quantize` (the runner binary the server is configured with).
-    pub quantizer: crate::create::QuantizeOptions,
+    pub quantizer: Arc<crate::create::QuantizeOptions>,
     /// `HERD_API_KEYS` / `HERD_API_KEYS_FILE`; empty = no key required.
     pub api_keys: Arc<auth::ApiKeys>,
     /// Draining flag and in-flight count (SIGTERM), readiness inputs.
@@ -116,7 +116,7 @@ impl AppState {
             defaults: InferenceDefaults::default(),
             registry: None,
             max_blob_size: DEFAULT_MAX_BLOB_SIZE,
-            quantizer: crate::create::QuantizeOptions::default(),
+            quantizer: Arc::default(),
             api_keys: Arc::default(),
             lifecycle: Arc::default(),
             metrics: crate::metrics::Metrics::default(),
@@ -206,7 +206,7 @@ impl AppState {
     }
 
     pub fn with_quantizer(mut self, q: crate::create::QuantizeOptions) -> AppState {
-        self.quantizer = q;
+        self.quantizer = Arc::new(q);
         self
     }
 }

@@ -104,13 +104,16 @@ impl FileId {
 
 #[derive(Clone, Debug)]
 pub struct BlobStore {
-    dir: PathBuf,
+    /// Shared, so that cloning the store (every request's `AppState`) allocates nothing.
+    dir: std::sync::Arc<Path>,
 }
 
 impl BlobStore {
     /// Wraps an existing directory (`Store::open` creates it).
     pub fn new(dir: impl Into<PathBuf>) -> BlobStore {
-        BlobStore { dir: dir.into() }
+        BlobStore {
+            dir: std::sync::Arc::from(dir.into()),
+        }
     }
 
     pub fn dir(&self) -> &Path {

@@ -73,7 +73,8 @@ pub struct Deleted {
 
 #[derive(Clone, Debug)]
 pub struct Store {
-    root: PathBuf,
+    /// Shared, so that cloning the store (every request's `AppState`) allocates nothing.
+    root: Arc<Path>,
     blobs: BlobStore,
     lock: Arc<Mutex<()>>,
 }
@@ -137,7 +138,7 @@ impl Store {
             tracing::info!(renamed, "renamed legacy sha256: blob files");
         }
         Ok(Store {
-            root,
+            root: Arc::from(root),
             blobs,
             lock: Arc::new(Mutex::new(())),
         })
