@@ -264,6 +264,11 @@ hb_herd() {
     hb_na herd-x16-nohold gen "runner has no --no-first-token-hold"
   fi
   fi
+  # Settled A/Bs (HB_OLD_AB=1 only; ~80 s of device time): runs V and W (H100) found no gain in
+  # --mask-after-launch (constrained ÷ free 1.003 against 0.982, the same absolute rates) and a
+  # loss in --threads 1 (x16 0.913 against 0.930); fast-forward and step padding were settled
+  # by runs J and S-T.
+  if [ "${HB_OLD_AB:-0}" = 1 ]; then
   # A/B of grammar fast-forward under concurrency: run J's constrained x16 (0.76 of free) had
   # every forced token drafted with a full logits row; forced runs carry no rows now.
   hb_ab16 herd-x16-ffoff noff16 "gen:1 fmt:2" --no-grammar-ff
@@ -271,7 +276,6 @@ hb_herd() {
   # OpenMP threads (one per core) spin after each CPU graph part (the embedding rows) while the
   # GPU computes, which is when the 16 grammar-mask threads need the cores. A/B: the threads
   # sleeping at once (OMP_WAIT_POLICY=PASSIVE), and 4 threads instead of one per core.
-  if [ "${HB_OLD_AB:-0}" = 1 ]; then
   hb_stamp "herd x$HB_CONC OMP_WAIT_POLICY=PASSIVE"
   if w=$(hb_wrapper passive OMP_WAIT_POLICY=PASSIVE --step-stats 128) && hb_serve "$HB_CONC" "$HB_CTX16" "$w"; then
     hb_client "herd-x16-passive" "$HB_CONC" --num-ctx "$HB_CTX16" gen:2 fmt:2
@@ -279,7 +283,6 @@ hb_herd() {
   hb_stamp "herd x$HB_CONC --threads 4"
   if w=$(hb_wrapper t4 --threads 4 --step-stats 128) && hb_serve "$HB_CONC" "$HB_CTX16" "$w"; then
     hb_client "herd-x16-t4" "$HB_CONC" --num-ctx "$HB_CTX16" gen:2 fmt:2
-  fi
   fi
   # Step padding (plan::padding) is the runner's GPU default; A/B: steps that shrink as streams
   # end, each new shape a graph rebuild and CUDA graph capture (6-9 ms on the 8B, runs O-Q).
@@ -292,13 +295,16 @@ hb_herd() {
   # launches a step (run U: constrained x16 launched 0.2-0.4 ms slower than free at the same
   # shape). A/B: masks wait for the step's launch (runner-core grammar::gate).
   hb_ab16 herd-x16-mal mal "gen:2 fmt:2" --mask-after-launch
+  fi
   # The sampling pool's threads are woken shortly before a decode step's logits land, from the
   # last decode step's wait (engine::prewake; the GPU default since run V, H100: 0.835 -> 0.938
   # of batched-bench B=16). A/B: woken when the rows land.
   hb_ab16 herd-x16-nopw nopw "gen:2 fmt:2" --prewake off
+  if [ "${HB_OLD_AB:-0}" = 1 ]; then
   hb_stamp "herd x1 --threads 1"
   if w=$(hb_wrapper t1x1 --threads 1 --step-stats 128) && hb_serve 1 "$HB_CTX1" "$w"; then
     hb_client "herd-x1-t1" 1 --num-ctx "$HB_CTX1" gen:"$HB_R"
+  fi
   fi
   # One CUDA graph per token count (patch 0005) is the runner's default since run O; A/B (run O
   # and P settled it, HB_OLD_AB=1 only): one graph for all counts, whose warm-up every change
