@@ -1,11 +1,18 @@
 //! The REPL's input layer: rustyline (emacs keys, Up/Down recall, bracketed paste) over the
 //! terminal, with the history kept in Ollama's file format by [`History`] rather than rustyline's
 //! own (whose file has a `#V2` header and escapes), so `ollama run` and `herd run` share it.
-//! Ctrl-C on the line is [`Line::Interrupted`]; Ctrl-D on an empty line is [`Line::Eof`].
+//! Ctrl-C on the line is [`Line::Interrupted`]; Ctrl-D on an empty line is [`Line::Eof`]; Ctrl-G
+//! is [`Line::Edit`] (the REPL opens the line in an editor, `cli::editor`).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use rustyline::error::ReadlineError;
 use rustyline::history::{History as _, MemHistory};
-use rustyline::{Config, Editor};
+use rustyline::{
+    Cmd, ConditionalEventHandler, Config, Editor, Event, EventContext, EventHandler, KeyEvent,
+    RepeatCount,
+};
 
 use super::history::{History, LIMIT};
 
@@ -16,11 +23,25 @@ pub enum Line {
     Interrupted,
     /// Ctrl-D on an empty line, or the terminal closed.
     Eof,
+    /// Ctrl-G: edit this text in an external editor (not added to the history).
+    Edit(String),
+}
+
+/// Ctrl-G ends the read as Enter would, marking it as a request to edit.
+struct EditKey(Arc<AtomicBool>);
+
+impl ConditionalEventHandler for EditKey {
+    fn handle(&self, _: &Event, _: RepeatCount, _: bool, _: &EventContext) -> Option<Cmd> {
+        self.0.store(true, Ordering::Relaxed);
+        Some(Cmd::AcceptLine)
+    }
 }
 
 pub struct LineEditor {
     editor: Editor<(), MemHistory>,
     history: History,
+    /// Set by Ctrl-G for the read it ends.
+    edit: Arc<AtomicBool>,
 }
 
 impl LineEditor {
@@ -36,16 +57,30 @@ impl LineEditor {
         for e in history.entries() {
             recall.add(e)?;
         }
-        let editor = Editor::with_history(config, recall)?;
-        Ok(LineEditor { editor, history })
+        let mut editor = Editor::with_history(config, recall)?;
+        let edit = Arc::new(AtomicBool::new(false));
+        editor.bind_sequence(
+            KeyEvent::ctrl('G'),
+            EventHandler::Conditional(Box::new(EditKey(edit.clone()))),
+        );
+        Ok(LineEditor {
+            editor,
+            history,
+            edit,
+        })
     }
 
-    /// Reads one line; a non-empty one joins the recall list and the history file at once (as
-    /// Ollama's readline does on Enter), slash commands and `"""` continuation lines included.
-    /// The blocking read runs off the async workers (`block_in_place`).
-    pub fn read(&mut self, prompt: &str) -> anyhow::Result<Line> {
-        let read = tokio::task::block_in_place(|| self.editor.readline(prompt));
+    /// Reads one line, starting from `initial` (an editor's text after Ctrl-G, else empty); a
+    /// non-empty one joins the recall list and the history file at once (as Ollama's readline
+    /// does on Enter), slash commands and `"""` continuation lines included. The blocking read
+    /// runs off the async workers (`block_in_place`).
+    pub fn read(&mut self, prompt: &str, initial: &str) -> anyhow::Result<Line> {
+        self.edit.store(false, Ordering::Relaxed);
+        let read = tokio::task::block_in_place(|| {
+            self.editor.readline_with_initial(prompt, (initial, ""))
+        });
         match read {
+            Ok(text) if self.edit.swap(false, Ordering::Relaxed) => Ok(Line::Edit(text)),
             Ok(text) => {
                 if !text.is_empty() {
                     self.editor.add_history_entry(text.as_str())?;

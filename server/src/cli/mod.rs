@@ -6,6 +6,7 @@ pub mod archive;
 pub mod client;
 pub mod create;
 pub mod doctor;
+pub mod editor;
 pub mod files;
 pub mod format;
 pub mod history;

@@ -20,8 +20,10 @@ enum Multiline {
 
 /// The REPL proper: reads lines with the line editor (`>>> `, `... ` inside a `"""` block) and
 /// runs them as Ollama's `generateInteractive` does.
-pub(super) async fn repl(s: &mut Session, history: History) -> anyhow::Result<()> {
+pub(super) async fn repl(s: &mut Session, history: History, editor: String) -> anyhow::Result<()> {
     let mut ed = LineEditor::new(history)?;
+    // The next line's starting text: what the editor left after Ctrl-G.
+    let mut prefill = String::new();
     let mut sb = String::new();
     let mut multiline = Multiline::None;
     loop {
@@ -30,7 +32,7 @@ pub(super) async fn repl(s: &mut Session, history: History) -> anyhow::Result<()
         } else {
             "... "
         };
-        let line = match ed.read(prompt)? {
+        let line = match ed.read(prompt, &std::mem::take(&mut prefill))? {
             Line::Eof => {
                 println!();
                 return Ok(());
@@ -40,6 +42,17 @@ pub(super) async fn repl(s: &mut Session, history: History) -> anyhow::Result<()
                 println!("\nUse Ctrl + d or /bye to exit.");
                 multiline = Multiline::None;
                 sb.clear();
+                continue;
+            }
+            Line::Edit(line) => {
+                // Ollama: the pending `"""` text is dropped; an editor that fails or leaves
+                // nothing but blanks changes nothing.
+                sb.clear();
+                match super::editor::edit(&editor, &line) {
+                    Ok(text) if !text.trim().is_empty() => prefill = text,
+                    Ok(_) => {}
+                    Err(e) => eprintln!("error: {e:#}"),
+                }
                 continue;
             }
             Line::Text(line) => line,

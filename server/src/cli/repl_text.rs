@@ -73,8 +73,7 @@ pub(super) const PARAMETERS_HELP: &str = "Available Parameters:
 
 ";
 
-/// The keys herd's line editor (rustyline, emacs mode) takes: Ollama's list without Ctrl + g
-/// (herd opens no external editor).
+/// The keys herd's line editor (rustyline, emacs mode) takes: Ollama's list.
 pub(super) const SHORTCUTS_HELP: &str = "Available keyboard shortcuts:
   Ctrl + a            Move to the beginning of the line (Home)
   Ctrl + e            Move to the end of the line (End)
@@ -85,6 +84,7 @@ pub(super) const SHORTCUTS_HELP: &str = "Available keyboard shortcuts:
   Ctrl + w            Delete the word before the cursor
 
   Ctrl + l            Clear the screen
+  Ctrl + g            Open default editor to compose a prompt
   Ctrl + c            Stop the model from responding
   Ctrl + d            Exit herd (/bye)
 

@@ -121,7 +121,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         s.preload().await?;
         show_saved_messages(info.as_ref());
         let history = History::load(crate::config::history_file(), !args.nohistory);
-        return super::repl::repl(&mut s, history).await;
+        let editor = super::editor::command([
+            args.editor.as_deref(),
+            args.visual.as_deref(),
+            args.env_editor.as_deref(),
+        ]);
+        return super::repl::repl(&mut s, history, editor).await;
     }
     // One answer (an empty prompt only loads the model): `/api/generate`, as Ollama's
     // `generate`; only the REPL chats.

@@ -97,6 +97,14 @@ pub struct RunArgs {
     #[arg(long, env = "OLLAMA_NOHISTORY", value_parser = parse::clap_bool, num_args = 0..=1,
           default_missing_value = "true", default_value = "false", hide = true)]
     pub nohistory: bool,
+    /// The editor Ctrl-G opens the REPL's line in (`cli::editor`): `OLLAMA_EDITOR`, else
+    /// `VISUAL`, else `EDITOR`, else vi.
+    #[arg(long, env = "OLLAMA_EDITOR", hide = true)]
+    pub editor: Option<String>,
+    #[arg(long = "visual-editor", env = "VISUAL", hide = true)]
+    pub visual: Option<String>,
+    #[arg(long = "env-editor", env = "EDITOR", hide = true)]
+    pub env_editor: Option<String>,
     /// Use an insecure registry when the model has to be pulled first
     #[arg(long)]
     pub insecure: bool,

@@ -32,6 +32,11 @@ impl Terminal {
         Terminal::spawn(addr, home, &format!("exec {HERD} run {args}"))
     }
 
+    /// The same with `env` added to herd's environment.
+    pub fn start_with_env(addr: &str, home: &Path, args: &str, env: &[(&str, &str)]) -> Terminal {
+        Terminal::spawn_env(addr, home, &format!("exec {HERD} run {args}"), env)
+    }
+
     /// The same on a terminal `cols` columns wide.
     pub fn start_sized(addr: &str, home: &Path, args: &str, cols: u16) -> Terminal {
         Terminal::spawn(
@@ -42,8 +47,13 @@ impl Terminal {
     }
 
     fn spawn(addr: &str, home: &Path, shell: &str) -> Terminal {
+        Terminal::spawn_env(addr, home, shell, &[])
+    }
+
+    fn spawn_env(addr: &str, home: &Path, shell: &str, env: &[(&str, &str)]) -> Terminal {
         let mut child = Command::new("script")
             .args(["-qec", shell, "/dev/null"])
+            .envs(env.iter().copied())
             .env("OLLAMA_HOST", addr)
             .env("HOME", home)
             .env("TERM", "xterm")
