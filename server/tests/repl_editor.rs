@@ -14,7 +14,7 @@ mod terminal_support;
 use std::os::unix::fs::PermissionsExt;
 
 use fake_serve::Server;
-use serve_support::api_support::{ago, TestStore, MT_TEMPLATE};
+use serve_support::api_support::TestStore;
 use terminal_support::Terminal;
 
 #[test]
@@ -23,16 +23,7 @@ fn ctrl_g_edits_the_line_in_the_editor_and_enter_sends_it() {
         return serve_support::prereq::missing("util-linux `script`");
     }
     let ts = TestStore::new();
-    ts.model(
-        "echo",
-        "latest",
-        b"#fake-runner\n--echo\n",
-        &[(
-            MT_TEMPLATE,
-            b"{{ range .Messages }}[{{ .Role }}:{{ .Content }}]{{ end }}",
-        )],
-        ago(60),
-    );
+    ts.echo_chat_model("echo");
     let s = Server::start(&ts);
     // The editor's words come first and the file last: the script sees its flag as $1.
     let script = s.home.path().join("append-editor");

@@ -13,7 +13,7 @@ mod serve_support;
 mod terminal_support;
 
 use fake_serve::Server;
-use serve_support::api_support::{ago, TestStore, MT_TEMPLATE};
+use serve_support::api_support::{ago, TestStore};
 use terminal_support::Terminal;
 
 #[test]
@@ -22,16 +22,7 @@ fn think_errors_keep_the_session_and_other_errors_end_it() {
         return serve_support::prereq::missing("util-linux `script`");
     }
     let ts = TestStore::new();
-    ts.model(
-        "echo",
-        "latest",
-        b"#fake-runner\n--echo\n",
-        &[(
-            MT_TEMPLATE,
-            b"{{ range .Messages }}[{{ .Role }}:{{ .Content }}]{{ end }}",
-        )],
-        ago(60),
-    );
+    ts.echo_chat_model("echo");
     // Fails its first answer: the runner dies after one token.
     ts.model(
         "crash",

@@ -19,16 +19,7 @@ use terminal_support::Terminal;
 fn store() -> TestStore {
     let ts = TestStore::new();
     ts.model("fake", "latest", b"#fake-runner\n", &[], ago(60));
-    ts.model(
-        "echo",
-        "latest",
-        b"#fake-runner\n--echo\n",
-        &[(
-            MT_TEMPLATE,
-            b"{{ range .Messages }}[{{ .Role }}:{{ .Content }}]{{ end }}",
-        )],
-        ago(60),
-    );
+    ts.echo_chat_model("echo");
     ts.model(
         "saved",
         "latest",

@@ -81,6 +81,21 @@ impl TestStore {
             .join(tag)
     }
 
+    /// `NAME:latest`: a fake-runner model that echoes its chat prompt, each message rendered as
+    /// `[role:content]` (the REPL tests read back what a turn sent).
+    pub fn echo_chat_model(&self, name: &str) -> WrittenModel {
+        self.model(
+            name,
+            "latest",
+            b"#fake-runner\n--echo\n",
+            &[(
+                MT_TEMPLATE,
+                b"{{ range .Messages }}[{{ .Role }}:{{ .Content }}]{{ end }}",
+            )],
+            ago(60),
+        )
+    }
+
     /// A model as Ollama's `create` writes it: config blob, GGUF model layer, extra layers, and
     /// the manifest JSON in Ollama's field order, with the given mtime.
     pub fn model(
