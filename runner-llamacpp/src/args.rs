@@ -80,6 +80,13 @@ pub enum StepPadding {
     Off,
 }
 
+/// Whether every layer and the output layer run on a GPU: a GPU backend is loaded and
+/// `gpu_layers` covers all `n_layer` + 1 layers (llama.cpp offloads the last `gpu_layers`, the
+/// output layer last; negative = all).
+pub fn whole_model_offloaded(gpu: bool, gpu_layers: i32, n_layer: i32) -> bool {
+    gpu && (gpu_layers < 0 || gpu_layers > n_layer)
+}
+
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Prewake {
     Auto,
@@ -88,13 +95,12 @@ pub enum Prewake {
 }
 
 /// Whether the sampling pool is woken before a decode step's logits land, and why (for the load
-/// log). `auto`: when a GPU backend is loaded and every layer and the output layer are
-/// offloaded (`gpu_layers` as in [`device_sampling_on`]), so that a decode step's wait is the
-/// device's: then the pool's threads sleep through most of it and spin only for its last
+/// log). `auto`: when the whole model is on a GPU ([`whole_model_offloaded`]), so that a
+/// decode step's wait is the device's: then the pool's threads sleep through most of it and spin only for its last
 /// ~0.3 ms. With any layer on the CPU, llama.cpp's threads compute during the wait and spinning
 /// threads would take their cores. H100, run V: x16 ÷ batched-bench B=16 0.835 → 0.938.
 pub fn prewake_on(mode: Prewake, gpu: bool, gpu_layers: i32, n_layer: i32) -> (bool, &'static str) {
-    let offloaded = gpu && (gpu_layers < 0 || gpu_layers > n_layer);
+    let offloaded = whole_model_offloaded(gpu, gpu_layers, n_layer);
     match mode {
         Prewake::On => (true, "--prewake on"),
         Prewake::Off => (false, "--prewake off"),
@@ -111,9 +117,8 @@ pub enum DeviceSampling {
 }
 
 /// Whether to sample on the device, and why (for the load log). `auto`: with one slot, when the
-/// logits are computed on a GPU, i.e. a GPU backend is loaded and the output layer is offloaded
-/// (llama.cpp offloads the last `gpu_layers` of `n_layer` + 1 layers, the output layer last;
-/// negative = all). Never while the runner drafts (`drafts`: an n-gram drafter or a draft model,
+/// logits are computed on a GPU: the output layer is offloaded, which llama.cpp does last, so
+/// only with the whole model ([`whole_model_offloaded`]). Never while the runner drafts (`drafts`: an n-gram drafter or a draft model,
 /// `on` included): a verify step has several outputs of one sequence, and llama.cpp's device
 /// samplers take one output per sequence (`llama_decode` refuses the step).
 pub fn device_sampling_on(
@@ -124,7 +129,7 @@ pub fn device_sampling_on(
     parallel: u32,
     drafts: bool,
 ) -> (bool, &'static str) {
-    let offloaded = gpu && (gpu_layers < 0 || gpu_layers > n_layer);
+    let offloaded = whole_model_offloaded(gpu, gpu_layers, n_layer);
     match mode {
         DeviceSampling::Off => (false, "--device-sampling"),
         _ if drafts => (

@@ -312,9 +312,14 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
         devices: memory::report(&ffi::devices(), &buffers),
     };
     let mut info = info;
-    let all_layers = args.load.gpu_layers < 0 || args.load.gpu_layers > model.n_layer();
-    (info.memory_bytes, info.memory_device_bytes) =
-        memory::totals(&info.devices, ffi::supports_gpu_offload() && all_layers);
+    (info.memory_bytes, info.memory_device_bytes) = memory::totals(
+        &info.devices,
+        args::whole_model_offloaded(
+            ffi::supports_gpu_offload(),
+            args.load.gpu_layers,
+            model.n_layer(),
+        ),
+    );
     if info.memory_bytes == 0 {
         // llama.cpp's breakdown threw: the file and the state are a lower bound, device unknown.
         info.memory_bytes = model.size_bytes() + ctx.state_size() as u64;

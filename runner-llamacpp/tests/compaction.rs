@@ -117,8 +117,9 @@ async fn padded_steps_leave_every_request_unchanged() {
 }
 
 /// `--prewake on` (the GPU default: the sampling pool is woken before a decode step's logits
-/// land; on the CPU `auto` leaves it off) changes when the pool's threads are awake, never what they sample: with a pool of two
-/// threads and four requests decoding together, each request's text is its solo text.
+/// land; on the CPU `auto` leaves it off) changes when the pool's threads are awake, never what
+/// they sample: with a pool of two threads and four requests decoding together, each request's
+/// text is its solo text.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prewaking_the_sampling_pool_leaves_every_request_unchanged() {
     let _guard = serial().await;

@@ -85,32 +85,32 @@ mod tests {
         }
     }
 
+    /// An executable shell script `name` in `dir` with `body`.
+    fn script(dir: &Path, name: &str, body: &str) -> std::path::PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
     #[test]
     fn the_editor_edits_the_line_in_a_file() {
         let dir = tempfile::tempdir().unwrap();
-        let script = dir.path().join("append.sh");
-        std::fs::write(
-            &script,
-            "#!/bin/sh\nprintf '%s edited\\n\\n' \"$(cat \"$2\")\" > \"$2\"\n",
-        )
-        .unwrap();
-        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
+        let append = script(
+            dir.path(),
+            "append.sh",
+            "printf '%s edited\\n\\n' \"$(cat \"$2\")\" > \"$2\"",
+        );
         // The editor's own words come first, the file last.
-        let editor = format!("{} --flag", script.display());
+        let editor = format!("{} --flag", append.display());
         assert_eq!(edit(&editor, "hello").unwrap(), "hello edited");
         let missing = edit("no-such-editor-here -w", "x").unwrap_err().to_string();
         assert_eq!(
             missing,
             "editor \"no-such-editor-here\" not found, set OLLAMA_EDITOR to the path of your preferred editor"
         );
-        let failing = dir.path().join("fail.sh");
-        std::fs::write(&failing, "#!/bin/sh\nexit 3\n").unwrap();
-        std::fs::set_permissions(
-            &failing,
-            std::os::unix::fs::PermissionsExt::from_mode(0o755),
-        )
-        .unwrap();
+        let failing = script(dir.path(), "fail.sh", "exit 3");
         let err = edit(failing.to_str().unwrap(), "x")
             .unwrap_err()
             .to_string();

@@ -48,7 +48,8 @@ pub(super) async fn repl(s: &mut Session, history: History, editor: String) -> a
                 // Ollama: the pending `"""` text is dropped; an editor that fails or leaves
                 // nothing but blanks changes nothing.
                 sb.clear();
-                match super::editor::edit(&editor, &line) {
+                // The editor has the terminal until it exits: off the async workers, as reads.
+                match tokio::task::block_in_place(|| super::editor::edit(&editor, &line)) {
                     Ok(text) if !text.trim().is_empty() => prefill = text,
                     Ok(_) => {}
                     Err(e) => eprintln!("error: {e:#}"),
