@@ -13,6 +13,7 @@ pub use parse::take_fallbacks;
 mod remote;
 mod rpc;
 
+use crate::prompt::prefer::GoTemplate;
 use clap::{Args, Parser, Subcommand};
 use runner_protocol::{FlashAttention, KvCacheType};
 use std::path::PathBuf;
@@ -139,6 +140,11 @@ pub struct Config {
     /// Default context length; 0 = chosen from available memory.
     #[arg(long, env = "OLLAMA_CONTEXT_LENGTH", value_parser = parse::clap_uint::<0>, default_value = "0")]
     pub context_length: u32,
+    /// Which template renders a model that has both a TEMPLATE layer and a GGUF chat template:
+    /// unset = the GGUF one when it offers more; true = always the TEMPLATE; false = the GGUF
+    /// one whenever there is one.
+    #[arg(long, env = "OLLAMA_GO_TEMPLATE", value_parser = parse_go_template, default_value = "")]
+    pub go_template: GoTemplate,
     /// Flash attention: unset = auto; a bool forces it on or off.
     #[arg(long, env = "OLLAMA_FLASH_ATTENTION", value_parser = parse_flash_attention, default_value = "auto")]
     pub flash_attention: FlashAttention,
@@ -295,6 +301,7 @@ impl Config {
                     .map_or_else(String::new, |b| b.to_string()),
             ),
             ("OLLAMA_FLASH_ATTENTION", fa),
+            ("OLLAMA_GO_TEMPLATE", self.go_template.as_str().to_string()),
             (
                 "OLLAMA_KV_CACHE_TYPE",
                 self.kv_cache_type.as_str().to_string(),
@@ -421,6 +428,16 @@ fn parse_flash_attention(raw: &str) -> Result<FlashAttention, String> {
     })
 }
 
+/// Ollama's `GoTemplate`: empty = unset; a Go bool as spelled; any other non-empty text is
+/// true (`BoolWithDefault`). Any set value turns the preference check off (`goTemplateEnvSet`).
+fn parse_go_template(raw: &str) -> Result<GoTemplate, String> {
+    Ok(match clean(raw) {
+        "" => GoTemplate::Auto,
+        s if ollama_bool(s, true) => GoTemplate::On,
+        _ => GoTemplate::Off,
+    })
+}
+
 fn parse_kv_cache_type(raw: &str) -> Result<KvCacheType, String> {
     KvCacheType::parse(clean(raw))
         .ok_or_else(|| format!("{:?}: expected f16, q8_0 or q4_0", clean(raw)))
@@ -452,6 +469,25 @@ mod tests {
         assert_eq!(parse_kv_cache_type("Q8_0"), Ok(KvCacheType::Q8_0));
         assert_eq!(parse_kv_cache_type(""), Ok(KvCacheType::F16));
         assert!(parse_kv_cache_type("q3").is_err());
+    }
+
+    #[test]
+    fn go_template_reads_as_ollama_does() {
+        let cases = [
+            ("", GoTemplate::Auto),
+            ("  ", GoTemplate::Auto),
+            ("''", GoTemplate::Auto),
+            ("1", GoTemplate::On),
+            ("\"True\"", GoTemplate::On),
+            // Not a Go bool: Ollama's BoolWithDefault reads any other text as true.
+            ("yes", GoTemplate::On),
+            ("0", GoTemplate::Off),
+            (" false ", GoTemplate::Off),
+            ("F", GoTemplate::Off),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(parse_go_template(raw), Ok(want), "{raw:?}");
+        }
     }
 
     #[test]

@@ -68,6 +68,10 @@ impl Env {
     }
 
     fn with(models: bool) -> Env {
+        Env::with_defaults(models, server::api::InferenceDefaults::default())
+    }
+
+    fn with_defaults(models: bool, defaults: server::api::InferenceDefaults) -> Env {
         let store = TestStore::new();
         if models {
             let fake = |tokens: &str| format!("#fake-runner\n--tokens\n{tokens}\n");
@@ -98,7 +102,9 @@ impl Env {
         let mut cfg = SchedulerConfig::new(sched::fake_runner(), runners.path());
         cfg.stop_grace = std::time::Duration::from_secs(2);
         let engine = Engine::new(Scheduler::new(cfg), Settings::default());
-        let app = app(AppState::new(store.store()).with_engine(engine.clone()));
+        let app = app(AppState::new(store.store())
+            .with_engine(engine.clone())
+            .with_defaults(defaults));
         Env {
             _store: store,
             _runners: runners,
@@ -109,6 +115,10 @@ impl Env {
 
     async fn post(&self, uri: &str, body: Value) -> Reply {
         post_json(&self.app, uri, body).await
+    }
+
+    async fn get(&self, uri: &str) -> Reply {
+        get(&self.app, uri).await
     }
 
     async fn done(self) {

@@ -156,6 +156,7 @@ fn int4_quantizes_through_mlx_and_decodes_back_to_the_source() {
             .read(&ModelName::parse("tiny-q4").unwrap())
             .unwrap()
             .unwrap(),
+        server::prompt::prefer::GoTemplate::Auto,
     )
     .unwrap();
     let d = server::mlx::view::details(&view).unwrap();

@@ -129,6 +129,8 @@ pub struct InferenceDefaults {
     pub context_length: u32,
     /// `OLLAMA_KEEP_ALIVE`.
     pub keep_alive: KeepAlive,
+    /// `OLLAMA_GO_TEMPLATE`: which of a model's templates renders (`ModelView::load`).
+    pub go_template: crate::prompt::prefer::GoTemplate,
 }
 
 impl Default for InferenceDefaults {
@@ -136,6 +138,7 @@ impl Default for InferenceDefaults {
         InferenceDefaults {
             context_length: 0,
             keep_alive: KeepAlive::For(Duration::from_secs(300)),
+            go_template: crate::prompt::prefer::GoTemplate::Auto,
         }
     }
 }
@@ -185,6 +188,7 @@ pub async fn resolve_model(
     let name = ModelName::parse(&lookup).map_err(|_| Error::InvalidModelName)?;
     let store = state.store.clone();
     let cache = state.resolved.clone();
+    let mode = state.defaults.go_template;
     let not_found = match errors {
         NameErrors::TryPulling | NameErrors::TryPullingRequired => {
             format!("model {} not found, try pulling it first", go_quote(raw))
@@ -199,7 +203,7 @@ pub async fn resolve_model(
         if let Some(m) = cache.get(&entry.digest_hex, &entry.name) {
             return Ok(m);
         }
-        let view = ModelView::load(&store, &entry)?;
+        let view = ModelView::load(&store, &entry, mode)?;
         // A model layer that is not GGUF (the fake runner's scripts) has no metadata; the runner
         // refuses what it cannot do; its TEMPLATE may still add tools or thinking.
         let gguf = view.gguf(false).ok().flatten();

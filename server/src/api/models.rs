@@ -14,6 +14,7 @@ use super::show::{go_quote, ModelDetails, ModelView};
 use super::{AppState, OJson};
 use crate::create::Message;
 use crate::error::{Error, Result};
+use crate::prompt::prefer::GoTemplate;
 use crate::store::{ManifestEntry, ModelName, Store};
 
 mod show;
@@ -87,11 +88,12 @@ impl From<ModelDetails> for ListDetails {
 
 pub async fn tags(State(state): State<AppState>) -> Result<Json<ListResponse>> {
     let store = state.store.clone();
-    let models = blocking(move || list_models(&store)).await?;
+    let mode = state.defaults.go_template;
+    let models = blocking(move || list_models(&store, mode)).await?;
     Ok(Json(ListResponse { models }))
 }
 
-fn list_models(store: &Store) -> Result<Vec<ListModel>> {
+fn list_models(store: &Store, mode: GoTemplate) -> Result<Vec<ListModel>> {
     let mut entries = store.list()?;
     // Newest first by whole seconds, as Ollama compares `ModTime().Unix()`; the sort is stable,
     // so ties keep the store's name order.
@@ -106,7 +108,7 @@ fn list_models(store: &Store) -> Result<Vec<ListModel>> {
         .iter()
         .map(|e| {
             let name = e.name.display_shortest();
-            let (details, capabilities, remote) = list_details(store, e);
+            let (details, capabilities, remote) = list_details(store, e, mode);
             ListModel {
                 model: name.clone(),
                 name,
@@ -128,8 +130,9 @@ fn list_models(store: &Store) -> Result<Vec<ListModel>> {
 fn list_details(
     store: &Store,
     entry: &ManifestEntry,
+    mode: GoTemplate,
 ) -> (ListDetails, Vec<String>, Option<(String, String)>) {
-    let view = match ModelView::load(store, entry) {
+    let view = match ModelView::load(store, entry, mode) {
         Ok(v) => v,
         Err(e) => {
             tracing::warn!(model = %entry.name, error = %e, "cannot read model layers");
@@ -289,6 +292,7 @@ pub async fn ps(State(state): State<AppState>) -> Result<Json<PsResponse>> {
         }))
     });
     let store = state.store.clone();
+    let mode = state.defaults.go_template;
     let models = blocking(move || {
         Ok(running
             .into_iter()
@@ -297,7 +301,7 @@ pub async fn ps(State(state): State<AppState>) -> Result<Json<PsResponse>> {
                 let details = parsed
                     .as_ref()
                     .and_then(|n| store.read(n).ok().flatten())
-                    .and_then(|e| ModelView::load(&store, &e).ok())
+                    .and_then(|e| ModelView::load(&store, &e, mode).ok())
                     .map(|v| {
                         let mut d = v.details(None);
                         d.parent_model.clear();

@@ -12,6 +12,7 @@ use crate::create::{ConfigV2, Message};
 use crate::error::{Error, Result};
 use crate::gguf::{self, GgufFile, ReadOptions};
 pub use crate::modelfile::quote;
+use crate::prompt::prefer::{go_template_renders, jinja_caps, GoTemplate};
 use crate::store::{ManifestEntry, Store};
 
 const MT: &str = "application/vnd.ollama.image.";
@@ -55,6 +56,8 @@ pub struct ModelView {
     pub tensor_layers: Vec<NamedBlob>,
     /// Safetensors models: the `json` layers (config.json, tokenizer.json, …).
     pub json_layers: Vec<NamedBlob>,
+    /// `OLLAMA_GO_TEMPLATE`, which decides with the layers whether the TEMPLATE renders.
+    pub go_template_mode: GoTemplate,
 }
 
 /// A layer that carries a `name` (Ollama's MLX `tensor` and `json` layers).
@@ -66,9 +69,13 @@ pub struct NamedBlob {
 }
 
 impl ModelView {
-    pub fn load(store: &Store, entry: &ManifestEntry) -> Result<ModelView> {
+    /// The layers of `entry`; `mode` is the server's `OLLAMA_GO_TEMPLATE`.
+    pub fn load(store: &Store, entry: &ManifestEntry, mode: GoTemplate) -> Result<ModelView> {
         let blobs = store.blobs();
-        let mut view = ModelView::default();
+        let mut view = ModelView {
+            go_template_mode: mode,
+            ..ModelView::default()
+        };
         let config = &entry.manifest.config;
         if blobs.exists(&config.digest) {
             let bytes = read_text_layer(&blobs.path(&config.digest), config.size)?;
@@ -235,30 +242,40 @@ impl ModelView {
         lines.join("\n")
     }
 
-    /// Whether the GGUF chat template renders instead of the TEMPLATE layer (Ollama's
-    /// `PreferChatTemplate`: it offers more; `crate::prompt::prefer`). Never with a renderer
-    /// or parser, a harmony template, or a TEMPLATE that does not parse.
-    pub fn prefers_chat_template(&self, gguf: Option<&GgufFile>) -> bool {
-        match self
-            .template
-            .as_deref()
-            .map(crate::prompt::Template::parse_go)
-        {
-            Some(Ok(go)) => self.prefers_over(gguf, &go),
-            _ => false,
+    /// Whether the TEMPLATE layer renders this model's prompts (Ollama's `shouldUseGoTemplate`):
+    /// false without one; else `OLLAMA_GO_TEMPLATE` decides, and when it is unset the GGUF chat
+    /// template renders instead if it offers more (`PreferChatTemplate`, `crate::prompt::prefer`).
+    pub fn go_template_renders(&self, gguf: Option<&GgufFile>) -> bool {
+        match self.template.as_deref() {
+            Some(src) => {
+                let go = crate::prompt::Template::parse_go(src);
+                self.renders_parsed(gguf, go.as_ref().ok())
+            }
+            None => false,
         }
     }
 
-    /// [`Self::prefers_chat_template`] with the TEMPLATE layer already parsed as `go`.
-    fn prefers_over(&self, gguf: Option<&GgufFile>, go: &crate::prompt::Template) -> bool {
-        let Some(jinja) = gguf.and_then(GgufFile::chat_template) else {
-            return false;
-        };
-        !jinja.is_empty()
+    /// [`Self::go_template_renders`] for a present TEMPLATE layer already parsed (`None`: it
+    /// does not parse, and only the variable can set it aside). The GGUF template never
+    /// replaces it beside a renderer or parser, or for a harmony template: those always
+    /// render through Ollama's own code, which reads the TEMPLATE.
+    fn renders_parsed(
+        &self,
+        gguf: Option<&GgufFile>,
+        go: Option<&crate::prompt::Template>,
+    ) -> bool {
+        let jinja = gguf
+            .and_then(GgufFile::chat_template)
+            .filter(|j| !j.is_empty());
+        let replaceable = jinja.is_some()
             && self.config.renderer.is_empty()
             && self.config.parser.is_empty()
-            && !crate::prompt::parsers::is_harmony(go, &self.config.model_family)
-            && crate::prompt::prefer::prefer_chat_template(jinja, go)
+            && !go
+                .is_some_and(|g| crate::prompt::parsers::is_harmony(g, &self.config.model_family));
+        go_template_renders(self.go_template_mode, replaceable, || match (jinja, go) {
+            (Some(j), Some(g)) => crate::prompt::prefer::prefer_chat_template(j, g),
+            _ => false,
+        })
     }
 
     /// Ollama's capability list: config-declared, then the GGUF chat template's (only when no
@@ -296,23 +313,22 @@ impl ModelView {
             .template
             .as_deref()
             .map(crate::prompt::Template::parse_go);
-        let prefer = matches!(&go, Some(Ok(t)) if self.prefers_over(gguf, t));
+        let renders_go = match &go {
+            Some(parsed) => self.renders_parsed(gguf, parsed.as_ref().ok()),
+            None => false,
+        };
         if let Some(g) = gguf {
-            if (self.template.is_none() || prefer) && !ollama_rendered {
-                if let Some(t) = g.chat_template() {
-                    if t.contains("tools") || t.contains("tool_call") {
-                        add("tools");
-                    }
-                    if t.contains("<think>") && t.contains("</think>") {
-                        add("thinking");
-                    }
+            if !renders_go && !ollama_rendered {
+                // Ollama's chatTemplateCapabilities (thinking also from a `split('</think>')`).
+                for c in g.chat_template().map(jinja_caps).unwrap_or_default() {
+                    add(c);
                 }
             }
             for c in g.capabilities() {
                 add(c);
             }
         }
-        if let Some(parsed) = go.filter(|_| !prefer) {
+        if let Some(parsed) = go.filter(|_| renders_go) {
             // Ollama's rules: the identifiers the Go template reads, and thinking tags inferred
             // around `.Thinking` inside `range .Messages`. A broken template adds nothing.
             match parsed {

@@ -151,6 +151,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .with_defaults(InferenceDefaults {
             context_length: config.context_length,
             keep_alive: config.keep_alive,
+            go_template: config.go_template,
         })
         .with_engine(engine.clone())
         .with_max_blob_size(config.max_blob_size)

@@ -181,14 +181,13 @@ impl Model {
 }
 
 /// Picks the prompt template (DESIGN 7): a TEMPLATE layer renders with the Go engine (unless
-/// the GGUF template is preferred, `ModelView::prefers_chat_template`); without one, the GGUF
-/// `tokenizer.chat_template` renders with minijinja; else Ollama's `{{ .Prompt }}`.
+/// `OLLAMA_GO_TEMPLATE` or the preference sets it aside, `ModelView::go_template_renders`);
+/// else the GGUF `tokenizer.chat_template` renders with minijinja; else Ollama's `{{ .Prompt }}`.
 fn template_for(view: &ModelView, g: Option<&GgufFile>) -> Result<(Template, Option<String>)> {
-    // A GGUF template that offers more than the TEMPLATE layer renders instead (Ollama).
     let template = view
         .template
         .as_ref()
-        .filter(|_| !view.prefers_chat_template(g));
+        .filter(|_| view.go_template_renders(g));
     if let Some(src) = template {
         let t = Template::parse_go(src).map_err(Template::parse_error)?;
         return Ok((t, None));

@@ -3,12 +3,13 @@
 //! `tokenizer.chat_template` renders with the GGUF (Jinja) template when that one offers more
 //! capabilities (unless only the Go template can carry a tool call and its result back), or
 //! the same ones including tools with a tool round trip the Go template lacks. The model's
-//! capabilities then come from the Jinja template too. Pure, table-tested.
+//! capabilities then come from the Jinja template too. `OLLAMA_GO_TEMPLATE` ([`GoTemplate`])
+//! overrides that choice either way. Pure, table-tested.
 
 use super::{caps, Template};
 
-/// Capabilities a Jinja template offers, in Ollama's order.
-fn jinja_caps(src: &str) -> Vec<&'static str> {
+/// Capabilities a Jinja template offers, in Ollama's order (`chatTemplateCapabilities`).
+pub fn jinja_caps(src: &str) -> Vec<&'static str> {
     let mut c = Vec::new();
     if caps::jinja_uses_tools(src) {
         c.push("tools");
@@ -70,6 +71,47 @@ fn go_round_trip(t: &Template) -> bool {
             || src.contains("TOOL_RESULTS"))
 }
 
+/// `OLLAMA_GO_TEMPLATE`, read once at startup (Ollama's `envconfig.GoTemplate`, default true).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GoTemplate {
+    /// Unset: a TEMPLATE layer renders unless the GGUF template is preferred
+    /// ([`prefer_chat_template`]).
+    #[default]
+    Auto,
+    /// Set true: a TEMPLATE layer always renders (no preference check).
+    On,
+    /// Set false: the GGUF chat template renders whenever the GGUF has one.
+    Off,
+}
+
+impl GoTemplate {
+    /// The variable's value for the startup log (empty when unset).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GoTemplate::Auto => "",
+            GoTemplate::On => "true",
+            GoTemplate::Off => "false",
+        }
+    }
+}
+
+/// Whether a model's TEMPLATE layer renders (Ollama's `shouldUseGoTemplate`), given whether its
+/// GGUF carries a chat template and, lazily, whether that one is preferred. With the variable
+/// false and no GGUF template, the TEMPLATE still renders: Ollama hands such a chat to
+/// llama-server, whose built-in ChatML fallback herd does not imitate, and renders its
+/// /api/generate prompts with the TEMPLATE anyway.
+pub fn go_template_renders(
+    mode: GoTemplate,
+    has_chat_template: bool,
+    prefer: impl FnOnce() -> bool,
+) -> bool {
+    match mode {
+        GoTemplate::On => true,
+        GoTemplate::Off => !has_chat_template,
+        GoTemplate::Auto => !(has_chat_template && prefer()),
+    }
+}
+
 /// Whether the GGUF chat template `jinja` renders instead of the Go template `go`.
 pub fn prefer_chat_template(jinja: &str, go: &Template) -> bool {
     let (j, g) = (jinja_caps(jinja), go_caps(go));
@@ -86,6 +128,30 @@ pub fn prefer_chat_template(jinja: &str, go: &Template) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_variable_overrides_the_preference_either_way() {
+        use GoTemplate::{Auto, Off, On};
+        // (mode, GGUF has a chat template, it is preferred, TEMPLATE renders)
+        let cases = [
+            (Auto, false, false, true),
+            (Auto, true, false, true),
+            (Auto, true, true, false),
+            (On, true, true, true),
+            (On, false, false, true),
+            (Off, true, false, false),
+            (Off, true, true, false),
+            // Nothing else to render with: the TEMPLATE stays (see go_template_renders).
+            (Off, false, false, true),
+        ];
+        for (mode, has, prefer, want) in cases {
+            assert_eq!(
+                go_template_renders(mode, has, || prefer),
+                want,
+                "{mode:?} {has} {prefer}"
+            );
+        }
+    }
 
     const TOOLS_JINJA: &str = "{% if tools %}{{ tools }}{% endif %}{% for message in messages %}\
         {% if message.tool_calls %}call{% endif %}{% if message.role == 'tool' %}<tool_response>\

@@ -82,7 +82,8 @@ pub async fn show(
     let name = ModelName::parse(&lookup).map_err(|_| Error::InvalidModelName)?;
     let store = state.store.clone();
     let remote = state.remote.clone();
-    let mut resp = blocking(move || show_model(&store, &remote, &name, &req)).await?;
+    let mode = state.defaults.go_template;
+    let mut resp = blocking(move || show_model(&store, &remote, &name, &req, mode)).await?;
     if local_only && !resp.remote_host.is_empty() {
         return Err(Error::NotFound(format!("model '{}' not found", raw.trim())));
     }
@@ -102,6 +103,7 @@ fn show_model(
     state_remote: &crate::remote::Remote,
     name: &ModelName,
     req: &ShowRequest,
+    mode: GoTemplate,
 ) -> Result<ShowResponse> {
     let resolved = store.resolve(name)?;
     let short = resolved.display_shortest();
@@ -115,7 +117,7 @@ fn show_model(
         }
         e => e,
     };
-    let mut view = ModelView::load(store, &entry).map_err(missing)?;
+    let mut view = ModelView::load(store, &entry, mode).map_err(missing)?;
     if let Some(system) = req.system.as_deref().filter(|s| !s.is_empty()) {
         view.system = system.to_owned();
     }
@@ -127,10 +129,11 @@ fn show_model(
         return show_safetensors(view, &short, entry.modified, req.verbose).map_err(missing);
     }
     let gguf = view.gguf(req.verbose).map_err(missing)?;
-    // The template that renders (the GGUF one when it is preferred over the TEMPLATE layer).
-    let prefer = view.prefers_chat_template(gguf.as_ref());
+    // The template that renders (Ollama's selectedModelTemplate: the GGUF one when the
+    // TEMPLATE layer is set aside, `ModelView::go_template_renders`).
+    let go = view.go_template_renders(gguf.as_ref());
     let template = match (
-        view.template.as_ref().filter(|_| !prefer),
+        view.template.as_ref().filter(|_| go),
         gguf.as_ref().and_then(|g| g.chat_template()),
     ) {
         (Some(t), _) => t.clone(),
