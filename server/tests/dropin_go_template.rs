@@ -1,7 +1,8 @@
 //! `OLLAMA_GO_TEMPLATE` (Ollama's envconfig.GoTemplate): which template renders a model that
 //! has both a TEMPLATE layer and a GGUF `tokenizer.chat_template`. Unset, the TEMPLATE renders
 //! unless the GGUF template offers more; true, the TEMPLATE always renders; false, the GGUF
-//! template renders, and the TEMPLATE's capabilities (here: tools) go with it. The real
+//! template renders, and the TEMPLATE's capabilities (here: tools) go with it; then Ollama's
+//! integration checks of that mode (generate renders as chat; a `context` renders ahead). The real
 //! `herd serve` binary and runner on SmolLM2, whose GGUF carries a ChatML Jinja template
 //! without tools.
 
@@ -62,6 +63,50 @@ async fn show(serve: &Serve, model: &str) -> (String, Vec<String>) {
     (r["template"].as_str().unwrap().to_owned(), caps)
 }
 
+/// Ollama's integration checks of a GGUF-template model (generate_jinja_test.go): /api/generate
+/// renders a prompt as /api/chat renders the same user message, and a `context` from an
+/// earlier reply renders as its text ahead of the new prompt.
+async fn generate_renders_as_chat_and_after_its_context(serve: &Serve) {
+    let prompt = "Reply with one short sentence about blue skies.";
+    let gen = json_post(
+        serve,
+        "/api/generate",
+        json!({"model": "go", "prompt": prompt, "_debug_render_only": true}),
+    )
+    .await;
+    let chat = json_post(
+        serve,
+        "/api/chat",
+        json!({"model": "go", "messages": [{"role": "user", "content": prompt}],
+               "_debug_render_only": true}),
+    )
+    .await;
+    assert_eq!(gen["_debug_info"], chat["_debug_info"]);
+    let first = json_post(
+        serve,
+        "/api/generate",
+        json!({"model": "go", "prompt": "Say hello.", "stream": false,
+               "options": {"num_predict": 1, "temperature": 0, "num_thread": 1}}),
+    )
+    .await;
+    let context = first["context"].clone();
+    assert!(!context.as_array().unwrap().is_empty(), "{first}");
+    let next = json!({"model": "go", "prompt": "Say goodbye.", "_debug_render_only": true});
+    let without = json_post(serve, "/api/generate", next.clone()).await;
+    let mut next = next;
+    next["context"] = context;
+    let with = json_post(serve, "/api/generate", next).await;
+    let (with, without) = (
+        with["_debug_info"]["rendered_template"].as_str().unwrap(),
+        without["_debug_info"]["rendered_template"]
+            .as_str()
+            .unwrap(),
+    );
+    assert_ne!(with, without);
+    assert!(with.ends_with(without), "{with:?} / {without:?}");
+    assert!(with.starts_with("<|im_start|>system"), "{with:?}");
+}
+
 /// A greedy chat reply: the same text from both models means the same prompt rendered.
 async fn chat(serve: &Serve, model: &str) -> String {
     let body = json!({"model": model, "stream": false,
@@ -108,6 +153,7 @@ async fn ollama_go_template_picks_the_template_that_renders() {
             assert!(text.contains("does not support tools"), "{text}");
             // And the whole path to tokens: the same prompt gives the same greedy reply.
             assert_eq!(chat(&serve, "go").await, chat(&serve, "plain").await);
+            generate_renders_as_chat_and_after_its_context(&serve).await;
         }
     }
 }

@@ -196,13 +196,17 @@ async fn generate(engine: Engine, job: GenerateJob) -> Result<ChunkStream<Genera
         );
         (rendered, parser)
     };
-    if req.debug_render_only {
+    let debug = |rendered_template: String| {
         let mut r = respond::generate_chunk(None);
         r.debug_info = Some(DebugInfo {
-            rendered_template: rendered,
+            rendered_template,
             image_count: req.images.len() as u64,
         });
-        return Ok(single(r));
+        Ok(single(r))
+    };
+    // A render-only request loads nothing, unless its context needs the runner's vocabulary.
+    if req.debug_render_only && !has_context {
+        return debug(rendered);
     }
 
     let (lease, load) = engine
@@ -227,6 +231,10 @@ async fn generate(engine: Engine, job: GenerateJob) -> Result<ChunkStream<Genera
             .content;
     }
     let full_prompt = format!("{prefix}{rendered}");
+    if req.debug_render_only {
+        // Ollama renders the context's text ahead of the prompt, as the runner would see it.
+        return debug(full_prompt);
+    }
     let creq = completion(
         &model,
         &job.options,
