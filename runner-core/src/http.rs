@@ -5,6 +5,7 @@
 //! for the load to finish (or fail with `ModelLoad`); `/health` answers at once. Every non-2xx
 //! answer carries an `ErrorBody` whose kind sets the status.
 
+use crate::embed_cut;
 use crate::grammar;
 use crate::jobs::{CompleteJob, EmbedJob, Job};
 use crate::sampling::{NoMask, TokenMask};
@@ -139,16 +140,6 @@ fn send(state: &State, job: Job) -> Result<(), RunnerError> {
 }
 
 /// Tokens of a prompt: text is tokenized off the async threads; ids are range-checked.
-/// How many special tokens the tokenizer appended at the end of `tokens` (0 or 1: an EOS).
-fn trailing_special(added: &[Token], tokens: &[Token]) -> usize {
-    let appends = match added {
-        [_bos, eos] => Some(*eos),
-        [one] if tokens.first() != Some(one) => Some(*one),
-        _ => None,
-    };
-    usize::from(tokens.len() > 1 && appends.is_some() && tokens.last().copied() == appends)
-}
-
 /// Whether `tokens`, the tokenized prompt of `r`, begin with a BOS the tokenizer added.
 fn adds_bos(added: &[Token], r: &CompletionRequest, tokens: &[Token]) -> bool {
     if !r.add_special || matches!(r.prompt, Prompt::Tokens(_)) {
@@ -295,24 +286,17 @@ async fn embed(req: Request<Incoming>, state: &State) -> Res {
             "no inputs to embed",
         ));
     }
-    // Ollama bounds an input by `num_ctx` (the slot may be larger).
-    let limit = loaded.embed_limit.min(loaded.n_ctx_asked).max(1);
+    // Ollama measures an input against the `num_ctx` asked for (`embed_cut`), which may be
+    // below the smallest context a runner loads with; the slot may be larger.
+    let ctx = r
+        .num_ctx
+        .map_or(loaded.n_ctx_asked, |n| (n as usize).min(loaded.n_ctx_asked));
     let mut inputs = Vec::with_capacity(r.inputs.len());
     for p in r.inputs {
         let mut t = prompt_tokens(&loaded.vocab, p, true, false).await?;
-        if t.len() > limit {
-            if !r.truncate {
-                return Err(RunnerError::new(
-                    ErrorKind::ContextOverflow,
-                    format!("input is {} tokens, the limit is {limit}", t.len()),
-                ));
-            }
-            // The special token the tokenizer appends (an EOS) stays last, as in Ollama, which
-            // cuts the text and tokenizes it again.
-            let tail = trailing_special(&loaded.added_specials, &t);
-            let end = t.split_off(t.len() - tail);
-            t.truncate(limit.saturating_sub(tail).max(1));
-            t.extend(end);
+        let shape = embed_cut::Shape::of(&loaded.added_specials, &t);
+        if let Some(n) = embed_cut::keep(shape, ctx, loaded.embed_limit, r.truncate)? {
+            embed_cut::cut(&mut t, shape, n);
         }
         inputs.push(t);
     }

@@ -10,6 +10,7 @@
 //! ([`sampling::Chain`]) and an engine thread that drains [`jobs::Job`]s.
 
 pub mod draft;
+pub mod embed_cut;
 pub mod grammar;
 pub mod http;
 pub mod jobs;

@@ -112,7 +112,8 @@ async fn a_prompt_longer_than_the_context_is_refused_in_ollamas_words() {
 /// `num_ctx` asked for, though llama.cpp rounds the slot up to 256 positions: a long prompt in
 /// `num_ctx` 128 keeps BOS + `num_keep` 4 and the newest tail, 128 - (128 - 5) / 2 = 67 tokens,
 /// while a prompt that may not be truncated is refused only past the slot, as llama-server
-/// refuses it; an embedding input holds at most `num_ctx` tokens, its EOS kept last.
+/// refuses it; an embedding input holds at most `num_ctx` - 2 tokens (Ollama reserves a BOS and
+/// an EOS position for every model), and nothing fits `num_ctx` 2.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn truncation_and_embedding_inputs_follow_the_context_asked_for() {
     let Some((_ts, herd)) = smol_server() else {
@@ -161,7 +162,7 @@ async fn truncation_and_embedding_inputs_follow_the_context_asked_for() {
     assert_eq!(s, 400, "{t}");
     assert!(t.contains("currently available to the model"), "{t}");
 
-    // Embedding inputs: at most num_ctx tokens.
+    // Embedding inputs: at most num_ctx - 2 tokens.
     let embed = |input: String, truncate: bool, num_ctx: u64| {
         json!({"model": "smol", "input": input, "truncate": truncate,
             "options": {"num_ctx": num_ctx}})
@@ -184,7 +185,34 @@ async fn truncation_and_embedding_inputs_follow_the_context_asked_for() {
     )
     .await;
     assert_eq!(s, 200, "{t}");
-    assert_eq!(count(&t), 8, "{t}");
+    assert_eq!(count(&t), 6, "{t}");
+    // Below the smallest context a runner loads with (4): measured against the 3 asked for,
+    // one token is left, the same input as the text of that one token.
+    let vector = |t: &str| serde_json::from_str::<Value>(t).unwrap()["embeddings"][0].clone();
+    let (s, t) = post(
+        &http,
+        herd.url("/api/embed"),
+        embed("why is the sky blue?".into(), true, 3),
+    )
+    .await;
+    assert_eq!(s, 200, "{t}");
+    assert_eq!(count(&t), 1, "{t}");
+    let (s, one) = post(&http, herd.url("/api/embed"), embed("why".into(), true, 64)).await;
+    assert_eq!(s, 200, "{one}");
+    assert_eq!(vector(&t), vector(&one));
+    for truncate in [true, false] {
+        let (s, t) = post(
+            &http,
+            herd.url("/api/embed"),
+            embed("why".into(), truncate, 2),
+        )
+        .await;
+        assert_eq!(s, 400, "{t}");
+        assert!(
+            t.contains("input after truncation exceeds maximum context length"),
+            "{t}"
+        );
+    }
     let (s, t) = post(
         &http,
         herd.url("/api/embed"),

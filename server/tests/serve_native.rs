@@ -199,3 +199,41 @@ async fn gemma_embeddings_are_unit_vectors_of_its_width() {
     assert_eq!(ps[0]["details"]["family"], "gemma3");
     assert_eq!(ps[0]["context_length"], 4096);
 }
+
+/// Logprobs as Ollama reports them (its `assertBytesMatchToken` check): each entry's `bytes`
+/// are its `token`'s own bytes, also for tokens that hold part of a character (an emoji's
+/// first bytes read as an empty token, a lone continuation byte as U+FFFD); and
+/// `top_logprobs` without `logprobs` asks for none.
+#[tokio::test]
+async fn logprob_bytes_are_the_token_text_and_come_only_with_logprobs() {
+    let Some(h) = native(&[("smol", SMOL, &[])]) else {
+        return;
+    };
+    let body = json!({"model": "smol", "stream": false, "logprobs": true, "top_logprobs": 3,
+        "messages": [{"role": "user", "content": "Output some smily face emoji"}],
+        "options": {"temperature": 0, "seed": 123, "num_predict": 5, "num_thread": 1}});
+    let r = h.post("/api/chat", body).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let r = r.json();
+    let mut entries = Vec::new();
+    for lp in r["logprobs"].as_array().unwrap() {
+        entries.push(lp.clone());
+        entries.extend(lp["top_logprobs"].as_array().unwrap().iter().cloned());
+    }
+    let mut partial = 0;
+    for e in &entries {
+        let token = e["token"].as_str().unwrap();
+        let bytes: Vec<u8> = e
+            .get("bytes")
+            .map(|b| serde_json::from_value(b.clone()).unwrap())
+            .unwrap_or_default();
+        assert_eq!(bytes, token.as_bytes(), "{e}");
+        partial += usize::from(token.is_empty() || token.contains('\u{FFFD}'));
+    }
+    assert!(partial > 0, "no token held part of a character: {r}");
+
+    let body = json!({"model": "smol", "prompt": "hi", "stream": false, "top_logprobs": 3,
+        "options": {"num_predict": 3, "num_thread": 1}});
+    let r = h.post("/api/generate", body).await.json();
+    assert!(r.get("logprobs").is_none(), "{r}");
+}

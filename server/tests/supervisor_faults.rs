@@ -113,6 +113,7 @@ async fn protocol_round_trip() {
         .embed(&EmbedRequest {
             inputs: vec![Prompt::Text("x".into())],
             truncate: true,
+            ..Default::default()
         })
         .await
         .unwrap();

@@ -466,6 +466,10 @@ pub struct EmbedRequest {
     pub inputs: Vec<Prompt>,
     /// Truncate inputs longer than the context (true) or fail with `ContextOverflow` (false).
     pub truncate: bool,
+    /// The `num_ctx` the request asked for, which Ollama measures each input against even
+    /// below the smallest context a runner loads with; `None`: the context loaded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub num_ctx: Option<u32>,
 }
 
 impl Default for EmbedRequest {
@@ -473,6 +477,7 @@ impl Default for EmbedRequest {
         Self {
             inputs: Vec::new(),
             truncate: true,
+            num_ctx: None,
         }
     }
 }

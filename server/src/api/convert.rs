@@ -127,22 +127,50 @@ pub fn metrics(t: &Timings, load: Duration, total: Duration) -> Metrics {
 pub fn logprobs(lps: &[RunnerLogprob]) -> Vec<Logprob> {
     lps.iter()
         .map(|lp| Logprob {
-            token: TokenLogprob {
-                token: lp.token.clone(),
-                logprob: f64::from(lp.logprob),
-                bytes: lp.bytes.clone(),
-            },
+            token: token_logprob(&lp.bytes, &lp.token, lp.logprob),
             top_logprobs: lp
                 .top_logprobs
                 .iter()
-                .map(|t| TokenLogprob {
-                    token: t.token.clone(),
-                    logprob: f64::from(t.logprob),
-                    bytes: t.bytes.clone(),
-                })
+                .map(|t| token_logprob(&t.bytes, &t.token, t.logprob))
                 .collect(),
         })
         .collect()
+}
+
+/// One token's entry as Ollama reports it: the text llama-server sends for the token's raw
+/// bytes (a multi-byte character cut off at the end dropped, by its `validate_utf8`, and
+/// other invalid bytes as U+FFFD, by its JSON writer), and `bytes` that text's own bytes
+/// (Ollama's `stringToByteInts`), so the two always agree. `raw` empty: `text` as given.
+fn token_logprob(raw: &[u8], text: &str, logprob: f32) -> TokenLogprob {
+    let token = if raw.is_empty() {
+        text.to_owned()
+    } else {
+        String::from_utf8_lossy(&raw[..complete_utf8_prefix(raw)]).into_owned()
+    };
+    TokenLogprob {
+        bytes: token.as_bytes().to_vec(),
+        token,
+        logprob: f64::from(logprob),
+    }
+}
+
+/// llama-server's `validate_utf8`: the length of `b` without a multi-byte character whose lead
+/// byte is among the last four and whose continuation bytes are not all there.
+fn complete_utf8_prefix(b: &[u8]) -> usize {
+    let len = b.len();
+    for i in 1..=len.min(4) {
+        let c = b[len - i];
+        let needs = match c {
+            _ if c & 0xE0 == 0xC0 => 2,
+            _ if c & 0xF0 == 0xE0 => 3,
+            _ if c & 0xF8 == 0xF0 => 4,
+            _ => continue,
+        };
+        if i < needs {
+            return len - i;
+        }
+    }
+    len
 }
 
 #[cfg(test)]
@@ -150,6 +178,31 @@ mod tests {
     use super::*;
     use runner_protocol::TopLogprob;
     use serde_json::json;
+
+    #[test]
+    fn logprob_tokens_and_bytes_agree_as_in_ollama() {
+        // (raw token bytes, text Ollama reports)
+        let cases: [(&[u8], &str); 6] = [
+            (b"hi", "hi"),
+            ("\u{1F600}".as_bytes(), "\u{1F600}"),
+            // The first two bytes of a four-byte emoji: cut off, nothing left.
+            (&[240, 159], ""),
+            // A lone continuation byte is not a cut-off lead: invalid, U+FFFD.
+            (&[140], "\u{FFFD}"),
+            // Text, then a character cut off after its lead byte.
+            (&[b'a', 0xE2], "a"),
+            // A complete two-byte character.
+            ("é".as_bytes(), "é"),
+        ];
+        for (raw, want) in cases {
+            let t = token_logprob(raw, "ignored", -0.5);
+            assert_eq!(t.token, want, "{raw:?}");
+            assert_eq!(t.bytes, want.as_bytes(), "{raw:?}");
+        }
+        // A runner that sends no bytes: its text as given.
+        let t = token_logprob(&[], "x", 0.0);
+        assert_eq!((t.token.as_str(), t.bytes.as_slice()), ("x", &b"x"[..]));
+    }
 
     #[test]
     fn options_to_runner() {

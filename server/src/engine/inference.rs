@@ -130,7 +130,12 @@ fn completion(
     c.truncate = ctl.truncate.unwrap_or(true);
     c.shift = ctl.shift.unwrap_or(true);
     c.logprobs = ctl.logprobs;
-    c.top_logprobs = u32::try_from(ctl.top_logprobs).unwrap_or(0);
+    // Alternatives come only with `logprobs`, as Ollama asks llama-server for them.
+    c.top_logprobs = if ctl.logprobs {
+        u32::try_from(ctl.top_logprobs).unwrap_or(0)
+    } else {
+        0
+    };
     c.constraint = api_convert::constraint(ctl.format, ctl.thinking_close);
     Ok(c)
 }
@@ -528,6 +533,11 @@ async fn embed(engine: Engine, job: EmbedJob) -> Result<EmbedOutput> {
     let req = EmbedRequest {
         inputs: job.inputs.into_iter().map(Prompt::Text).collect(),
         truncate: job.truncate,
+        // The inputs are measured against the context asked for (0: the automatic one, which
+        // the runner loaded with).
+        num_ctx: u32::try_from(job.options.runner.num_ctx)
+            .ok()
+            .filter(|&n| n > 0),
     };
     let resp = lease.embed(&req).await.map_err(|e| match e {
         Error::Runner(r) if r.kind == ErrorKind::ContextOverflow => {

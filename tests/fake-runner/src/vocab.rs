@@ -89,6 +89,7 @@ mod tests {
         let req = EmbedRequest {
             inputs: vec![Prompt::Text("a".into()), Prompt::Text("b".into())],
             truncate: true,
+            ..Default::default()
         };
         let a = embed(&s, &req);
         let b = embed(&s, &req);
