@@ -180,6 +180,13 @@ fn schema_format_and_reasoning_object() {
         think(json!({"reasoning_effort": "high"})),
         Some(json!("high"))
     );
+    assert_eq!(think(json!({"reasoning_effort": ""})), None);
+    let err = common::think(Some("bogus")).unwrap_err();
+    assert_eq!(err.status, axum::http::StatusCode::BAD_REQUEST);
+    assert_eq!(
+        err.message,
+        "invalid reasoning value: \"bogus\" (must be \"minimal\", \"low\", \"medium\", \"high\", \"xhigh\", \"ultra\", \"max\", or \"none\")"
+    );
 }
 
 #[test]

@@ -190,7 +190,10 @@ pub fn stops(v: Option<&Value>, dialect: Dialect) -> Result<Vec<String>, ApiErro
 /// OpenAI reasoning effort → native `think`: `none` turns thinking off, `minimal` is `low`,
 /// `xhigh`/`ultra` are `max`.
 pub fn think(effort: Option<&str>) -> Result<Option<Value>, ApiError> {
-    let Some(e) = effort else { return Ok(None) };
+    // An empty effort is no effort, as in Ollama's thinkFromReasoningEffort.
+    let Some(e) = effort.filter(|e| !e.is_empty()) else {
+        return Ok(None);
+    };
     Ok(Some(match e {
         "none" => json!(false),
         "minimal" => json!("low"),
@@ -198,7 +201,8 @@ pub fn think(effort: Option<&str>) -> Result<Option<Value>, ApiError> {
         "xhigh" | "ultra" => json!("max"),
         other => {
             return Err(ApiError::bad_request(format!(
-                "invalid reasoning value: '{other}' (must be \"none\", \"minimal\", \"low\", \"medium\", \"high\", \"xhigh\" or \"max\")"
+                "invalid reasoning value: {} (must be \"minimal\", \"low\", \"medium\", \"high\", \"xhigh\", \"ultra\", \"max\", or \"none\")",
+                crate::api::show::go_quote(other)
             )))
         }
     }))
