@@ -139,7 +139,6 @@ fn send(state: &State, job: Job) -> Result<(), RunnerError> {
         .map_err(|_| RunnerError::new(ErrorKind::Cancelled, "runner is shutting down"))
 }
 
-/// Tokens of a prompt: text is tokenized off the async threads; ids are range-checked.
 /// Whether `tokens`, the tokenized prompt of `r`, begin with a BOS the tokenizer added.
 fn adds_bos(added: &[Token], r: &CompletionRequest, tokens: &[Token]) -> bool {
     if !r.add_special || matches!(r.prompt, Prompt::Tokens(_)) {
@@ -154,6 +153,7 @@ pub fn added_specials(vocab: &dyn Vocabulary) -> Vec<Token> {
     vocab.tokenize("", true, false).unwrap_or_default()
 }
 
+/// Tokens of a prompt: text is tokenized off the async threads; ids are range-checked.
 async fn prompt_tokens(
     model: &Arc<dyn Vocabulary>,
     p: Prompt,

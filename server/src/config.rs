@@ -143,13 +143,13 @@ pub struct Config {
     /// Which template renders a model that has both a TEMPLATE layer and a GGUF chat template:
     /// unset = the GGUF one when it offers more; true = always the TEMPLATE; false = the GGUF
     /// one whenever there is one.
-    #[arg(long, env = "OLLAMA_GO_TEMPLATE", value_parser = parse_go_template, default_value = "")]
+    #[arg(long, env = "OLLAMA_GO_TEMPLATE", value_parser = parse::clap_go_template, default_value = "")]
     pub go_template: GoTemplate,
     /// Flash attention: unset = auto; a bool forces it on or off.
-    #[arg(long, env = "OLLAMA_FLASH_ATTENTION", value_parser = parse_flash_attention, default_value = "auto")]
+    #[arg(long, env = "OLLAMA_FLASH_ATTENTION", value_parser = parse::clap_flash_attention, default_value = "auto")]
     pub flash_attention: FlashAttention,
     /// K/V cache quantization: f16 (default), q8_0 or q4_0.
-    #[arg(long, env = "OLLAMA_KV_CACHE_TYPE", value_parser = parse_kv_cache_type, default_value = "f16")]
+    #[arg(long, env = "OLLAMA_KV_CACHE_TYPE", value_parser = parse::clap_kv_cache_type, default_value = "f16")]
     pub kv_cache_type: KvCacheType,
     /// How long a model load may stall before giving up (Go duration or seconds; <= 0 = no limit).
     #[arg(long, env = "OLLAMA_LOAD_TIMEOUT", value_parser = parse::clap_load_timeout, default_value = "5m",
@@ -420,29 +420,6 @@ fn parse_path(raw: &str) -> Result<PathBuf, String> {
     }
 }
 
-fn parse_flash_attention(raw: &str) -> Result<FlashAttention, String> {
-    Ok(match clean(raw) {
-        "" | "auto" => FlashAttention::Auto,
-        s if ollama_bool(s, false) => FlashAttention::On,
-        _ => FlashAttention::Off,
-    })
-}
-
-/// Ollama's `GoTemplate`: empty = unset; a Go bool as spelled; any other non-empty text is
-/// true (`BoolWithDefault`). Any set value turns the preference check off (`goTemplateEnvSet`).
-fn parse_go_template(raw: &str) -> Result<GoTemplate, String> {
-    Ok(match clean(raw) {
-        "" => GoTemplate::Auto,
-        s if ollama_bool(s, true) => GoTemplate::On,
-        _ => GoTemplate::Off,
-    })
-}
-
-fn parse_kv_cache_type(raw: &str) -> Result<KvCacheType, String> {
-    KvCacheType::parse(clean(raw))
-        .ok_or_else(|| format!("{:?}: expected f16, q8_0 or q4_0", clean(raw)))
-}
-
 /// `~/.ollama`: where Ollama keeps its registry key pair (`id_ed25519`), whatever
 /// `OLLAMA_MODELS` says.
 pub fn key_dir() -> PathBuf {
@@ -459,36 +436,6 @@ pub fn default_models_dir() -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn flash_attention_and_kv() {
-        assert_eq!(parse_flash_attention(""), Ok(FlashAttention::Auto));
-        assert_eq!(parse_flash_attention("1"), Ok(FlashAttention::On));
-        assert_eq!(parse_flash_attention("yes"), Ok(FlashAttention::On));
-        assert_eq!(parse_flash_attention("false"), Ok(FlashAttention::Off));
-        assert_eq!(parse_kv_cache_type("Q8_0"), Ok(KvCacheType::Q8_0));
-        assert_eq!(parse_kv_cache_type(""), Ok(KvCacheType::F16));
-        assert!(parse_kv_cache_type("q3").is_err());
-    }
-
-    #[test]
-    fn go_template_reads_as_ollama_does() {
-        let cases = [
-            ("", GoTemplate::Auto),
-            ("  ", GoTemplate::Auto),
-            ("''", GoTemplate::Auto),
-            ("1", GoTemplate::On),
-            ("\"True\"", GoTemplate::On),
-            // Not a Go bool: Ollama's BoolWithDefault reads any other text as true.
-            ("yes", GoTemplate::On),
-            ("0", GoTemplate::Off),
-            (" false ", GoTemplate::Off),
-            ("F", GoTemplate::Off),
-        ];
-        for (raw, want) in cases {
-            assert_eq!(parse_go_template(raw), Ok(want), "{raw:?}");
-        }
-    }
 
     #[test]
     fn origins_extend_the_default_list() {

@@ -259,7 +259,7 @@ impl ModelView {
     /// does not parse, and only the variable can set it aside). The GGUF template never
     /// replaces it beside a renderer or parser, or for a harmony template: those always
     /// render through Ollama's own code, which reads the TEMPLATE.
-    fn renders_parsed(
+    pub fn renders_parsed(
         &self,
         gguf: Option<&GgufFile>,
         go: Option<&crate::prompt::Template>,

@@ -1,12 +1,15 @@
 //! Ollama's value grammar for environment variables: quote/space trimming, Go's `ParseBool`
 //! with Ollama's "anything else non-empty is true" rule, Go's `time.ParseDuration`, and the
-//! duration-or-seconds rule of `OLLAMA_KEEP_ALIVE` / `OLLAMA_LOAD_TIMEOUT`. Pure functions, so the
+//! duration-or-seconds rule of `OLLAMA_KEEP_ALIVE` / `OLLAMA_LOAD_TIMEOUT`, and the three-way
+//! switches (`OLLAMA_FLASH_ATTENTION`, `OLLAMA_GO_TEMPLATE`, `OLLAMA_KV_CACHE_TYPE`). Pure functions, so the
 //! rules are table-tested here and reused by the API layer (`keep_alive` in requests).
 
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::prompt::prefer::GoTemplate;
 pub use crate::scheduler::KeepAlive;
+use runner_protocol::{FlashAttention, KvCacheType};
 
 /// Values of Ollama's variables that did not parse and fell back to their default, as Ollama's
 /// `envconfig` does ("invalid environment variable, using default"): a service file carried
@@ -261,9 +264,62 @@ pub fn clap_deadline(raw: &str) -> Result<LoadTimeout, String> {
     ))
 }
 
+pub fn clap_flash_attention(raw: &str) -> Result<FlashAttention, String> {
+    Ok(match clean(raw) {
+        "" | "auto" => FlashAttention::Auto,
+        s if ollama_bool(s, false) => FlashAttention::On,
+        _ => FlashAttention::Off,
+    })
+}
+
+/// Ollama's `GoTemplate`: empty = unset; a Go bool as spelled; any other non-empty text is
+/// true (`BoolWithDefault`). Any set value turns the preference check off (`goTemplateEnvSet`).
+pub fn clap_go_template(raw: &str) -> Result<GoTemplate, String> {
+    Ok(match clean(raw) {
+        "" => GoTemplate::Auto,
+        s if ollama_bool(s, true) => GoTemplate::On,
+        _ => GoTemplate::Off,
+    })
+}
+
+pub fn clap_kv_cache_type(raw: &str) -> Result<KvCacheType, String> {
+    KvCacheType::parse(clean(raw))
+        .ok_or_else(|| format!("{:?}: expected f16, q8_0 or q4_0", clean(raw)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flash_attention_and_kv() {
+        assert_eq!(clap_flash_attention(""), Ok(FlashAttention::Auto));
+        assert_eq!(clap_flash_attention("1"), Ok(FlashAttention::On));
+        assert_eq!(clap_flash_attention("yes"), Ok(FlashAttention::On));
+        assert_eq!(clap_flash_attention("false"), Ok(FlashAttention::Off));
+        assert_eq!(clap_kv_cache_type("Q8_0"), Ok(KvCacheType::Q8_0));
+        assert_eq!(clap_kv_cache_type(""), Ok(KvCacheType::F16));
+        assert!(clap_kv_cache_type("q3").is_err());
+    }
+
+    #[test]
+    fn go_template_reads_as_ollama_does() {
+        let cases = [
+            ("", GoTemplate::Auto),
+            ("  ", GoTemplate::Auto),
+            ("''", GoTemplate::Auto),
+            ("1", GoTemplate::On),
+            ("\"True\"", GoTemplate::On),
+            // Not a Go bool: Ollama's BoolWithDefault reads any other text as true.
+            ("yes", GoTemplate::On),
+            ("0", GoTemplate::Off),
+            (" false ", GoTemplate::Off),
+            ("F", GoTemplate::Off),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(clap_go_template(raw), Ok(want), "{raw:?}");
+        }
+    }
 
     #[test]
     fn byte_sizes() {

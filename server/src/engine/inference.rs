@@ -4,15 +4,15 @@
 //! and streams chunks whose last carries metrics and, unless `raw`, `context` = the tokens of
 //! prompt + output. Chat layers the Modelfile SYSTEM (only when the conversation does not start
 //! with a system message) and MESSAGEs in, drops the oldest non-system turns until the prompt
-//! fits `num_ctx` by the runner's tokenizer, and streams assistant message chunks. Embed returns
-//! the runner's raw vectors.
+//! fits `num_ctx` by the runner's tokenizer, and streams assistant message chunks. Embed is
+//! `super::embed`.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
-use runner_protocol::{DetokenizeRequest, EmbedRequest, ErrorKind, Prompt, TokenizeRequest};
+use runner_protocol::{DetokenizeRequest, Prompt, TokenizeRequest};
 
 use super::bound::Window;
 use super::convert;
@@ -72,7 +72,7 @@ impl Inference for Engine {
 
     fn embed(&self, job: EmbedJob) -> BoxFuture<'static, Result<EmbedOutput>> {
         let engine = self.clone();
-        async move { embed(engine, job).await }.boxed()
+        async move { super::embed::embed(engine, job).await }.boxed()
     }
 
     fn ps(&self) -> BoxFuture<'static, Vec<Running>> {
@@ -522,38 +522,6 @@ async fn blocking<T: Send + 'static>(
 /// can be (it is never tokenized whole, so the count is a lower bound, still over `n_ctx`).
 fn overflow(tokens: usize, n_ctx: usize) -> Error {
     Error::Runner(runner_protocol::RunnerError::exceeds_context(tokens, n_ctx))
-}
-
-async fn embed(engine: Engine, job: EmbedJob) -> Result<EmbedOutput> {
-    let started = Instant::now();
-    let model = engine.prepare(job.model.clone()).await?;
-    let (lease, load) = engine
-        .acquire(&model, &job.options, Some(job.keep_alive))
-        .await?;
-    let req = EmbedRequest {
-        inputs: job.inputs.into_iter().map(Prompt::Text).collect(),
-        truncate: job.truncate,
-        // The inputs are measured against the context asked for (0: the automatic one, which
-        // the runner loaded with).
-        num_ctx: u32::try_from(job.options.runner.num_ctx)
-            .ok()
-            .filter(|&n| n > 0),
-    };
-    let resp = lease.embed(&req).await.map_err(|e| match e {
-        Error::Runner(r) if r.kind == ErrorKind::ContextOverflow => {
-            Error::BadRequest("the input length exceeds the context length".into())
-        }
-        other => other,
-    })?;
-    // Embeddings generate nothing: only their input tokens count.
-    lease
-        .meter(started)
-        .done(u64::from(resp.prompt_eval_count), 0);
-    Ok(EmbedOutput {
-        embeddings: resp.embeddings,
-        prompt_eval_count: u64::from(resp.prompt_eval_count),
-        load_duration: load,
-    })
 }
 
 #[cfg(test)]

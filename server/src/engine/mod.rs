@@ -11,6 +11,7 @@ pub mod batch;
 pub mod bound;
 pub mod completion;
 pub mod convert;
+mod embed;
 mod inference;
 mod mlx_model;
 pub mod model;

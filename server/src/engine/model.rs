@@ -181,16 +181,15 @@ impl Model {
 }
 
 /// Picks the prompt template (DESIGN 7): a TEMPLATE layer renders with the Go engine (unless
-/// `OLLAMA_GO_TEMPLATE` or the preference sets it aside, `ModelView::go_template_renders`);
+/// `OLLAMA_GO_TEMPLATE` or the preference sets it aside, `ModelView::renders_parsed`);
 /// else the GGUF `tokenizer.chat_template` renders with minijinja; else Ollama's `{{ .Prompt }}`.
 fn template_for(view: &ModelView, g: Option<&GgufFile>) -> Result<(Template, Option<String>)> {
-    let template = view
-        .template
-        .as_ref()
-        .filter(|_| view.go_template_renders(g));
-    if let Some(src) = template {
-        let t = Template::parse_go(src).map_err(Template::parse_error)?;
-        return Ok((t, None));
+    if let Some(src) = &view.template {
+        // Parsed once: the choice reads it too.
+        let parsed = Template::parse_go(src);
+        if view.renders_parsed(g, parsed.as_ref().ok()) {
+            return Ok((parsed.map_err(Template::parse_error)?, None));
+        }
     }
     let Some(src) = g.and_then(GgufFile::chat_template) else {
         return Ok((Template::default_go(), None));
