@@ -138,31 +138,42 @@ pub fn cut(v: &mut Vec<TokenData>, k: usize) {
 
 /// `top_k` over the entries a mask allows (`bits`: token `t` allowed when bit `t % 32` of word
 /// `t / 32` is set; ids past the words are forbidden): the same result as `top_k` over a row
-/// where every other entry is -inf, without writing that row. One max scan gives each block's
-/// maximum, an upper bound on its allowed entries; blocks are then looked into best maximum
-/// first, until the next block's maximum is below the k-th best allowed logit found so far.
-/// Looking into a block compares its entries with that floor 32 at a time and ANDs the result
-/// with the mask's word, so only allowed entries that can enter are touched one by one.
+/// where every other entry is -inf, without writing that row.
+///
+/// Two passes, as `top_k`'s: the first takes each block's largest *allowed* finite logit (a
+/// vector scan with the mask's word as a lane select). k blocks that each hold an allowed entry
+/// reaching the k-th largest of those maxima bound the k-th best allowed logit from below, so the
+/// second pass looks into the blocks whose allowed maximum reaches it (about k of them), in id
+/// order, comparing 32 entries at a time with the floor and ANDing the result with the word.
+/// Visiting every block by its unmasked maximum instead (the earlier way) looked into nearly all
+/// of them whenever the row's top was spread out and the mask allowed a fraction of it.
 pub fn top_k_allowed(logits: &[f32], k: usize, bits: &[u32], out: &mut Vec<TokenData>) {
     out.clear();
     if k == 0 {
         return;
     }
     const { assert!(BLOCK.is_multiple_of(32)) };
-    let maxes: Vec<f32> = logits.chunks(BLOCK).map(max_of).collect();
-    let mut order: Vec<u32> = (0..maxes.len() as u32).collect();
-    order.sort_unstable_by(|&a, &b| maxes[b as usize].total_cmp(&maxes[a as usize]));
-    // A lower bound on the k-th best allowed logit (-inf until k are in). An entry equal to it
-    // still enters (a lower id wins the tie, and blocks are not visited in id order); `cut`
-    // orders them.
-    let mut floor = f32::NEG_INFINITY;
+    let maxes: Vec<f32> = logits
+        .chunks(BLOCK)
+        .enumerate()
+        .map(|(b, block)| allowed_max(block, bits, b * BLOCK / 32))
+        .collect();
+    let holding = maxes.iter().filter(|&&m| m > f32::NEG_INFINITY).count();
+    // An allowed +inf is no usable logit and says nothing of the finite entries: no bound.
+    let bound = if holding >= k && !maxes.contains(&f32::INFINITY) {
+        let mut order = maxes.clone();
+        let (_, &mut b, _) = order.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
+        b
+    } else {
+        f32::NEG_INFINITY
+    };
+    // A lower bound on the k-th best allowed logit: `bound`, then the k-th best kept once 2k
+    // are in. An entry equal to it still enters (a lower id wins the tie); `cut` orders them.
+    let mut floor = bound;
     let cap = 2 * k.max(16);
-    for &b in &order {
-        let b = b as usize;
-        let top = maxes[b];
-        // NaN maxima sort last and hold nothing finite.
-        if top < floor || top.is_nan() || top == f32::NEG_INFINITY {
-            break;
+    for (b, &top) in maxes.iter().enumerate() {
+        if top < floor || top == f32::NEG_INFINITY {
+            continue;
         }
         let start = b * BLOCK;
         let block = &logits[start..(start + BLOCK).min(logits.len())];
@@ -198,6 +209,61 @@ pub fn top_k_allowed(logits: &[f32], k: usize, bits: &[u32], out: &mut Vec<Token
         }
     }
     cut(out, k);
+}
+
+/// For each byte of a mask word, what its 8 tokens' logits get added: 0 where the bit is set
+/// (allowed), -inf where not.
+static BYTE_BIAS: [[f32; 8]; 256] = {
+    let mut t = [[0.0f32; 8]; 256];
+    let mut b = 0;
+    while b < 256 {
+        let mut i = 0;
+        while i < 8 {
+            if b & (1 << i) == 0 {
+                t[b][i] = f32::NEG_INFINITY;
+            }
+            i += 1;
+        }
+        b += 1;
+    }
+    t
+};
+
+/// The largest logit of `block` that `bits` allows (-inf when none; +inf when an allowed entry
+/// is +inf), the block starting at word `first_word`. Each entry plus its bit's bias (0 or -inf,
+/// [`BYTE_BIAS`]) into lane-wise maxima, so it vectorizes; NaN never enters (as in `max_of`).
+fn allowed_max(block: &[f32], bits: &[u32], first_word: usize) -> f32 {
+    let mut lanes = [f32::NEG_INFINITY; 32];
+    let words = block.chunks_exact(32);
+    let rest = words.remainder();
+    for (w, chunk) in words.enumerate() {
+        let word = bits.get(first_word + w).copied().unwrap_or(0);
+        if word == 0 {
+            continue;
+        }
+        for (q, (xs, ms)) in chunk
+            .chunks_exact(8)
+            .zip(lanes.chunks_exact_mut(8))
+            .enumerate()
+        {
+            let bias = &BYTE_BIAS[(word >> (8 * q)) as usize & 0xFF];
+            for ((m, &x), &b) in ms.iter_mut().zip(xs).zip(bias) {
+                let v = x + b;
+                *m = if v > *m { v } else { *m };
+            }
+        }
+    }
+    let mut best = max_of(&lanes);
+    let word = bits
+        .get(first_word + block.len() / 32)
+        .copied()
+        .unwrap_or(0);
+    for (i, &x) in rest.iter().enumerate() {
+        if word & (1 << i) != 0 && x > best {
+            best = x;
+        }
+    }
+    best
 }
 
 /// `top_k` restricted to `ids` (ascending): the same result as `top_k` over a row where every

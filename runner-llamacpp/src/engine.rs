@@ -393,7 +393,13 @@ impl Engine {
         let took = started.elapsed().as_nanos() as u64;
         self.stats.lap(Phase::Wait);
         if res.is_ok() && !in_prefill.contains(&true) {
-            self.cost.observe(self.batch.len(), took);
+            // The KV view llama.cpp gave the step: its longest sequence (a pad row adds one).
+            let kv = (self.slots.iter().enumerate())
+                .filter(|(k, s)| s.active.is_some() || pads.contains(k))
+                .map(|(k, s)| s.cache.len() + usize::from(pads.contains(&k)))
+                .max();
+            let kv = kv.unwrap_or(0);
+            self.cost.observe_step(self.batch.len(), kv, took);
         }
         if let Err(e) = res {
             let (kind, msg) = match e {

@@ -300,6 +300,17 @@ hb_herd() {
   # last decode step's wait (engine::prewake; the GPU default since run V, H100: 0.835 -> 0.938
   # of batched-bench B=16). A/B: woken when the rows land.
   hb_ab16 herd-x16-nopw nopw "gen:2 fmt:2" --prewake off
+  # Settled A/Bs asked for again by name (HB_AB16="mal t1"), without the rest of HB_OLD_AB.
+  if [ "${HB_OLD_AB:-0}" != 1 ]; then
+    for t in ${HB_AB16:-}; do
+      case $t in
+        mal) hb_ab16 herd-x16-mal mal "gen:2 fmt:2" --mask-after-launch ;;
+        t1) hb_ab16 herd-x16-t1 t1 "gen:2 fmt:2" --threads 1 --sample-threads "$(nproc)" ;;
+        nopad) hb_ab16 herd-x16-nopad nopad "gen:2 fmt:2" --step-padding off ;;
+        *) hb_na "herd-x16-$t" fmt "unknown HB_AB16 tag $t" ;;
+      esac
+    done
+  fi
   if [ "${HB_OLD_AB:-0}" = 1 ]; then
   hb_stamp "herd x1 --threads 1"
   if w=$(hb_wrapper t1x1 --threads 1 --step-stats 128) && hb_serve 1 "$HB_CTX1" "$w"; then

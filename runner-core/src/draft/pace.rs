@@ -13,7 +13,13 @@
 //!   of every length from 1 to 16 kept the drafted steps ungraphed and the measured cost high.
 //!
 //! Invariant: drafting never changes output (verification does not depend on the length), so
-//! this only moves speed. While the cost is unknown (every step had one token count) slots
+//! this only moves speed. On a GPU a step shape's first uses are no sample of its cost: ggml-cuda
+//! runs a new shape kernel by kernel, captures its CUDA graph on the second use and replays it
+//! from the third (and starts over whenever the KV view grows past a multiple of 256 cells), so
+//! an n-gram request's first drafted steps of 2, 4, 8 and 16 tokens took ~10x a graphed step and
+//! a fit that kept them priced draft tokens high for ~100 steps (H200, run Y: the first of three
+//! copy rounds at 1300 t/s against 2092 and 1694). [`StepCost::observe_step`] leaves out a shape's
+//! first [`WARM_USES`] uses when lengths are shaped. While the cost is unknown (every step had one token count) slots
 //! draft their whole continuation and half of it by turns, so the fit sees two counts within a
 //! few steps (runner-mlx on CPU drafted a whole 200-token copy at full length at 0.57x before
 //! this, since every step had the same count); the fit forgets, so a runner that stopped
@@ -24,6 +30,13 @@ const COST_DECAY: f64 = 0.99;
 /// Token-count variance under which the fit cannot separate `a` from `b` (e.g. every step had
 /// the same count): the cost of a draft token is then unknown.
 const MIN_SPREAD: f64 = 0.1;
+
+/// Uses of a GPU step shape (token count, KV view) that run before its CUDA graph replays: the
+/// first runs kernel by kernel, the second is captured (ggml-cuda's warm-up).
+pub const WARM_USES: u32 = 2;
+/// llama.cpp pads a step's KV view to a multiple of this many cells: another multiple is another
+/// graph.
+const KV_PAD: usize = 256;
 
 /// Decode-step time as `a + b·n` for `n` tokens, fitted over decode-only steps.
 #[derive(Debug, Default, Clone)]
@@ -39,6 +52,9 @@ pub struct StepCost {
     st: f64,
     snn: f64,
     snt: f64,
+    /// Uses so far of each shaped step's (tokens, KV view in [`KV_PAD`] units), up to
+    /// [`WARM_USES`].
+    seen: std::collections::HashMap<(usize, usize), u32>,
 }
 
 impl StepCost {
@@ -73,6 +89,21 @@ impl StepCost {
         self.st = self.st * d + t;
         self.snn = self.snn * d + n * n;
         self.snt = self.snt * d + n * t;
+    }
+
+    /// A decode-only step of `n` tokens over a KV view of `kv_cells` (the longest sequence in
+    /// it, after the step) that took `ns`: as [`StepCost::observe`], except that with shaped
+    /// lengths (a GPU) a shape's first [`WARM_USES`] uses only count as steps (module header).
+    pub fn observe_step(&mut self, n: usize, kv_cells: usize, ns: u64) {
+        if self.shaped {
+            let uses = self.seen.entry((n, kv_cells.div_ceil(KV_PAD))).or_default();
+            if *uses < WARM_USES {
+                *uses += 1;
+                self.steps += 1;
+                return;
+            }
+        }
+        self.observe(n, ns);
     }
 
     /// Decode-only steps observed so far.
@@ -277,6 +308,40 @@ mod tests {
         // GPU-like: 4 ms + 0.025 ms a token.
         let c = cost_of(&steps, 4.0, 0.025);
         assert!(rho(&c, 1) < 0.01, "{}", rho(&c, 1));
+    }
+
+    #[test]
+    fn a_gpu_shapes_first_uses_stay_out_of_the_fit() {
+        // Steps as (tokens, KV cells, ms).
+        // Graphed: 4 ms + 0.01 ms a token; a shape's first two uses take 30 ms.
+        let graphed = |n: usize| 4.0 + 0.01 * n as f64;
+        let mut steps = vec![(1, 300, 30.0), (1, 300, 30.0), (1, 300, graphed(1))];
+        for (i, n) in [8, 8, 8, 1, 8, 1, 16, 16, 16, 1].into_iter().enumerate() {
+            let first = [0, 1, 6, 7].contains(&i);
+            steps.push((n, 300, if first { 30.0 } else { graphed(n) }));
+        }
+        // The KV view crossing 512 cells is a new shape for every token count.
+        steps.push((1, 513, 30.0));
+        steps.push((1, 513, 30.0));
+        steps.push((1, 513, graphed(1)));
+        let run = |shaped: bool| {
+            let mut c = StepCost::default().shaped(shaped);
+            for &(n, kv, ms) in &steps {
+                c.observe_step(n, kv, (ms * 1e6) as u64);
+            }
+            (c.rho(1), c.steps())
+        };
+        let (rho, counted) = run(true);
+        let rho = rho.expect("two counts seen");
+        assert!((rho - 0.01 / graphed(1)).abs() < 1e-6, "shaped: {rho}");
+        assert_eq!(counted, steps.len() as u64);
+        // Unshaped (a CPU: no graphs) every step is a sample; here the slow ones inflate it.
+        let (rho, counted) = run(false);
+        assert!(
+            rho.expect("known") > 5.0 * 0.01 / graphed(1),
+            "unshaped: {rho:?}"
+        );
+        assert_eq!(counted, steps.len() as u64);
     }
 
     #[test]
