@@ -7,6 +7,8 @@
 //!   in `/api/ps` and `/metrics`, one runner process throughout, and the vectors equal those of
 //!   a fresh embed-only load. `/v1/embeddings` writes the very float32 numbers `/api/embed` does
 //!   (Ollama encodes both from `[]float32`).
+//! - `/api/ps` names a loaded model by the name it was loaded with, also when a copy shares its
+//!   manifest (prepared models were cached by manifest digest alone and kept the first name).
 
 mod serve_support;
 
@@ -120,5 +122,49 @@ async fn embed_on_a_generation_model_reuses_its_runner() {
     for (w, f) in warm.iter().zip(&fresh) {
         let cos: f64 = w.iter().zip(f).map(|(a, b)| a * b).sum();
         assert!(cos > 0.9999, "cosine {cos}");
+    }
+}
+
+/// `/api/ps`'s name for a model whose manifest another name shares (a copy): the name it was
+/// loaded by, as Ollama shows the requested model's name, never the other one's.
+#[tokio::test]
+async fn ps_names_the_model_that_was_loaded_when_a_copy_shares_its_manifest() {
+    let Some(h) = smol() else { return };
+    let copy = h.post(
+        "/api/copy",
+        json!({"source": "smol", "destination": "smol2"}),
+    );
+    assert_eq!(copy.await.status, StatusCode::OK);
+    let ps_names = || async {
+        let ps = get(&h.app, "/api/ps").await.json();
+        let names: Vec<(String, String)> = ps["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["name"].as_str().unwrap().into(),
+                    m["model"].as_str().unwrap().into(),
+                )
+            })
+            .collect();
+        names
+    };
+    for (name, shown) in [("smol", "smol:latest"), ("smol2", "smol2:latest")] {
+        let load = json!({"model": name, "keep_alive": "1m"});
+        assert_eq!(ok(&h, "/api/generate", load).await["done_reason"], "load");
+        assert_eq!(ps_names().await, [(shown.to_string(), shown.to_string())]);
+        let unload = json!({"model": name, "keep_alive": 0});
+        assert_eq!(
+            ok(&h, "/api/generate", unload).await["done_reason"],
+            "unload"
+        );
+        for _ in 0..50 {
+            if ps_names().await.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(ps_names().await, []);
     }
 }

@@ -45,7 +45,9 @@ pub struct Engine {
 struct Inner {
     scheduler: Scheduler,
     settings: Settings,
-    models: Mutex<HashMap<String, Arc<Model>>>,
+    /// Prepared models by (manifest digest, full name): two names on one manifest (a copy, or
+    /// the same Modelfile created twice) share every fact but the name `/api/ps` and errors show.
+    models: Mutex<HashMap<(String, String), Arc<Model>>>,
 }
 
 impl Engine {
@@ -68,9 +70,10 @@ impl Engine {
     }
 
     /// The prepared form of a resolved model (GGUF facts, compiled template), cached by
-    /// manifest digest.
+    /// manifest digest and name.
     pub async fn prepare(&self, resolved: Arc<ResolvedModel>) -> Result<Arc<Model>> {
-        if let Some(m) = self.cached(&resolved.digest) {
+        let key = (resolved.digest.clone(), resolved.name.to_string());
+        if let Some(m) = self.inner.models.lock().unwrap().get(&key).cloned() {
             return Ok(m);
         }
         let inner = self.inner.clone();
@@ -80,15 +83,11 @@ impl Engine {
             if cache.len() >= MODEL_CACHE {
                 cache.clear();
             }
-            cache.insert(resolved.digest.clone(), model.clone());
+            cache.insert(key, model.clone());
             Ok(model)
         })
         .await
         .map_err(|e| Error::Internal(format!("model preparation task: {e}")))?
-    }
-
-    fn cached(&self, digest: &str) -> Option<Arc<Model>> {
-        self.inner.models.lock().unwrap().get(digest).cloned()
     }
 
     /// What of a prompt the runner would keep for `model` under `opts` (its context length
