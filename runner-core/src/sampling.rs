@@ -46,6 +46,9 @@ pub trait TokenMask: Send {
     fn forced(&mut self) -> Vec<u8> {
         Vec::new()
     }
+    /// Send what `commit` held back (a mask that defers its commits, as the grammar's does
+    /// behind `grammar::gate`, until the engine has sampled a step's every row).
+    fn flush(&mut self) {}
     /// True only when the mask never forbids anything (then the device's top-K candidates
     /// suffice: sampling/device.rs).
     fn is_trivial(&self) -> bool {
@@ -141,6 +144,11 @@ impl<C: Chain> Sampler<C> {
             s.remember(t);
         }
         s
+    }
+
+    /// Hand the mask's held-back commit over ([`TokenMask::flush`]).
+    pub fn flush(&mut self) {
+        self.mask.flush();
     }
 
     /// The bytes the mask forces next ([`TokenMask::forced`]).

@@ -49,9 +49,10 @@ pub struct Args {
     /// with it are still pending (`plan::mixed`).
     #[arg(long, hide = true)]
     pub no_first_token_hold: bool,
-    /// Bench hook (GPU A/B): a constrained slot's grammar worker computes its next mask only
-    /// once the engine has launched the next step (runner-core `grammar::gate`), so that masks
-    /// do not compete for the cores with sampling, building and launching the step.
+    /// Bench hook (GPU A/B): a constrained slot's grammar worker gets its commit only after the
+    /// step's rows are all sampled, and computes its next mask only once the engine has
+    /// launched the next step (runner-core `grammar::gate`), so that masks do not compete for
+    /// the cores with sampling, building and launching the step.
     #[arg(long, hide = true)]
     pub mask_after_launch: bool,
     /// Wake the sampling pool shortly before each decode step's logits land, predicted from the

@@ -490,6 +490,10 @@ impl Engine {
         let (choices, cpu) = sample_all(&mut work, self.pool.as_ref(), self.stats.on());
         self.stats.sample_cpu(cpu);
         drop(work);
+        // Held-back grammar commits go to their workers now that no row is being sampled.
+        for a in self.slots.iter_mut().filter_map(|s| s.active.as_mut()) {
+            a.sampler.flush();
+        }
         self.stats.lap(Phase::Sample);
         let sampled = self
             .slots
@@ -498,6 +502,10 @@ impl Engine {
         for ((slot, choice), more) in sampled.zip(choices).zip(drafted) {
             if let Some(cut) = speculative::verify(&self.model, slot, choice, more) {
                 cuts.push((slot.seq, cut));
+            }
+            // Draft rows verified after the first committed more.
+            if let Some(a) = slot.active.as_mut() {
+                a.sampler.flush();
             }
         }
         // The rows are gone now: the rejected draft tokens leave the KV.

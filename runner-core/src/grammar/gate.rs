@@ -11,6 +11,10 @@
 //! needs them to build the step), then waits for the next launch before computing the mask,
 //! which then overlaps the device's part of the step only.
 //!
+//! Gated, the commit itself also waits: the sampler keeps the chosen token until the engine's
+//! `flush` after the step's rows are sampled, so no worker wakes on a core the sampling pool's
+//! threads are using (each commit woke its worker mid-sample before).
+//!
 //! Invariant: a gated worker waits at most [`LIMIT`]: an engine that samples a row without
 //! launching a step after the commit (none does today) costs that much, never a hang.
 
@@ -29,6 +33,11 @@ static CHANGED: Condvar = Condvar::new();
 /// Gate every worker of this process from now on.
 pub fn enable() {
     ON.store(true, Ordering::SeqCst);
+}
+
+/// Whether the gate is on (then a commit also waits for the engine's `flush`: grammar::mod).
+pub fn on() -> bool {
+    ON.load(Ordering::Relaxed)
 }
 
 /// The engine has launched a step: workers waiting for one go on.

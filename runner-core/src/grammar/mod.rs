@@ -170,6 +170,8 @@ impl Grammars {
             current: None,
             spent_ns: 0,
             wait_ns: Vec::new(),
+            defer: gate::on(),
+            queued: None,
         })
     }
 
@@ -207,6 +209,10 @@ pub struct GrammarMask {
     spent_ns: u64,
     /// Of that, each state's wait for the worker's mask (zero when it was ready).
     wait_ns: Vec<u64>,
+    /// Commits wait for `TokenMask::flush` (the gate is on: `gate` says why).
+    defer: bool,
+    /// A committed token not yet sent to the worker (`defer`).
+    queued: Option<u32>,
 }
 
 /// The current state's mask as the worker handed it over.
@@ -266,6 +272,7 @@ impl GrammarMask {
     /// The mask for the current state from the worker (requesting it if no commit did); an
     /// error in any outstanding result wins, since the matcher is then unusable.
     fn take_mask(&mut self) -> Ready {
+        self.send_queued();
         if self.outstanding == 0 {
             // After an end-of-generation commit (never consumed): same state again.
             self.worker.request(None);
@@ -289,6 +296,13 @@ impl GrammarMask {
         }
         self.wait_ns.push(started.elapsed().as_nanos() as u64);
         ready
+    }
+
+    /// Sends a commit held back for `flush` (every wait for the worker's results comes after).
+    fn send_queued(&mut self) {
+        if let Some(t) = self.queued.take() {
+            self.worker.request(Some(t));
+        }
     }
 
     /// Fetches the current state's mask into `current`, once per state.
@@ -378,15 +392,25 @@ impl TokenMask for GrammarMask {
             return;
         }
         // A rejected token comes back as the next step's error (the request then ends).
-        self.worker.request(Some(token as u32));
+        self.send_queued();
+        if self.defer {
+            self.queued = Some(token as u32);
+        } else {
+            self.worker.request(Some(token as u32));
+        }
         self.outstanding += 1;
         self.ff_outstanding += 1;
+    }
+
+    fn flush(&mut self) {
+        self.send_queued();
     }
 
     fn forced(&mut self) -> Vec<u8> {
         if self.failed {
             return Vec::new();
         }
+        self.send_queued();
         while self.ff_outstanding > 0 {
             let f = self.worker.take_forced();
             self.ff_outstanding = self.ff_outstanding.saturating_sub(f.covers);

@@ -358,6 +358,46 @@ fn forced_bytes_follow_the_state_and_stop_where_the_model_chooses() {
     assert!(allowed(&mut m, b'}' as Token));
 }
 
+/// Deferred commits (the gate's: sent at the engine's `flush`, or by whatever next waits for the
+/// worker) walk the grammar exactly as immediate ones: the same mask and forced bytes at every
+/// step, whether the flush came or not.
+#[test]
+fn deferred_commits_give_the_masks_and_forced_bytes_of_immediate_ones() {
+    let g = grammars();
+    let text = r#"{"name": "Rex", "kind": "dog", "tags": [1, 22], "pos": {"x": 1.5}}"#;
+    let mask_of = |m: &mut GrammarMask| -> Vec<bool> {
+        let mut logits = vec![0.0f32; N];
+        m.apply(&mut logits);
+        logits.iter().map(|l| l.is_finite()).collect()
+    };
+    let mut now = g.mask(&schema(nested(), &[])).unwrap();
+    let mut later = g.mask(&schema(nested(), &[])).unwrap();
+    assert!(!now.defer, "the gate is off in this process");
+    later.defer = true;
+    for (i, &b) in text.as_bytes().iter().enumerate() {
+        let t = b as Token;
+        let want = mask_of(&mut now);
+        assert!(want[t as usize], "byte {i} of the text is allowed");
+        assert_eq!(mask_of(&mut later), want, "mask before byte {i}");
+        now.commit(t);
+        later.commit(t);
+        assert_eq!(later.queued, Some(b as u32), "held until flushed");
+        match i % 3 {
+            // The engine's flush after a step's rows.
+            0 => later.flush(),
+            // Fast-forward asking for forced bytes first: it sends the commit itself.
+            1 => assert_eq!(later.forced(), now.forced(), "forced after byte {i}"),
+            // Nothing until the next mask is needed.
+            _ => {}
+        }
+        if i % 3 != 2 {
+            assert_eq!(later.queued, None);
+        }
+    }
+    assert_eq!(mask_of(&mut later), mask_of(&mut now));
+    assert!(mask_of(&mut later)[EOS as usize], "the object is complete");
+}
+
 #[test]
 fn the_worker_lists_a_few_allowed_ids_and_leaves_many_to_the_mask() {
     let cases: Vec<(Vec<u32>, Option<Vec<u32>>)> = vec![
