@@ -110,6 +110,23 @@ async fn f16_model_quantized_to_q8_0_and_q4_k_m_loads_and_generates() {
         statuses[statuses.len() - 2..],
         ["writing manifest", "success"]
     );
+    // Ollama's progress names the type as asked: Q4_K, though Q4_K_M is what it writes.
+    let (st, body) = serve
+        .post(
+            "/api/create",
+            json!({"model": "tiny-q4k", "files": {"tiny-f16.gguf": f16_digest}, "quantize": "q4_k"}),
+        )
+        .await;
+    assert_eq!(st, 200, "{body}");
+    let lines = ndjson(&body);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["status"] == "quantizing F16 model to Q4_K"),
+        "{body}"
+    );
+    let again = format!("using existing layer {}", q4["digest"].as_str().unwrap());
+    assert!(lines.iter().any(|l| l["status"] == again), "{body}");
 
     let q8 = model_layer(&serve, "tiny-q8");
     for (name, layer, level, lo, hi) in [

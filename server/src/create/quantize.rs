@@ -98,7 +98,9 @@ pub(super) fn apply(
         if from == want {
             continue;
         }
-        let (new, existed) = quantize_layer(blobs, &g.layer, &from, want, opts, progress)?;
+        // Ollama names the type as asked (upper-cased): "Q4_K" though Q4_K_M is written.
+        let status = format!("quantizing {from} model to {}", q.to_uppercase());
+        let (new, existed) = quantize_layer(blobs, &g.layer, &status, want, opts, progress)?;
         let verb = if existed {
             "using existing layer"
         } else {
@@ -150,14 +152,13 @@ fn scaled(completed: u64, total: u64, size: u64) -> u64 {
 fn quantize_layer(
     blobs: &BlobStore,
     src: &Layer,
-    from: &str,
+    status: &str,
     want: &str,
     opts: &QuantizeOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(GgufLayer, bool)> {
-    let status = format!("quantizing {from} model to {want}");
     let line = |completed: u64| Progress {
-        status: status.clone(),
+        status: status.to_owned(),
         digest: PROGRESS_DIGEST.into(),
         total: src.size,
         completed,
@@ -360,8 +361,15 @@ mod tests {
         for (script, want) in cases {
             let opts = fake(t.path(), script);
             let mut seen = Vec::new();
-            let err = quantize_layer(&blobs, &src, "F16", "Q8_0", &opts, &mut |p| seen.push(p))
-                .unwrap_err();
+            let err = quantize_layer(
+                &blobs,
+                &src,
+                "quantizing F16 model to Q8_0",
+                "Q8_0",
+                &opts,
+                &mut |p| seen.push(p),
+            )
+            .unwrap_err();
             assert!(err.to_string().contains(want), "{script}: {err}");
             assert_eq!(
                 blob_dir_names(&blobs),
@@ -381,7 +389,15 @@ mod tests {
             ("HERD_SECRET_TOKEN".into(), "s3cr3t".into()),
             ("GGML_SCHED_MAX_COPIES".into(), "1".into()),
         ]);
-        assert!(quantize_layer(&blobs, &src, "F16", "Q8_0", &opts, &mut |_| {}).is_err());
+        assert!(quantize_layer(
+            &blobs,
+            &src,
+            "quantizing F16 model to Q8_0",
+            "Q8_0",
+            &opts,
+            &mut |_| {}
+        )
+        .is_err());
         let env = std::fs::read_to_string(&seen_env).unwrap();
         assert!(env.lines().any(|l| l == "GGML_SCHED_MAX_COPIES=1"), "{env}");
         assert!(!env.contains("s3cr3t"), "{env}");
@@ -398,9 +414,15 @@ mod tests {
             "for i in 1 2 3 4; do echo \"{\\\"completed\\\":$i,\\\"total\\\":4}\"; done; exit 1",
         );
         let mut seen = Vec::new();
-        assert!(
-            quantize_layer(&blobs, &src, "BF16", "Q4_K_M", &opts, &mut |p| seen.push(p)).is_err()
-        );
+        assert!(quantize_layer(
+            &blobs,
+            &src,
+            "quantizing BF16 model to Q4_K_M",
+            "Q4_K_M",
+            &opts,
+            &mut |p| seen.push(p)
+        )
+        .is_err());
         let done: Vec<u64> = seen.iter().map(|p| p.completed).collect();
         assert_eq!(done, [0, 250, 500, 750, 1000]);
         assert!(seen
@@ -420,8 +442,15 @@ mod tests {
             ..Default::default()
         };
         let mut seen = Vec::new();
-        let err =
-            quantize_layer(&blobs, &src, "F16", "Q8_0", &opts, &mut |p| seen.push(p)).unwrap_err();
+        let err = quantize_layer(
+            &blobs,
+            &src,
+            "quantizing F16 model to Q8_0",
+            "Q8_0",
+            &opts,
+            &mut |p| seen.push(p),
+        )
+        .unwrap_err();
         assert!(
             err.to_string().contains("cannot start the quantizer"),
             "{err}"
