@@ -20,7 +20,7 @@ mod rpc_server;
 mod sampling;
 mod vocab;
 
-use args::{device_sampling_on, prewake_on, Args};
+use args::{device_sampling_on, host_switch_on, Args};
 use clap::Parser;
 use runner_core::http::{Loaded, State};
 use runner_protocol::{ErrorKind, FlashAttention, Info, KvCacheType, RunnerError};
@@ -133,7 +133,7 @@ fn load_and_run(
 }
 
 /// A loaded model: what the protocol layer knows, the engine's context, the projector, the
-/// draft model and whether the sampling pool is woken before logits land (`args::prewake_on`).
+/// draft model and whether the sampling pool is woken before logits land (`args::host_switch_on`).
 type LoadedParts = (
     Loaded,
     ffi::Context,
@@ -222,9 +222,15 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
             KvCacheType::Q4_0 => ffi::KvType::Q4_0,
         },
     };
-    if args.mask_after_launch {
+    let (gated, why) = host_switch_on(
+        args.mask_after_launch,
+        ffi::supports_gpu_offload(),
+        args.load.gpu_layers,
+        model.n_layer(),
+    );
+    if gated {
         runner_core::grammar::gate::enable();
-        eprintln!("runner-llamacpp: grammar masks wait for the next step's launch");
+        eprintln!("runner-llamacpp: grammar masks wait for the next step's launch ({why})");
     }
     let (device, why) = device_sampling_on(
         args.device_sampling,
@@ -252,7 +258,7 @@ fn load(args: &Args, state: &State) -> Result<LoadedParts, RunnerError> {
     } else {
         eprintln!("runner-llamacpp: device sampling off ({why})");
     }
-    let (prewake, why) = prewake_on(
+    let (prewake, why) = host_switch_on(
         args.prewake,
         ffi::supports_gpu_offload(),
         args.load.gpu_layers,
@@ -476,8 +482,8 @@ mod tests {
     }
 
     #[test]
-    fn prewake_is_on_when_the_whole_model_is_on_a_gpu() {
-        use args::Prewake::*;
+    fn host_switches_are_on_when_the_whole_model_is_on_a_gpu() {
+        use args::HostSwitch::*;
         // (mode, gpu backend, gpu_layers, n_layer, on)
         let cases = [
             (Auto, true, -1, 32, true),
@@ -489,7 +495,7 @@ mod tests {
             (Off, true, -1, 32, false),
         ];
         for (mode, gpu, layers, n_layer, want) in cases {
-            let (on, why) = prewake_on(mode, gpu, layers, n_layer);
+            let (on, why) = host_switch_on(mode, gpu, layers, n_layer);
             assert_eq!(on, want, "{mode:?} gpu={gpu} layers={layers}: {why}");
         }
         let base = ["runner-llamacpp", "--model", "m", "--socket", "s"];
@@ -497,6 +503,12 @@ mod tests {
         let a = Args::try_parse_from(base.iter().chain(&["--prewake", "off"])).unwrap();
         assert_eq!(a.prewake, Off);
         assert!(Args::try_parse_from(base.iter().chain(&["--prewake", "yes"])).is_err());
+        // --mask-after-launch: the same switch; bare means on (the bench's A/B wrappers).
+        assert_eq!(Args::try_parse_from(base).unwrap().mask_after_launch, Auto);
+        let a = Args::try_parse_from(base.iter().chain(&["--mask-after-launch"])).unwrap();
+        assert_eq!(a.mask_after_launch, On);
+        let a = Args::try_parse_from(base.iter().chain(&["--mask-after-launch", "off"])).unwrap();
+        assert_eq!(a.mask_after_launch, Off);
     }
 
     #[test]

@@ -150,9 +150,7 @@ async fn prewaking_the_sampling_pool_leaves_every_request_unchanged() {
         "{lines:?}"
     );
     assert!(
-        lines
-            .iter()
-            .any(|l| l == "sampling pool prewake on (--prewake on)"),
+        lines.iter().any(|l| l == "sampling pool prewake on (on)"),
         "{lines:?}"
     );
 }

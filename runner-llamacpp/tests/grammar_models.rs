@@ -350,7 +350,7 @@ async fn masks_after_launch_give_the_same_bytes() {
     let (want, _) = run(&[]).await;
     let (got, lines) = run(&["--mask-after-launch"]).await;
     assert!(
-        lines.contains(&"grammar masks wait for the next step's launch".to_string()),
+        lines.contains(&"grammar masks wait for the next step's launch (on)".to_string()),
         "{lines:?}"
     );
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {

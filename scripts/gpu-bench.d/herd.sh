@@ -300,11 +300,13 @@ hb_herd() {
   # last decode step's wait (engine::prewake; the GPU default since run V, H100: 0.835 -> 0.938
   # of batched-bench B=16). A/B: woken when the rows land.
   hb_ab16 herd-x16-nopw nopw "gen:2 fmt:2" --prewake off
-  # Settled A/Bs asked for again by name (HB_AB16="mal t1"), without the rest of HB_OLD_AB.
+  # Settled A/Bs asked for again by name (HB_AB16="nomal t1"), without the rest of HB_OLD_AB;
+  # nomal: grammar commits and masks not held for the launch (the GPU default since run Z).
   if [ "${HB_OLD_AB:-0}" != 1 ]; then
     for t in ${HB_AB16:-}; do
       case $t in
         mal) hb_ab16 herd-x16-mal mal "gen:2 fmt:2" --mask-after-launch ;;
+        nomal) hb_ab16 herd-x16-nomal nomal "gen:2 fmt:2" --mask-after-launch off ;;
         t1) hb_ab16 herd-x16-t1 t1 "gen:2 fmt:2" --threads 1 --sample-threads "$(nproc)" ;;
         nopad) hb_ab16 herd-x16-nopad nopad "gen:2 fmt:2" --step-padding off ;;
         *) hb_na "herd-x16-$t" fmt "unknown HB_AB16 tag $t" ;;

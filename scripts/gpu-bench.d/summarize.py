@@ -39,6 +39,7 @@ and the real-model copy task (phase real: SmolLM2 from the dev box, labels real-
   x16_nopad_over_bb16, fmt_over_free_x16_nopad  the x16 ratios without step padding
   x16_t1_over_bb16, fmt_over_free_x16_t1, x1_t1_over_bb1  with one llama.cpp thread
   fmt_over_free_x16_mal  constrained / free x16 with --mask-after-launch (grammar::gate)
+  fmt_over_free_x16_nomal, x16_nomal_over_bb16  with --mask-after-launch off (on is the GPU default since run Z)
   x16_nopw_over_bb16, fmt_over_free_x16_nopw  with --prewake off (the sampling pool woken when the logits land)
                       (--step-padding off; the runner pads one-token decode steps on a GPU)
 With --herd-log, the runner's stats lines in herd serve's log (`--step-stats` per-phase ms a
@@ -283,6 +284,8 @@ def main():
         "fmt_over_free_x16_t1": ratio(med("herd-x16-t1", "fmt"), med("herd-x16-t1", "gen")),
         "x1_t1_over_bb1": ratio(agg("herd-x1-t1", "gen"), bbv(1)),
         "fmt_over_free_x16_mal": ratio(med("herd-x16-mal", "fmt"), med("herd-x16-mal", "gen")),
+        "fmt_over_free_x16_nomal": ratio(med("herd-x16-nomal", "fmt"), med("herd-x16-nomal", "gen")),
+        "x16_nomal_over_bb16": ratio(agg("herd-x16-nomal", "gen"), bbv(16)),
         "x16_nopw_over_bb16": ratio(agg("herd-x16-nopw", "gen"), bbv(16)),
         "fmt_over_free_x16_nopw": ratio(med("herd-x16-nopw", "fmt"), med("herd-x16-nopw", "gen")),
         "real_ngram_greedy_identical": (sorted(q["digest"] for q in run.reqs("real-x1-ngram", "rcopy"))

@@ -1,5 +1,6 @@
 //! Holding the grammar workers' masks back until the engine has launched its next step
-//! (`--mask-after-launch`, a GPU A/B; off unless [`enable`]d).
+//! (runner-llamacpp's `--mask-after-launch`, on by default when the whole model is on a GPU;
+//! off unless [`enable`]d).
 //!
 //! A constrained slot's worker starts its next mask as soon as the slot's token is committed,
 //! which is while the engine is still sampling the other rows and then building and launching
@@ -15,8 +16,11 @@
 //! `flush` after the step's rows are sampled, so no worker wakes on a core the sampling pool's
 //! threads are using (each commit woke its worker mid-sample before).
 //!
-//! Invariant: a gated worker waits at most [`LIMIT`]: an engine that samples a row without
-//! launching a step after the commit (none does today) costs that much, never a hang.
+//! Some masks are wanted before the next launch: the row after a grammar fast-forward run, and
+//! a draft row verified after an accepted draft token. Asking for a mask that is not ready
+//! hurries its worker ([`wake`] and the worker's own hurry mark), which then stops waiting.
+//!
+//! Invariant: a gated worker waits at most [`LIMIT`], never a hang.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
@@ -59,15 +63,15 @@ pub fn now() -> u64 {
     LAUNCHED.lock().map(|n| *n).unwrap_or(0)
 }
 
-/// Wait until a step was launched after `seen` (a [`now`]), at most [`LIMIT`]; at once when
-/// the gate is off.
-pub fn wait_past(seen: u64) {
+/// Wait until a step was launched after `seen` (a [`now`]) or `hurried()` says the engine
+/// wants the mask now, at most [`LIMIT`]; at once when the gate is off.
+pub fn wait_past(seen: u64, hurried: impl Fn() -> bool) {
     if !ON.load(Ordering::Relaxed) {
         return;
     }
     let until = Instant::now() + LIMIT;
     let Ok(mut n) = LAUNCHED.lock() else { return };
-    while *n <= seen {
+    while *n <= seen && !hurried() {
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return;
@@ -77,4 +81,15 @@ pub fn wait_past(seen: u64) {
             Err(_) => return,
         }
     }
+}
+
+/// Wake every waiting worker to look at its hurry mark again (set before calling this).
+pub fn wake() {
+    if !ON.load(Ordering::Relaxed) {
+        return;
+    }
+    // Taking the lock orders the mark before a waiter's check: a waiter that checked and did
+    // not see it is inside `wait_timeout` by the time this notifies.
+    let _g = LAUNCHED.lock();
+    CHANGED.notify_all();
 }

@@ -9,8 +9,9 @@
 //! (commits without an `apply` between them cost one mask, not one each); a consume error is that
 //! result's error.
 //!
-//! With the gate on (`super::gate`, a GPU A/B) a commit's mask waits for the engine's next
-//! launch after it; its forced bytes do not.
+//! With the gate on (`super::gate`) a commit's mask waits for the engine's next launch after it,
+//! unless the engine asks for it first (its hurry mark reaches the commit); its forced bytes
+//! never wait.
 //!
 //! Before each mask the worker also sends the bytes the grammar forces from the new state
 //! (llguidance's `compute_ff_bytes`, cheap next to a mask) on a channel of their own, so the
@@ -19,7 +20,9 @@
 //! canonical tokenizer, and ours is the trie's approximation; the engine tokenizes the bytes
 //! with the model's own tokenizer.
 
-use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -47,9 +50,16 @@ pub(super) struct Forced {
     pub covers: usize,
 }
 
+/// A command: the token to consume (None = the same state again), the launch count when it was
+/// sent (`super::gate`), and its number (the first command is 1).
+type Cmd = (Option<u32>, u64, u64);
+
 pub(super) struct MaskWorker {
-    /// Commands with the launch count when they were sent (`super::gate`).
-    tx: Option<Sender<(Option<u32>, u64)>>,
+    tx: Option<Sender<Cmd>>,
+    /// Commands sent so far.
+    sent: u64,
+    /// The last command whose mask the engine wants now: the worker does not hold it back.
+    hurry: Arc<AtomicU64>,
     rx: Receiver<Computed>,
     ff_rx: Receiver<Forced>,
     handle: Option<JoinHandle<()>>,
@@ -58,18 +68,20 @@ pub(super) struct MaskWorker {
 impl MaskWorker {
     /// Starts the thread, which begins computing the first mask at once (overlapping prefill).
     pub fn start(mut matcher: Matcher) -> MaskWorker {
-        let (tx, cmds) = channel::<(Option<u32>, u64)>();
+        let (tx, cmds) = channel::<Cmd>();
+        let hurry = Arc::new(AtomicU64::new(0));
+        let hurried = hurry.clone();
         let (results, rx) = channel::<Computed>();
         let (ff_tx, ff_rx) = channel::<Forced>();
         let handle = std::thread::Builder::new()
             .name("grammar-mask".into())
             .spawn(move || {
                 // The first mask overlaps the prompt's evaluation: no gate for it.
-                let mut batch = vec![(None, u64::MAX)];
+                let mut batch = vec![(None, u64::MAX, 0)];
                 loop {
                     let started = Instant::now();
                     let mut consumed = Ok(());
-                    for t in batch.iter().filter_map(|(t, _)| t.as_ref()) {
+                    for t in batch.iter().filter_map(|(t, _, _)| t.as_ref()) {
                         if consumed.is_ok() {
                             consumed = matcher.consume_token(*t).map_err(|e| e.to_string());
                         }
@@ -88,9 +100,10 @@ impl MaskWorker {
                     let consume_ns = started.elapsed().as_nanos() as u64;
                     // The latest commit of the batch decides; a batch with a `None` (u64::MAX)
                     // is not held.
-                    let seen = batch.iter().map(|&(_, at)| at).max().unwrap_or(u64::MAX);
+                    let seen = batch.iter().map(|&(_, at, _)| at).max().unwrap_or(u64::MAX);
+                    let last = batch.iter().map(|&(_, _, n)| n).max().unwrap_or(0);
                     if seen != u64::MAX {
-                        super::gate::wait_past(seen);
+                        super::gate::wait_past(seen, || hurried.load(Ordering::Acquire) >= last);
                     }
                     let started = Instant::now();
                     let mask = consumed
@@ -119,6 +132,8 @@ impl MaskWorker {
             .ok();
         MaskWorker {
             tx: Some(tx),
+            sent: 0,
+            hurry,
             rx,
             ff_rx,
             handle,
@@ -126,7 +141,8 @@ impl MaskWorker {
     }
 
     /// Asks for the next mask: after consuming `token`, or in the same state when `None`.
-    pub fn request(&self, token: Option<u32>) {
+    pub fn request(&mut self, token: Option<u32>) {
+        self.sent += 1;
         if let Some(tx) = &self.tx {
             // A send error means the worker has gone; `take` reports it.
             // Only a commit waits for the next launch: asking for the same state again
@@ -136,7 +152,7 @@ impl MaskWorker {
             } else {
                 u64::MAX
             };
-            let _ = tx.send((token, at));
+            let _ = tx.send((token, at, self.sent));
         }
     }
 
@@ -148,9 +164,19 @@ impl MaskWorker {
         })
     }
 
-    /// Waits for the oldest outstanding result.
+    /// Waits for the oldest outstanding result; one that is not ready yet is wanted now, so the
+    /// worker stops holding it back for the gate.
     pub fn take(&self) -> Computed {
-        self.rx.recv().unwrap_or_else(|_| Computed {
+        let got = match self.rx.try_recv() {
+            Ok(c) => Ok(c),
+            Err(TryRecvError::Disconnected) => Err(()),
+            Err(TryRecvError::Empty) => {
+                self.hurry.store(self.sent, Ordering::Release);
+                super::gate::wake();
+                self.rx.recv().map_err(|_| ())
+            }
+        };
+        got.unwrap_or_else(|()| Computed {
             mask: Err("the grammar worker stopped".into()),
             ids: None,
             engine_ns: 0,

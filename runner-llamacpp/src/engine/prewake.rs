@@ -1,5 +1,5 @@
 //! Waking the sampling pool shortly before a decode step's logits land (`--prewake`; on by
-//! default when the whole model is on a GPU, `args::prewake_on`).
+//! default when the whole model is on a GPU, `args::host_switch_on`).
 //!
 //! Sampling 16 rows on the pool costs ~0.29 ms of wall time a step against ~0.07 ms if the 16
 //! threads ran at once: most of it is the threads waking from sleep when the rows arrive
