@@ -11,8 +11,10 @@
 //!   ChatRequest.options of type map[string]interface {}"), using a table of Ollama's request
 //!   structs ([`STRUCTS`]). Paths the table does not know keep serde's text.
 
-/// One Ollama request struct: its Go name and its fields' JSON names with their Go types.
+/// One Ollama request struct: its Go package and name and its fields' JSON names with their Go
+/// types.
 pub struct GoStruct {
+    pub pkg: &'static str,
     pub name: &'static str,
     pub fields: &'static [(&'static str, GoType)],
 }
@@ -39,6 +41,7 @@ const INT: GoType = Plain("int");
 const IMAGES: GoType = Slice("[]api.ImageData", &Plain("api.ImageData"));
 
 pub static MESSAGE: GoStruct = GoStruct {
+    pkg: "api",
     name: "Message",
     fields: &[
         ("role", STR),
@@ -51,11 +54,13 @@ pub static MESSAGE: GoStruct = GoStruct {
     ],
 };
 
-/// Ollama's request structs (api/types.go), by the name of herd's Rust type that decodes them.
+/// Ollama's request structs (api/types.go), by the name of herd's Rust type that decodes them;
+/// the OpenAI layer's are `api::openai::gostructs`.
 pub static STRUCTS: &[(&str, GoStruct)] = &[
     (
         "GenerateRequest",
         GoStruct {
+            pkg: "api",
             name: "GenerateRequest",
             fields: &[
                 ("model", STR),
@@ -80,6 +85,7 @@ pub static STRUCTS: &[(&str, GoStruct)] = &[
     (
         "ChatRequest",
         GoStruct {
+            pkg: "api",
             name: "ChatRequest",
             fields: &[
                 ("model", STR),
@@ -99,6 +105,7 @@ pub static STRUCTS: &[(&str, GoStruct)] = &[
     (
         "EmbedRequest",
         GoStruct {
+            pkg: "api",
             name: "EmbedRequest",
             fields: &[
                 ("model", STR),
@@ -112,6 +119,7 @@ pub static STRUCTS: &[(&str, GoStruct)] = &[
     (
         "EmbeddingRequest",
         GoStruct {
+            pkg: "api",
             name: "EmbeddingRequest",
             fields: &[("model", STR), ("prompt", STR), ("options", MAP)],
         },
@@ -119,6 +127,7 @@ pub static STRUCTS: &[(&str, GoStruct)] = &[
     (
         "ShowRequest",
         GoStruct {
+            pkg: "api",
             name: "ShowRequest",
             fields: &[
                 ("model", STR),
@@ -133,6 +142,7 @@ pub static STRUCTS: &[(&str, GoStruct)] = &[
     (
         "CopyRequest",
         GoStruct {
+            pkg: "api",
             name: "CopyRequest",
             fields: &[("source", STR), ("destination", STR)],
         },
@@ -140,6 +150,7 @@ pub static STRUCTS: &[(&str, GoStruct)] = &[
     (
         "DeleteRequest",
         GoStruct {
+            pkg: "api",
             name: "DeleteRequest",
             fields: &[("model", STR), ("name", STR)],
         },
@@ -148,6 +159,7 @@ pub static STRUCTS: &[(&str, GoStruct)] = &[
     (
         "TransferRequest",
         GoStruct {
+            pkg: "api",
             name: "PullRequest",
             fields: &[
                 ("model", STR),
@@ -162,6 +174,7 @@ pub static STRUCTS: &[(&str, GoStruct)] = &[
     (
         "CreateRequest",
         GoStruct {
+            pkg: "api",
             name: "CreateRequest",
             fields: &[
                 ("model", STR),
@@ -185,6 +198,7 @@ pub static STRUCTS: &[(&str, GoStruct)] = &[
     (
         "MessagesRequest",
         GoStruct {
+            pkg: "anthropic",
             name: "MessagesRequest",
             fields: &[
                 ("model", STR),
@@ -204,7 +218,11 @@ pub static STRUCTS: &[(&str, GoStruct)] = &[
 /// The Go struct a Rust request type decodes as (by its type name's last segment).
 pub fn go_struct(rust_type: &str) -> Option<&'static GoStruct> {
     let short = rust_type.rsplit("::").next().unwrap_or(rust_type);
-    STRUCTS.iter().find(|(n, _)| *n == short).map(|(_, s)| s)
+    STRUCTS
+        .iter()
+        .chain(super::openai::gostructs::STRUCTS)
+        .find(|(n, _)| *n == short)
+        .map(|(_, s)| s)
 }
 
 /// One step of a JSON path.
@@ -236,13 +254,13 @@ pub fn type_error(root: &'static GoStruct, path: &[Step], found: &str) -> Option
     }
     let type_name = match ty {
         Plain(n) | Slice(n, _) | Structs(n, _) => n.to_owned(),
-        Struct(s) => format!("api.{}", s.name),
+        Struct(s) => format!("{}.{}", s.pkg, s.name),
         Any => return None,
     };
     if fields.is_empty() {
         return Some(format!(
-            "json: cannot unmarshal {found} into Go value of type api.{}",
-            root.name
+            "json: cannot unmarshal {found} into Go value of type {}.{}",
+            root.pkg, root.name
         ));
     }
     Some(format!(

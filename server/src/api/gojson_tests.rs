@@ -87,6 +87,52 @@ fn syntax_errors_read_as_go_writes_them() {
     }
 }
 
+/// The OpenAI layer's bodies fail with the text Ollama's middleware returns from binding them
+/// into its openai package's structs.
+#[test]
+fn openai_bodies_fail_with_gos_text() {
+    use crate::api::openai::chat::ChatCompletionRequest;
+    use crate::api::openai::embeddings::EmbeddingsRequest;
+    let err = |body: &str| -> String {
+        match crate::api::error::decode_json::<ChatCompletionRequest>(body.as_bytes()) {
+            Err(crate::error::Error::BadRequest(m)) => m,
+            other => panic!("{body}: {other:?}"),
+        }
+    };
+    let cases = [
+        (
+            r#"{"model":"m","max_tokens":"x"}"#,
+            "json: cannot unmarshal string into Go struct field ChatCompletionRequest.max_tokens of type int",
+        ),
+        (
+            r#"{"model":"m","messages":"x"}"#,
+            "json: cannot unmarshal string into Go struct field ChatCompletionRequest.messages of type []openai.Message",
+        ),
+        (
+            r#"{"model":"m","messages":[{"role":5}]}"#,
+            "json: cannot unmarshal number into Go struct field Message.messages.role of type string",
+        ),
+        (
+            r#"{"model":"m","stream_options":{"include_usage":"yes"}}"#,
+            "json: cannot unmarshal string into Go struct field StreamOptions.stream_options.include_usage of type bool",
+        ),
+        (
+            r#"[1]"#,
+            "json: cannot unmarshal array into Go value of type openai.ChatCompletionRequest",
+        ),
+    ];
+    for (body, want) in cases {
+        assert_eq!(err(body), want, "{body}");
+    }
+    match crate::api::error::decode_json::<EmbeddingsRequest>(br#"{"model":5}"#) {
+        Err(crate::error::Error::BadRequest(m)) => assert_eq!(
+            m,
+            "json: cannot unmarshal number into Go struct field EmbedRequest.model of type string"
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn type_errors_name_the_go_struct_field_and_type() {
     let chat = go_struct("server::api::types::ChatRequest").unwrap();

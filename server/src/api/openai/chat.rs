@@ -363,12 +363,7 @@ pub fn completion(r: &ChatResponse, id: &str, created: i64) -> Value {
         message["reasoning"] = json!(r.message.thinking);
     }
     if called_tools(r) {
-        let calls: Vec<Value> = r
-            .message
-            .tool_calls
-            .iter()
-            .map(|c| common::tool_call(c, None))
-            .collect();
+        let calls: Vec<Value> = r.message.tool_calls.iter().map(common::tool_call).collect();
         message["tool_calls"] = Value::Array(calls);
     }
     let mut choice = json!({
@@ -452,26 +447,26 @@ impl Frames<ChatResponse> for ChunkFrames {
     fn chunk(&mut self, c: ChatResponse) -> String {
         self.model.clone_from(&c.model);
         let mut out = String::new();
-        if !c.message.thinking.is_empty() {
+        // Ollama's ToStreamChunks: one delta with content (kept when "") and the tool calls
+        // and reasoning; thinking beside content or tool calls goes first, in a delta of its own
+        // without content.
+        let said = !c.message.content.is_empty() || !c.message.tool_calls.is_empty();
+        let thought = !c.message.thinking.is_empty();
+        if thought && said {
             out += &self.delta(json!({"reasoning": c.message.thinking}), None);
         }
-        if !c.message.content.is_empty() {
-            out += &self.delta(
-                json!({"content": c.message.content}),
-                common::logprobs(&c.logprobs),
-            );
-        }
-        if !c.message.tool_calls.is_empty() {
-            let calls: Vec<Value> = c
-                .message
-                .tool_calls
-                .iter()
-                .map(|t| {
-                    self.tool_calls += 1;
-                    common::tool_call(t, Some(self.tool_calls - 1))
-                })
-                .collect();
-            out += &self.delta(json!({"tool_calls": calls}), None);
+        if said || thought {
+            let mut delta = json!({"content": c.message.content});
+            if thought && !said {
+                delta["reasoning"] = json!(c.message.thinking);
+            }
+            if !c.message.tool_calls.is_empty() {
+                self.tool_calls += c.message.tool_calls.len();
+                let calls: Vec<Value> =
+                    c.message.tool_calls.iter().map(common::tool_call).collect();
+                delta["tool_calls"] = Value::Array(calls);
+            }
+            out += &self.delta(delta, common::logprobs(&c.logprobs));
         }
         if c.done {
             if !self.role_sent {

@@ -210,7 +210,7 @@ fn non_streamed_completion_shape() {
     assert_eq!(v["choices"][0]["finish_reason"], json!("tool_calls"));
     assert_eq!(
         v["choices"][0]["message"]["tool_calls"],
-        json!([{"id": "call_abc", "type": "function", "function": {"name": "f", "arguments": "{\"x\":1}"}}])
+        json!([{"id": "call_abc", "index": 0, "type": "function", "function": {"name": "f", "arguments": "{\"x\":1}"}}])
     );
     assert_eq!(
         completion(&done("length"), "i", 1)["choices"][0]["finish_reason"],
@@ -228,7 +228,9 @@ fn stream_frames_exact() {
     out += &f.finish();
     let head = r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":42,"model":"smollm2:latest","system_fingerprint":"fp_ollama","choices":"#;
     let expected = [
-        format!(r#"data: {head}[{{"index":0,"delta":{{"role":"assistant","reasoning":"hmm"}},"finish_reason":null}}]}}"#),
+        // Thinking alone: one delta with content "" (Ollama's toChunk keeps it).
+        format!(r#"data: {head}[{{"index":0,"delta":{{"role":"assistant","content":"","reasoning":"hmm"}},"finish_reason":null}}]}}"#),
+        // Thinking beside content: the reasoning first, without content (ToStreamChunks).
         format!(r#"data: {head}[{{"index":0,"delta":{{"reasoning":"!"}},"finish_reason":null}}]}}"#),
         format!(r#"data: {head}[{{"index":0,"delta":{{"content":"Hi"}},"finish_reason":null}}]}}"#),
         format!(r#"data: {head}[{{"index":0,"delta":{{}},"finish_reason":"stop"}}]}}"#),
@@ -259,9 +261,21 @@ fn stream_without_output_still_sends_role_and_tool_calls_finish() {
     let mut f = ChunkFrames::new("c".into(), 1, false);
     let mut c = chunk("", "");
     c.message.tool_calls = vec![ToolCall::default(), ToolCall::default()];
+    // The native calls' own indexes, as Ollama's ToToolCalls copies them.
+    c.message.tool_calls[1].function.index = 1;
     let out = f.chunk(c) + &f.chunk(done("stop"));
-    assert!(out.contains(r#""index":0,"type":"function""#) || out.contains(r#""index":0"#));
-    assert!(out.contains(r#""index":1"#), "{out}");
+    let first: Value = serde_json::from_str(
+        out.split("\n\n")
+            .next()
+            .unwrap()
+            .strip_prefix("data: ")
+            .unwrap(),
+    )
+    .unwrap();
+    let delta = &first["choices"][0]["delta"];
+    assert_eq!(delta["content"], json!(""), "{out}");
+    let indexes: Vec<&Value> = (0..2).map(|i| &delta["tool_calls"][i]["index"]).collect();
+    assert_eq!(indexes, [&json!(0), &json!(1)], "{out}");
     assert!(out.contains(r#""finish_reason":"tool_calls""#), "{out}");
     let e = f.error(&ApiError::new(
         axum::http::StatusCode::INTERNAL_SERVER_ERROR,

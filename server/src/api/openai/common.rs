@@ -101,14 +101,18 @@ pub struct Sampling {
 /// corners (see [`options`] and [`stops`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
-    /// `/v1/chat/completions` and `/v1/responses`.
+    /// `/v1/chat/completions`.
     Chat,
+    /// `/v1/responses`: as chat, except that an absent `top_p` is left to the model (Ollama's
+    /// FromResponsesRequest, which does not assume OpenAI's 1.0 there).
+    Responses,
     /// `/v1/completions`.
     Text,
 }
 
 /// Native `options` for an OpenAI request: `temperature` and `top_p` are 1.0 when absent
-/// (OpenAI's defaults, not Ollama's 0.8/0.9); on text completions a `top_p` of 0 also means 1.0.
+/// (OpenAI's defaults, not Ollama's 0.8/0.9), except `top_p` on responses ([`Dialect`]); on text
+/// completions a `top_p` of 0 also means 1.0.
 pub fn options(
     s: &Sampling,
     max_tokens: Option<i64>,
@@ -120,11 +124,14 @@ pub fn options(
     }
     o.insert("temperature".into(), json!(s.temperature.unwrap_or(1.0)));
     let top_p = match (s.top_p, dialect) {
-        (Some(0.0), Dialect::Text) => 1.0,
-        (Some(p), _) => p,
-        (None, _) => 1.0,
+        (Some(0.0), Dialect::Text) => Some(1.0),
+        (Some(p), _) => Some(p),
+        (None, Dialect::Responses) => None,
+        (None, _) => Some(1.0),
     };
-    o.insert("top_p".into(), json!(top_p));
+    if let Some(p) = top_p {
+        o.insert("top_p".into(), json!(p));
+    }
     if let Some(seed) = s.seed {
         o.insert("seed".into(), json!(seed));
     }
@@ -172,7 +179,7 @@ pub fn stops(v: Option<&Value>, dialect: Dialect) -> Result<Vec<String>, ApiErro
             for x in a {
                 match (x.as_str(), dialect) {
                     (Some(s), _) => out.push(s.to_owned()),
-                    (None, Dialect::Chat) => {}
+                    (None, Dialect::Chat | Dialect::Responses) => {}
                     (None, Dialect::Text) => {
                         return Err(ApiError::bad_request(format!(
                             "invalid type for 'stop' field: {}",
@@ -297,37 +304,44 @@ pub fn parse_arguments(s: &str) -> Result<Map<String, Value>, ApiError> {
 
 /// A native tool call in OpenAI's shape (arguments as a JSON string); `index` is included for
 /// stream deltas. Calls without an id get `call_` + 8 random characters, like Ollama's.
-pub fn tool_call(c: &ToolCall, index: Option<usize>) -> Value {
+pub fn tool_call(c: &ToolCall) -> Value {
     let id = if c.id.is_empty() {
         random_id("call_", 8)
     } else {
         c.id.clone()
     };
-    let mut v = json!({
+    // `index` is the native call's, streamed or not (Ollama's ToToolCalls).
+    json!({
         "id": id,
+        "index": c.function.index,
         "type": "function",
         "function": {
             "name": c.function.name,
             "arguments": crate::api::gomarshal::arguments_string(&c.function.arguments),
         }
-    });
-    if let Some(i) = index {
-        v["index"] = json!(i);
-    }
-    v
+    })
 }
 
-/// Native logprobs as OpenAI's `{"content":[{token, logprob, bytes, top_logprobs}]}`.
+/// Native logprobs as OpenAI's `{"content":[{token, logprob, bytes, top_logprobs}]}`; `bytes`
+/// and `top_logprobs` are left out when empty, as Ollama's `api.Logprob` (omitempty) writes them.
 pub fn logprobs(lp: &[Logprob]) -> Option<Value> {
     if lp.is_empty() {
         return None;
     }
-    let entry = |t: &crate::api::types::TokenLogprob| json!({"token": t.token, "logprob": t.logprob, "bytes": t.bytes});
+    let entry = |t: &crate::api::types::TokenLogprob| {
+        let mut e = json!({"token": t.token, "logprob": t.logprob});
+        if !t.bytes.is_empty() {
+            e["bytes"] = json!(t.bytes);
+        }
+        e
+    };
     let content: Vec<Value> = lp
         .iter()
         .map(|l| {
             let mut e = entry(&l.token);
-            e["top_logprobs"] = Value::Array(l.top_logprobs.iter().map(entry).collect());
+            if !l.top_logprobs.is_empty() {
+                e["top_logprobs"] = Value::Array(l.top_logprobs.iter().map(entry).collect());
+            }
             e
         })
         .collect();
@@ -397,6 +411,12 @@ mod tests {
     fn openai_defaults_and_mapping() {
         let o = options(&Sampling::default(), None, Dialect::Chat).unwrap();
         assert_eq!(Value::Object(o), json!({"temperature": 1.0, "top_p": 1.0}));
+        let o = options(&Sampling::default(), None, Dialect::Responses).unwrap();
+        assert_eq!(
+            Value::Object(o),
+            json!({"temperature": 1.0}),
+            "top_p left to the model"
+        );
         let s = Sampling {
             temperature: Some(0.0),
             top_p: Some(0.0),
@@ -521,12 +541,12 @@ mod tests {
         let call = ToolCall {
             id: String::new(),
             function: crate::api::types::ToolCallFunction {
-                index: 0,
+                index: 2,
                 name: "f".into(),
                 arguments: args,
             },
         };
-        let v = tool_call(&call, Some(2));
+        let v = tool_call(&call);
         let id = v["id"].as_str().unwrap();
         assert!(id.len() == 13 && id.starts_with("call_"), "{id}");
         assert!(id[5..]

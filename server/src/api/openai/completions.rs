@@ -4,6 +4,7 @@
 //! Replies are `text_completion` objects with id `cmpl-<n>`; streams are SSE chunks of the same
 //! object, a final chunk with `finish_reason`, an optional usage chunk, then `data: [DONE]`.
 
+use crate::api::gojson;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
@@ -87,16 +88,26 @@ pub fn to_native(req: CompletionRequest) -> Result<GenerateRequest, ApiError> {
     let prompt = match req.prompt {
         None | Some(Value::Null) => String::new(),
         Some(Value::String(s)) => s,
-        Some(_) => {
-            return Err(ApiError::bad_request(
-                "invalid type for 'prompt': expected a string",
-            ))
+        // Ollama's field is a string: any other value fails its bind with Go's text.
+        Some(v) => {
+            let found = match v {
+                Value::Array(_) => "array",
+                Value::Object(_) => "object",
+                Value::Bool(_) => "bool",
+                _ => "number",
+            };
+            let path = [gojson::Step::Key("prompt".into())];
+            let msg = gojson::go_struct("CompletionRequest")
+                .and_then(|root| gojson::type_error(root, &path, found))
+                .unwrap_or_else(|| "invalid type for 'prompt': expected a string".into());
+            return Err(ApiError::bad_request(msg));
         }
     };
+    // Ollama's FromCompleteRequest: only a positive count asks for logprobs (0 and below are
+    // none); past 20 the generate request refuses it.
     let (logprobs, top) = match req.logprobs {
-        Some(n) if n < 0 => return Err(ApiError::bad_request("logprobs must be between 0 and 20")),
-        Some(n) => (true, n),
-        None => (false, 0),
+        Some(n) if n > 0 => (true, n),
+        _ => (false, 0),
     };
     let mut options = common::options(&req.sampling, req.max_tokens, common::Dialect::Text)?;
     // Ollama's completions layer always sends both penalties (0 when absent).
@@ -146,19 +157,28 @@ pub fn legacy_logprobs(lp: &[Logprob], offset: usize) -> Value {
     })
 }
 
+/// One choice, in the field order of Ollama's CompleteChunkChoice; `logprobs` only when there
+/// are some (its `omitempty`).
+fn choice(text: &str, lp: &[Logprob], finish_reason: Value) -> Value {
+    let mut c = Map::new();
+    c.insert("text".into(), json!(text));
+    c.insert("index".into(), json!(0));
+    c.insert("finish_reason".into(), finish_reason);
+    if !lp.is_empty() {
+        c.insert("logprobs".into(), legacy_logprobs(lp, 0));
+    }
+    Value::Object(c)
+}
+
 pub fn completion(r: &GenerateResponse, id: &str, created: i64) -> Value {
+    let reason = common::finish_reason(r.done_reason.as_deref(), false);
     json!({
         "id": id,
         "object": "text_completion",
         "created": created,
         "model": r.model,
         "system_fingerprint": "fp_ollama",
-        "choices": [{
-            "text": r.response,
-            "index": 0,
-            "logprobs": legacy_logprobs(&r.logprobs, 0),
-            "finish_reason": common::finish_reason(r.done_reason.as_deref(), false),
-        }],
+        "choices": [choice(&r.response, &r.logprobs, reason)],
         "usage": common::usage(r.metrics.prompt_eval_count, r.metrics.eval_count),
     })
 }
@@ -190,14 +210,12 @@ impl Frames<GenerateResponse> for TextFrames {
     fn chunk(&mut self, c: GenerateResponse) -> String {
         let mut out = String::new();
         if !c.response.is_empty() {
-            let choice = json!([{"text": c.response, "index": 0, "logprobs": legacy_logprobs(&c.logprobs, 0), "finish_reason": null}]);
-            out += &self.frame(&c.model, choice, None);
+            let choices = json!([choice(&c.response, &c.logprobs, Value::Null)]);
+            out += &self.frame(&c.model, choices, None);
         }
         if c.done {
             let reason = common::finish_reason(c.done_reason.as_deref(), false);
-            let choice =
-                json!([{"text": "", "index": 0, "logprobs": null, "finish_reason": reason}]);
-            out += &self.frame(&c.model, choice, None);
+            out += &self.frame(&c.model, json!([choice("", &[], reason)]), None);
             if self.include_usage {
                 let usage = common::usage(c.metrics.prompt_eval_count, c.metrics.eval_count);
                 out += &self.frame(&c.model, json!([]), Some(usage));
@@ -257,7 +275,22 @@ mod tests {
         );
         let r: CompletionRequest =
             serde_json::from_value(json!({"model": "m", "prompt": ["a"]})).unwrap();
-        assert_eq!(to_native(r).unwrap_err().status, 400);
+        let e = to_native(r).unwrap_err();
+        assert_eq!(
+            (e.status.as_u16(), e.message.as_str()),
+            (400, "json: cannot unmarshal array into Go struct field CompletionRequest.prompt of type string")
+        );
+        // Only a positive logprobs count asks for logprobs (Ollama's FromCompleteRequest).
+        for (n, want) in [(0, false), (-1, false), (3, true)] {
+            let r: CompletionRequest =
+                serde_json::from_value(json!({"model": "m", "prompt": "a", "logprobs": n}))
+                    .unwrap();
+            let g = to_native(r).unwrap();
+            assert_eq!(
+                (g.logprobs, g.top_logprobs),
+                (want, if want { n } else { 0 })
+            );
+        }
     }
 
     #[test]
@@ -287,7 +320,7 @@ mod tests {
         ];
         assert_eq!(
             serde_json::to_string(&completion(&r, "cmpl-3", 9)).unwrap(),
-            r#"{"id":"cmpl-3","object":"text_completion","created":9,"model":"gemma3:latest","system_fingerprint":"fp_ollama","choices":[{"text":"upon a time","index":0,"logprobs":{"tokens":["up","on"],"token_logprobs":[-0.5,-1.0],"top_logprobs":[{"up":-0.5},{}],"text_offset":[0,2]},"finish_reason":"length"}],"usage":{"prompt_tokens":4,"completion_tokens":2,"total_tokens":6}}"#
+            r#"{"id":"cmpl-3","object":"text_completion","created":9,"model":"gemma3:latest","system_fingerprint":"fp_ollama","choices":[{"text":"upon a time","index":0,"finish_reason":"length","logprobs":{"tokens":["up","on"],"token_logprobs":[-0.5,-1.0],"top_logprobs":[{"up":-0.5},{}],"text_offset":[0,2]}}],"usage":{"prompt_tokens":4,"completion_tokens":2,"total_tokens":6}}"#
         );
     }
 
@@ -304,8 +337,8 @@ mod tests {
             + &f.finish();
         let head = r#"{"id":"cmpl-1","object":"text_completion","created":5,"model":"gemma3:latest","system_fingerprint":"fp_ollama","choices":"#;
         let expected = [
-            format!(r#"data: {head}[{{"text":"up","index":0,"logprobs":null,"finish_reason":null}}]}}"#),
-            format!(r#"data: {head}[{{"text":"","index":0,"logprobs":null,"finish_reason":"length"}}]}}"#),
+            format!(r#"data: {head}[{{"text":"up","index":0,"finish_reason":null}}]}}"#),
+            format!(r#"data: {head}[{{"text":"","index":0,"finish_reason":"length"}}]}}"#),
             format!(r#"data: {head}[],"usage":{{"prompt_tokens":4,"completion_tokens":2,"total_tokens":6}}}}"#),
             "data: [DONE]".to_owned(),
         ]

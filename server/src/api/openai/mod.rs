@@ -9,6 +9,7 @@ pub mod common;
 pub mod completions;
 pub mod embeddings;
 pub mod error;
+pub mod gostructs;
 pub mod models;
 pub mod native;
 pub mod responses;

@@ -164,13 +164,14 @@ pub fn to_native(req: ResponsesRequest) -> Result<(ChatRequest, Echo), ApiError>
         top_p: req.top_p,
         ..Sampling::default()
     };
-    let options = common::options(&sampling, req.max_output_tokens, common::Dialect::Chat)?;
+    let options = common::options(&sampling, req.max_output_tokens, common::Dialect::Responses)?;
     let echo = Echo {
         model: req.model.clone(),
         instructions: req.instructions.clone(),
         max_output_tokens: req.max_output_tokens,
         temperature: options["temperature"].as_f64().unwrap_or(1.0),
-        top_p: options["top_p"].as_f64().unwrap_or(1.0),
+        // Echoed as 1.0 when absent though the model's own applies (Ollama's derefFloat64).
+        top_p: options.get("top_p").and_then(Value::as_f64).unwrap_or(1.0),
         tools: req
             .tools
             .clone()
@@ -206,12 +207,10 @@ pub fn to_native(req: ResponsesRequest) -> Result<(ChatRequest, Echo), ApiError>
     Ok((native_req, echo))
 }
 
-fn status_of(done_reason: Option<&str>) -> &'static str {
-    if done_reason == Some("length") {
-        "incomplete"
-    } else {
-        "completed"
-    }
+/// A finished response's status: "completed", a truncated one's too (Ollama's ToResponse and
+/// stream converter never report "incomplete"; `incomplete_details` stays null).
+fn status_of(_done_reason: Option<&str>) -> &'static str {
+    "completed"
 }
 
 fn usage(r: &ChatResponse) -> Value {
@@ -283,7 +282,6 @@ pub fn response_object(
     output: Vec<Value>,
     usage: Option<Value>,
 ) -> Value {
-    let incomplete = (status == "incomplete").then(|| json!({"reason": "max_output_tokens"}));
     // Set once the response is over (Ollama's middleware sets it on the final object).
     let completed_at = (status != "in_progress").then(|| {
         std::time::SystemTime::now()
@@ -298,7 +296,7 @@ pub fn response_object(
         "status": status,
         "background": echo.background,
         "error": null,
-        "incomplete_details": incomplete,
+        "incomplete_details": null,
         "instructions": echo.instructions,
         "max_output_tokens": echo.max_output_tokens,
         "model": if model.is_empty() { echo.model.as_str() } else { model },

@@ -198,11 +198,7 @@ fn non_streamed_response() {
             v["incomplete_details"].clone(),
             v["model"].clone()
         ),
-        (
-            json!("incomplete"),
-            json!({"reason": "max_output_tokens"}),
-            json!("smollm2")
-        )
+        (json!("completed"), Value::Null, json!("smollm2"))
     );
 }
 
