@@ -209,13 +209,16 @@ impl TextFrames {
 impl Frames<GenerateResponse> for TextFrames {
     fn chunk(&mut self, c: GenerateResponse) -> String {
         let mut out = String::new();
+        // With include_usage every chunk before the usage one carries zero usage (Ollama's
+        // CompleteWriter sets an empty Usage on each).
+        let zero = self.include_usage.then(|| common::usage(0, 0));
         if !c.response.is_empty() {
             let choices = json!([choice(&c.response, &c.logprobs, Value::Null)]);
-            out += &self.frame(&c.model, choices, None);
+            out += &self.frame(&c.model, choices, zero.clone());
         }
         if c.done {
             let reason = common::finish_reason(c.done_reason.as_deref(), false);
-            out += &self.frame(&c.model, json!([choice("", &[], reason)]), None);
+            out += &self.frame(&c.model, json!([choice("", &[], reason)]), zero);
             if self.include_usage {
                 let usage = common::usage(c.metrics.prompt_eval_count, c.metrics.eval_count);
                 out += &self.frame(&c.model, json!([]), Some(usage));
@@ -336,9 +339,11 @@ mod tests {
             + &f.chunk(gen("", true))
             + &f.finish();
         let head = r#"{"id":"cmpl-1","object":"text_completion","created":5,"model":"gemma3:latest","system_fingerprint":"fp_ollama","choices":"#;
+        // include_usage: zero usage on each chunk before the usage one (Ollama's CompleteWriter).
+        let zero = r#"{"prompt_tokens":0,"completion_tokens":0,"total_tokens":0}"#;
         let expected = [
-            format!(r#"data: {head}[{{"text":"up","index":0,"finish_reason":null}}]}}"#),
-            format!(r#"data: {head}[{{"text":"","index":0,"finish_reason":"length"}}]}}"#),
+            format!(r#"data: {head}[{{"text":"up","index":0,"finish_reason":null}}],"usage":{zero}}}"#),
+            format!(r#"data: {head}[{{"text":"","index":0,"finish_reason":"length"}}],"usage":{zero}}}"#),
             format!(r#"data: {head}[],"usage":{{"prompt_tokens":4,"completion_tokens":2,"total_tokens":6}}}}"#),
             "data: [DONE]".to_owned(),
         ]
