@@ -8,7 +8,7 @@ use runner_core::grammar::{gate, Grammars};
 use runner_core::sampling::TokenMask;
 use runner_core::Token;
 use runner_protocol::Constraint;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use toktrie::ApproximateTokEnv;
 
 /// llguidance's single-byte test vocabulary: bytes 0..=255, then six special tokens, the last
@@ -43,11 +43,15 @@ fn masks_wanted_before_the_next_launch_do_not_wait_for_it() {
     };
     let text = r#"{"name": "a cat called Rex", "n": 12345}"#;
     let mut m = g.mask(&c).unwrap();
-    let started = Instant::now();
+    // How many masks took the gate's whole limit: held back, every one would; a loaded machine
+    // may stall a few.
+    let mut slow = 0;
     for (i, &b) in text.as_bytes().iter().enumerate() {
         // No step is ever launched: each mask is wanted before the next launch.
         let mut logits = vec![0.0f32; N];
+        let started = Instant::now();
         m.apply(&mut logits);
+        slow += usize::from(started.elapsed() >= gate::LIMIT);
         assert!(
             logits[b as usize].is_finite(),
             "byte {i} ({:?}) masked",
@@ -61,13 +65,9 @@ fn masks_wanted_before_the_next_launch_do_not_wait_for_it() {
     let mut logits = vec![0.0f32; N];
     m.apply(&mut logits);
     assert!(logits[EOS as usize].is_finite(), "the object is complete");
-    // Held back, each of the masks would have waited the gate's whole limit.
-    let held = gate::LIMIT * text.len() as u32;
-    let took = started.elapsed();
     assert!(
-        took < held / 4,
-        "{took:?} for {} masks (held: {held:?})",
+        slow < text.len() / 4,
+        "{slow} of {} masks waited the gate's limit",
         text.len()
     );
-    assert!(held > Duration::from_millis(40));
 }
