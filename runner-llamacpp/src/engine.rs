@@ -397,8 +397,8 @@ impl Engine {
             let kv = (self.slots.iter().enumerate())
                 .filter(|(k, s)| s.active.is_some() || pads.contains(k))
                 .map(|(k, s)| s.cache.len() + usize::from(pads.contains(&k)))
-                .max();
-            let kv = kv.unwrap_or(0);
+                .max()
+                .unwrap_or(0);
             self.cost.observe_step(self.batch.len(), kv, took);
         }
         if let Err(e) = res {
