@@ -13,14 +13,15 @@
 //!   of every length from 1 to 16 kept the drafted steps ungraphed and the measured cost high.
 //!
 //! Invariant: drafting never changes output (verification does not depend on the length), so
-//! this only moves speed. On a GPU a step shape's first uses are no sample of its cost: ggml-cuda
-//! runs a new shape kernel by kernel, captures its CUDA graph on the second use and replays it
-//! from the third (and starts over whenever the KV view grows past a multiple of 256 cells), so
-//! an n-gram request's first drafted steps of 2, 4, 8 and 16 tokens took ~10x a graphed step and
-//! a fit that kept them priced draft tokens high for ~100 steps (H200, run Y: the first of three
-//! copy rounds at 1300 t/s against 2092 and 1694). [`StepCost::observe_step`] leaves out a shape's
-//! first [`WARM_USES`] uses when lengths are shaped. While the cost is unknown (every step had one token count) slots
-//! draft their whole continuation and half of it by turns, so the fit sees two counts within a
+//! this only moves speed. On a GPU a step shape's first uses are no sample of its cost:
+//! ggml-cuda runs a new shape kernel by kernel, captures its CUDA graph on the second use and
+//! replays it from the third (and starts over whenever the KV view grows past a multiple of 256
+//! cells), so an n-gram request's first drafted steps of 2, 4, 8 and 16 tokens took ~10x a
+//! graphed step and a fit that kept them priced draft tokens high for ~100 steps (H200, run Y:
+//! the first of three copy rounds at 1300 t/s against 2092 and 1694).
+//! [`StepCost::observe_step`] leaves out a shape's first [`WARM_USES`] uses when lengths are
+//! shaped. While the cost is unknown (every step had one token count) slots draft their whole
+//! continuation and half of it by turns, so the fit sees two counts within a
 //! few steps (runner-mlx on CPU drafted a whole 200-token copy at full length at 0.57x before
 //! this, since every step had the same count); the fit forgets, so a runner that stopped
 //! drafting tries again after a few hundred steps.

@@ -289,6 +289,17 @@ fn hash_and_sync(path: &Path) -> Result<(Digest, u64)> {
 mod tests {
     use super::*;
 
+    /// The F16 source quantized to Q8_0, as `quantize` asks for it.
+    fn to_q8_0(
+        blobs: &BlobStore,
+        src: &Layer,
+        opts: &QuantizeOptions,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<(GgufLayer, bool)> {
+        let status = "quantizing F16 model to Q8_0";
+        quantize_layer(blobs, src, status, "Q8_0", opts, progress)
+    }
+
     #[test]
     fn progress_scales_tensors_to_bytes() {
         let table = [
@@ -361,15 +372,7 @@ mod tests {
         for (script, want) in cases {
             let opts = fake(t.path(), script);
             let mut seen = Vec::new();
-            let err = quantize_layer(
-                &blobs,
-                &src,
-                "quantizing F16 model to Q8_0",
-                "Q8_0",
-                &opts,
-                &mut |p| seen.push(p),
-            )
-            .unwrap_err();
+            let err = to_q8_0(&blobs, &src, &opts, &mut |p| seen.push(p)).unwrap_err();
             assert!(err.to_string().contains(want), "{script}: {err}");
             assert_eq!(
                 blob_dir_names(&blobs),
@@ -389,15 +392,7 @@ mod tests {
             ("HERD_SECRET_TOKEN".into(), "s3cr3t".into()),
             ("GGML_SCHED_MAX_COPIES".into(), "1".into()),
         ]);
-        assert!(quantize_layer(
-            &blobs,
-            &src,
-            "quantizing F16 model to Q8_0",
-            "Q8_0",
-            &opts,
-            &mut |_| {}
-        )
-        .is_err());
+        assert!(to_q8_0(&blobs, &src, &opts, &mut |_| {}).is_err());
         let env = std::fs::read_to_string(&seen_env).unwrap();
         assert!(env.lines().any(|l| l == "GGML_SCHED_MAX_COPIES=1"), "{env}");
         assert!(!env.contains("s3cr3t"), "{env}");
@@ -442,15 +437,7 @@ mod tests {
             ..Default::default()
         };
         let mut seen = Vec::new();
-        let err = quantize_layer(
-            &blobs,
-            &src,
-            "quantizing F16 model to Q8_0",
-            "Q8_0",
-            &opts,
-            &mut |p| seen.push(p),
-        )
-        .unwrap_err();
+        let err = to_q8_0(&blobs, &src, &opts, &mut |p| seen.push(p)).unwrap_err();
         assert!(
             err.to_string().contains("cannot start the quantizer"),
             "{err}"

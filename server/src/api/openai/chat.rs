@@ -396,7 +396,8 @@ pub struct ChunkFrames {
     include_usage: bool,
     model: String,
     role_sent: bool,
-    tool_calls: usize,
+    /// A delta has carried tool calls (the finish reason is then `tool_calls`).
+    called: bool,
 }
 
 impl ChunkFrames {
@@ -407,7 +408,7 @@ impl ChunkFrames {
             include_usage,
             model: String::new(),
             role_sent: false,
-            tool_calls: 0,
+            called: false,
         }
     }
 
@@ -461,7 +462,7 @@ impl Frames<ChatResponse> for ChunkFrames {
                 delta["reasoning"] = json!(c.message.thinking);
             }
             if !c.message.tool_calls.is_empty() {
-                self.tool_calls += c.message.tool_calls.len();
+                self.called = true;
                 let calls: Vec<Value> =
                     c.message.tool_calls.iter().map(common::tool_call).collect();
                 delta["tool_calls"] = Value::Array(calls);
@@ -472,7 +473,7 @@ impl Frames<ChatResponse> for ChunkFrames {
             if !self.role_sent {
                 out += &self.delta(json!({"content": ""}), None);
             }
-            let reason = common::finish_reason(c.done_reason.as_deref(), self.tool_calls > 0);
+            let reason = common::finish_reason(c.done_reason.as_deref(), self.called);
             out += &self.frame(
                 json!([{"index": 0, "delta": {}, "finish_reason": reason}]),
                 None,

@@ -104,14 +104,13 @@ async fn run(state: AppState, body: Result<Bytes, BytesRejection>) -> Result<Res
         Reply::Stream(s) => chat::fold(s).await?,
     };
     let output = output_items(&r);
-    let status = status_of(r.done_reason.as_deref());
     let usage = usage(&r);
     Ok(Json(response_object(
         &id,
         created,
         &echo,
         &r.model,
-        status,
+        COMPLETED,
         output,
         Some(usage),
     ))
@@ -207,11 +206,9 @@ pub fn to_native(req: ResponsesRequest) -> Result<(ChatRequest, Echo), ApiError>
     Ok((native_req, echo))
 }
 
-/// A finished response's status: "completed", a truncated one's too (Ollama's ToResponse and
-/// stream converter never report "incomplete"; `incomplete_details` stays null).
-fn status_of(_done_reason: Option<&str>) -> &'static str {
-    "completed"
-}
+/// A finished response's status, a truncated one's too (Ollama's ToResponse and stream
+/// converter never report "incomplete"; `incomplete_details` stays null).
+const COMPLETED: &str = "completed";
 
 fn usage(r: &ChatResponse) -> Value {
     let (i, o) = (r.metrics.prompt_eval_count, r.metrics.eval_count);

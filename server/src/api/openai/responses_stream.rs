@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 
-use super::{call_item, message_item, reasoning_item, response_object, status_of, usage, Echo};
+use super::{call_item, message_item, reasoning_item, response_object, usage, Echo, COMPLETED};
 use crate::api::openai::common;
 use crate::api::openai::error::ApiError;
 use crate::api::openai::sse::{self, Frames};
@@ -199,8 +199,7 @@ impl Frames<ChatResponse> for EventFrames {
         }
         if c.done {
             out += &self.close();
-            let status = status_of(c.done_reason.as_deref());
-            let r = self.snapshot(status, Some(usage(&c)));
+            let r = self.snapshot(COMPLETED, Some(usage(&c)));
             out += &self.ev("response.completed", json!({"response": r}));
         }
         out

@@ -191,7 +191,7 @@ fn non_streamed_response() {
         json!({"input_tokens": 3, "input_tokens_details": {"cached_tokens": 0},
         "output_tokens": 2, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 5})
     );
-    let v = response_object("r", 7, &echo, "", status_of(Some("length")), vec![], None);
+    let v = response_object("r", 7, &echo, "", COMPLETED, vec![], None);
     assert_eq!(
         (
             v["status"].clone(),
